@@ -1,0 +1,3 @@
+bin_PROGRAMS += memsim
+memsim_SOURCES = cli/main.c
+memsim_LDADD = libmemsim.la

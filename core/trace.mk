@@ -1,0 +1,1 @@
+# (fragment: add this part's sources, tests and data here)

@@ -1,0 +1,166 @@
+/* memsim: the caching allocator model.
+ *
+ * Reproduces PyTorch's CUDA caching allocator (c10/cuda/CUDACachingAllocator)
+ * and its Ascend twin (NPUCachingAllocator) rule by rule; see
+ * ../shared/reference/caching-allocator.md and docs/allocator.md.  It sits on
+ * an ms_backend's malloc_device / mem_map, so it runs over the mock NPU, a real
+ * device, or a trace replay alike.  Addresses are device addresses. */
+#ifndef MEMSIM_ALLOCATOR_H
+#define MEMSIM_ALLOCATOR_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "memsim/backend.h"
+#include "memsim/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ms_alloc ms_alloc;
+
+typedef enum ms_alloc_flavour { MS_ALLOC_CUDA = 0, MS_ALLOC_NPU } ms_alloc_flavour;
+
+#define MS_ALLOC_BANDS 16
+
+typedef struct ms_alloc_config {
+    ms_alloc_flavour flavour;
+    uint64_t max_split_size;          /* UINT64_MAX: unlimited (default) */
+    uint64_t max_non_split_rounding;  /* default 20 MiB */
+    unsigned roundup_power2_divisions[MS_ALLOC_BANDS]; /* per band; 0: plain */
+    double garbage_collection_threshold; /* 0: off */
+    bool expandable_segments;
+    double memory_fraction;           /* 0: unset (set_per_process_memory_fraction) */
+    bool release_lock_on_malloc;      /* accepted, no effect on the model */
+    bool pinned_use_host_register;    /* accepted, no effect on the model */
+} ms_alloc_config;
+
+/* The defaults of the given flavour. */
+ms_status ms_alloc_config_default(ms_alloc_flavour flavour, ms_alloc_config *cfg);
+/* Apply a PYTORCH_CUDA_ALLOC_CONF-style string ("expandable_segments:True,
+ * max_split_size_mb:128,roundup_power2_divisions:[256:1,>:4]") on top of cfg.
+ * An unknown key or bad value is MS_EINVAL naming the key and its offset. */
+ms_status ms_alloc_config_parse(const char *conf, ms_alloc_config *cfg, ms_diag *d);
+
+/* One statistic, as torch.cuda.memory_stats() reports it. */
+typedef struct ms_stat {
+    int64_t current;
+    int64_t peak;
+    int64_t allocated;
+    int64_t freed;
+} ms_stat;
+
+enum { MS_STAT_ALL = 0, MS_STAT_SMALL_POOL, MS_STAT_LARGE_POOL, MS_STAT_TYPES };
+
+typedef struct ms_alloc_stats {
+    ms_stat allocation[MS_STAT_TYPES];
+    ms_stat segment[MS_STAT_TYPES];
+    ms_stat active[MS_STAT_TYPES];
+    ms_stat inactive_split[MS_STAT_TYPES];
+    ms_stat allocated_bytes[MS_STAT_TYPES];
+    ms_stat reserved_bytes[MS_STAT_TYPES];
+    ms_stat active_bytes[MS_STAT_TYPES];
+    ms_stat inactive_split_bytes[MS_STAT_TYPES];
+    ms_stat requested_bytes[MS_STAT_TYPES];
+    ms_stat oversize_allocations;
+    ms_stat oversize_segments;
+    int64_t num_alloc_retries;
+    int64_t num_ooms;
+    int64_t num_sync_all_streams;
+    int64_t num_device_alloc;
+    int64_t num_device_free;
+    int64_t max_split_size;
+} ms_alloc_stats;
+
+/* What the allocator did, for reports and replay comparison.  Names follow
+ * the snapshot trace actions. */
+typedef enum ms_alloc_action {
+    MS_AA_ALLOC = 0,
+    MS_AA_FREE_REQUESTED,
+    MS_AA_FREE_COMPLETED,
+    MS_AA_SEGMENT_ALLOC,
+    MS_AA_SEGMENT_FREE,
+    MS_AA_SEGMENT_MAP,
+    MS_AA_SEGMENT_UNMAP,
+    MS_AA_OOM,
+    MS_AA_COUNT
+} ms_alloc_action;
+
+const char *ms_alloc_action_name(ms_alloc_action a); /* "alloc", "segment_map", ... */
+
+typedef struct ms_alloc_event {
+    ms_alloc_action action;
+    uint64_t addr;
+    uint64_t size;      /* requested size for alloc/free, segment size for segments */
+    uint64_t stream_id;
+    int pool;           /* named pool id */
+} ms_alloc_event;
+
+typedef void (*ms_alloc_observer)(void *user, const ms_alloc_event *ev);
+
+/* Options of a named pool (pool 0 is "default", created with the allocator). */
+typedef struct ms_pool_options {
+    /* Lifetime pools (memory-fragmentation feature): every block is its own
+     * segment of exactly the request rounded up to 2 MiB, never split and
+     * never packed into 20 MiB segments. */
+    bool exact_segments;
+    /* Idle blocks of this pool may serve requests of the default pool while
+     * borrowing is enabled (ms_alloc_set_borrowing). */
+    bool lendable;
+} ms_pool_options;
+
+ms_status ms_alloc_create(ms_backend *be, const ms_alloc_config *cfg, ms_alloc **out);
+ms_status ms_alloc_destroy(ms_alloc *a);
+
+/* Allocate size bytes for use on stream in pool; on out of memory returns
+ * MS_ENOMEM with the exact CUDA or NPU message in d. */
+ms_status ms_alloc_malloc(ms_alloc *a, uint64_t size, ms_stream *stream, int pool, uint64_t *addr,
+                          ms_diag *d);
+ms_status ms_alloc_free(ms_alloc *a, uint64_t addr);
+/* The block at addr is also used on stream s: its free waits for s's work. */
+ms_status ms_alloc_record_stream(ms_alloc *a, uint64_t addr, ms_stream *s);
+ms_status ms_alloc_empty_cache(ms_alloc *a);
+ms_status ms_alloc_get_stats(const ms_alloc *a, ms_alloc_stats *out);
+ms_status ms_alloc_reset_peak_stats(ms_alloc *a);
+ms_status ms_alloc_set_observer(ms_alloc *a, ms_alloc_observer fn, void *user);
+
+ms_status ms_alloc_pool_create(ms_alloc *a, const char *name, const ms_pool_options *opt,
+                               int *pool);
+ms_status ms_alloc_pool_find(const ms_alloc *a, const char *name, int *pool);
+/* While enabled, default-pool requests may take idle blocks of lendable pools
+ * (the executor enables it outside the forward pass). */
+ms_status ms_alloc_set_borrowing(ms_alloc *a, bool enabled);
+
+/* Visit every segment and block (for segments.csv and snapshots). */
+typedef struct ms_block_info {
+    uint64_t segment_addr;
+    uint64_t segment_size;
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested;
+    bool allocated;
+    uint64_t stream_id;
+    int pool;
+    bool expandable;
+} ms_block_info;
+typedef void (*ms_block_visitor)(void *user, const ms_block_info *b);
+ms_status ms_alloc_visit_blocks(const ms_alloc *a, ms_block_visitor fn, void *user);
+
+/* Trace replay: recreate a segment as it stood when a trace began (the
+ * snapshot's final segments minus what the trace added plus what it freed).
+ * blocks tile [addr, addr + size) in address order.  The backend is not asked
+ * for the memory: the caller's backend accounts for it. */
+typedef struct ms_seed_block {
+    uint64_t addr;
+    uint64_t size;
+    uint64_t requested;
+    bool allocated;
+} ms_seed_block;
+ms_status ms_alloc_import_segment(ms_alloc *a, uint64_t addr, uint64_t size, ms_stream *stream,
+                                  bool expandable, const ms_seed_block *blocks, uint32_t n_blocks);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,157 @@
+/* memsim: the device backend interface.
+ *
+ * It mirrors the device runtimes (Ascend ACL, CUDA) so both a real runtime and
+ * the mock NPU implement it naturally.  A backend is a table of function
+ * pointers plus an opaque instance, one per device (one host thread driving
+ * one device).  Backends register by name: "mock", "npu", "cuda".
+ *
+ * Clocks: now() is the host clock of the thread driving this device (virtual
+ * in the mock, real on hardware).  Async calls (memcpy_async, launch,
+ * event_record, stream_wait_event) enqueue device work and return; each costs
+ * the device's launch overhead of host time, and blocks only when the
+ * stream's launch queue is full.  Blocking calls (synchronize) advance the host
+ * clock to the device time of completion.  An event is complete only once
+ * device time has reached it: the host may run far ahead of the device.
+ *
+ * Out of memory is MS_ENOMEM, never an abort. */
+#ifndef MEMSIM_BACKEND_H
+#define MEMSIM_BACKEND_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "memsim/device.h"
+#include "memsim/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ms_stream ms_stream; /* defined by each backend */
+typedef struct ms_event ms_event;   /* defined by each backend */
+
+typedef enum ms_kernel_class {
+    MS_KC_MATMUL = 0,
+    MS_KC_ATTENTION,
+    MS_KC_ELEMENTWISE,
+    MS_KC_NORM,
+    MS_KC_COMM,
+    MS_KC_COUNT
+} ms_kernel_class;
+
+typedef enum ms_comm_kind {
+    MS_COMM_NONE = 0,
+    MS_COMM_ALLREDUCE,
+    MS_COMM_ALLGATHER,
+    MS_COMM_REDUCE_SCATTER,
+    MS_COMM_ALLTOALL,
+    MS_COMM_BROADCAST,
+    MS_COMM_SEND,
+    MS_COMM_RECV,
+    MS_COMM_COUNT
+} ms_comm_kind;
+
+typedef enum ms_link_kind { MS_LINK_INTRA_NODE = 0, MS_LINK_INTER_NODE } ms_link_kind;
+
+/* An abstract kernel: what the cost model needs, nothing executable. */
+typedef struct ms_kernel {
+    const char *name;     /* e.g. "matmul", "flash_attention_fwd" */
+    ms_kernel_class cls;
+    ms_dtype dtype;
+    double flops;         /* floating-point operations */
+    double bytes;         /* HBM bytes read + written */
+    int64_t shape[4];     /* informational (m, n, k, batch for a matmul) */
+    /* Collectives and p2p (cls == MS_KC_COMM). */
+    ms_comm_kind comm;
+    int group_size;       /* ranks in the collective */
+    ms_link_kind link;
+    double comm_bytes;    /* size of the buffer each rank contributes */
+    int peer;             /* p2p: the other device's index */
+    int tag;              /* p2p: matches a SEND with its RECV */
+} ms_kernel;
+
+typedef enum ms_copy_kind { MS_COPY_H2D = 0, MS_COPY_D2H, MS_COPY_D2D } ms_copy_kind;
+
+/* One finished piece of device work, reported to a tracer with device times.
+ * tag is the caller's (the executor passes its op or tensor id). */
+typedef struct ms_work_record {
+    uint64_t tag;
+    bool is_copy;
+    ms_copy_kind copy_kind;   /* when is_copy */
+    const char *name;         /* kernel name, or "memcpy" */
+    uint64_t stream_id;
+    int64_t start_ns;
+    int64_t end_ns;
+    uint64_t bytes;
+} ms_work_record;
+
+typedef void (*ms_work_tracer)(void *user, const ms_work_record *rec);
+
+typedef struct ms_backend_ops {
+    const char *name;
+    ms_status (*destroy)(void *inst);
+    /* Memory. Addresses are device (or pinned host) virtual addresses. */
+    ms_status (*mem_get_info)(void *inst, uint64_t *free_bytes, uint64_t *total_bytes);
+    ms_status (*malloc_device)(void *inst, uint64_t bytes, uint64_t *addr);
+    ms_status (*free_device)(void *inst, uint64_t addr);
+    ms_status (*malloc_host)(void *inst, uint64_t bytes, uint64_t *addr);
+    ms_status (*free_host)(void *inst, uint64_t addr);
+    /* Virtual memory for expandable segments (cuMemAddressReserve / cuMemMap):
+     * reserving costs no capacity; mapping does, page by page. */
+    ms_status (*va_reserve)(void *inst, uint64_t bytes, uint64_t *addr);
+    ms_status (*va_release)(void *inst, uint64_t addr);
+    ms_status (*mem_map)(void *inst, uint64_t addr, uint64_t bytes);
+    ms_status (*mem_unmap)(void *inst, uint64_t addr, uint64_t bytes);
+    /* Streams. Lower priority number = higher priority, as in CUDA. */
+    ms_status (*stream_create)(void *inst, int priority, ms_stream **out);
+    ms_status (*stream_destroy)(void *inst, ms_stream *s);
+    ms_status (*stream_synchronize)(void *inst, ms_stream *s);
+    /* A small stable number per stream (creation order), for orderings that
+     * must be deterministic across runs. */
+    ms_status (*stream_id)(void *inst, const ms_stream *s, uint64_t *id);
+    /* Events. */
+    ms_status (*event_create)(void *inst, ms_event **out);
+    ms_status (*event_destroy)(void *inst, ms_event *e);
+    ms_status (*event_record)(void *inst, ms_event *e, ms_stream *s);
+    ms_status (*event_query)(void *inst, ms_event *e, bool *complete);
+    ms_status (*event_synchronize)(void *inst, ms_event *e);
+    ms_status (*event_elapsed_ns)(void *inst, ms_event *start, ms_event *end, int64_t *ns);
+    ms_status (*stream_wait_event)(void *inst, ms_stream *s, ms_event *e);
+    /* Work. */
+    ms_status (*memcpy_async)(void *inst, uint64_t dst, uint64_t src, uint64_t bytes,
+                              ms_copy_kind kind, ms_stream *s, uint64_t tag);
+    ms_status (*launch)(void *inst, const ms_kernel *k, ms_stream *s, uint64_t tag);
+    ms_status (*device_synchronize)(void *inst);
+    /* Host clock in nanoseconds. */
+    ms_status (*now)(void *inst, int64_t *ns);
+    /* Report each finished kernel and copy (NULL fn: stop).  The mock reports
+     * as device time passes; a real backend reports when it can time the work
+     * (events, at the latest at the next synchronize). */
+    ms_status (*set_tracer)(void *inst, ms_work_tracer fn, void *user);
+} ms_backend_ops;
+
+typedef struct ms_backend {
+    const ms_backend_ops *ops;
+    void *inst;
+    int device; /* device index within the run */
+} ms_backend;
+
+/* Options for opening a backend by name. */
+struct ms_sim;
+typedef struct ms_backend_config {
+    const ms_device_spec *spec; /* required; copied by the backend */
+    int device;                 /* index of this device in the run */
+    struct ms_sim *engine;      /* mock: the shared discrete-event engine */
+    uint64_t seed;              /* mock: seed for any modeled jitter */
+} ms_backend_config;
+
+/* Open the backend registered under name ("mock"; "npu"/"cuda" where built). */
+ms_status ms_backend_open(const char *name, const ms_backend_config *cfg, ms_backend **out,
+                          ms_diag *d);
+/* Destroy the instance and free b. */
+ms_status ms_backend_close(ms_backend *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,12 @@
+#ifndef MEMSIM_H
+#define MEMSIM_H
+#include "memsim/status.h"
+#include "memsim/device.h"
+#include "memsim/sim.h"
+#include "memsim/backend.h"
+#include "memsim/backend_mock.h"
+#include "memsim/allocator.h"
+#include "memsim/scenario.h"
+#include "memsim/workload.h"
+#include "memsim/policy.h"
+#endif

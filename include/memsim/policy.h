@@ -1,0 +1,138 @@
+/* memsim: memory policies written in Lua.
+ *
+ * A policy is a Lua module returning a table of hooks (docs/policy-api.md):
+ *   plan(profile, ctx)      before every step; decisions go through ctx
+ *   pool(tensor)            once per tensor: the allocator pool to use
+ *   on_oom(request, ctx)    when the allocator fails; may add decisions
+ * Decisions are data (an ms_plan) that the executor applies.  Policies are
+ * untrusted: no os/io/debug, require only of modules in the policy library
+ * directory, no bytecode, an instruction budget and a memory cap; an error
+ * stops the run with the script's file:line. */
+#ifndef MEMSIM_POLICY_H
+#define MEMSIM_POLICY_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memsim/status.h"
+#include "memsim/workload.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ms_decision_kind {
+    MS_DEC_SWAP = 0,  /* tensor: D2H after out_after, H2D back before in_before */
+    MS_DEC_RECOMPUTE, /* segment: drop after forward, re-issue before backward */
+    MS_DEC_KEEP       /* tensor: pin on device (overrides earlier decisions) */
+} ms_decision_kind;
+
+typedef struct ms_decision {
+    ms_decision_kind kind;
+    uint32_t tensor;     /* SWAP, KEEP */
+    uint32_t segment;    /* RECOMPUTE */
+    int32_t out_after;   /* op id after which the copy out starts; MS_NONE:
+                            after the tensor's last forward use */
+    int32_t in_before;   /* op id the tensor must be back for; MS_NONE: its
+                            first backward use */
+    int32_t prefetch;    /* start the copy in this many ops before in_before
+                            (>= 0; default 1) */
+} ms_decision;
+
+typedef struct ms_plan {
+    ms_decision *items;
+    uint32_t n;
+    uint32_t cap;
+    bool stable;         /* the policy called ctx:stable() */
+} ms_plan;
+
+ms_status ms_plan_init(ms_plan *p);
+ms_status ms_plan_add(ms_plan *p, const ms_decision *dec);
+ms_status ms_plan_clear(ms_plan *p); /* keeps capacity; resets stable */
+ms_status ms_plan_copy(ms_plan *dst, const ms_plan *src);
+ms_status ms_plan_free(ms_plan *p);
+
+/* What one op did in the last step (modeled in the mock, measured on hardware). */
+typedef struct ms_op_profile {
+    int64_t start_ns;    /* device start, relative to the step start */
+    int64_t end_ns;
+    uint64_t allocated;  /* allocator state right after its outputs were allocated */
+    uint64_t reserved;
+    uint64_t active;
+} ms_op_profile;
+
+typedef struct ms_profile {
+    int step;                       /* index of the step the profile is of; -1: none run yet */
+    bool measured;                  /* false before the first step: structure only */
+    ms_program_view program;
+    const ms_op_profile *ops;       /* n == program.n_ops, NULL when !measured */
+    uint64_t peak_allocated;
+    uint64_t peak_reserved;
+    uint64_t capacity;              /* device memory */
+    int64_t step_time_ns;
+    bool oom;
+    int32_t oom_op;                 /* op whose allocation failed, or MS_NONE */
+    const ms_device_spec *device;
+    const ms_plan *current;         /* decisions that were in force */
+} ms_profile;
+
+typedef struct ms_oom_request {
+    uint64_t bytes;
+    uint32_t tensor;
+    uint32_t op;
+    uint64_t allocated;
+    uint64_t reserved;
+    uint64_t capacity;
+} ms_oom_request;
+
+/* Result of evaluating a candidate plan on the simulator (ctx:simulate). */
+typedef struct ms_sim_result {
+    uint64_t peak_allocated;
+    uint64_t peak_reserved;
+    int64_t step_time_ns;
+    bool oom;
+} ms_sim_result;
+typedef ms_status (*ms_simulate_fn)(void *user, const ms_plan *plan, ms_sim_result *out,
+                                    ms_diag *d);
+
+typedef struct ms_policy_limits {
+    uint64_t max_instructions; /* per hook call; 0: default (200 million) */
+    size_t max_memory;         /* bytes of Lua heap; 0: default (256 MiB) */
+} ms_policy_limits;
+
+typedef struct ms_policy ms_policy;
+
+/* Load the policy at path; lib_dir is the only directory require() may read
+ * (the shipped policies_lua/).  A name without '/' or ".lua" is looked up as
+ * lib_dir/NAME.lua. */
+ms_status ms_policy_load(const char *path, const char *lib_dir, const ms_policy_limits *lim,
+                         ms_policy **out, ms_diag *d);
+ms_status ms_policy_free(ms_policy *p);
+/* The policy's name: its table's `name` field, else the file's base name. */
+ms_status ms_policy_name(const ms_policy *p, const char **name);
+
+/* Pools the policy declares in its `pools` table, e.g.
+ *   pools = { long = { exact_segments = true, lendable = true } }
+ * The executor creates them in the allocator before the first step. */
+typedef struct ms_pool_decl {
+    char name[64];
+    bool exact_segments;
+    bool lendable;
+} ms_pool_decl;
+ms_status ms_policy_pools(const ms_policy *p, const ms_pool_decl **decls, uint32_t *n);
+
+/* Call plan(profile, ctx) if the policy has it; decisions are appended to
+ * plan (cleared first).  sim may be NULL (ctx:simulate then errors). */
+ms_status ms_policy_plan(ms_policy *p, const ms_profile *prof, ms_simulate_fn sim, void *sim_user,
+                         ms_plan *plan, ms_diag *d);
+/* Call pool(tensor): the pool's name in buf ("default" without the hook). */
+ms_status ms_policy_pool(ms_policy *p, const ms_tensor *t, char *buf, size_t n, ms_diag *d);
+/* Call on_oom(request, ctx): *handled is true if it added decisions. */
+ms_status ms_policy_on_oom(ms_policy *p, const ms_oom_request *req, const ms_profile *prof,
+                           ms_plan *plan, bool *handled, ms_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,85 @@
+/* memsim: scenario files.
+ *
+ * A scenario is a Lua file returning a table (docs/scenario-format.md): the
+ * model and its parallel layout in Megatron vocabulary, the device (a file
+ * under scenarios/devices/), allocator settings, steps and seed.  Scenario
+ * files are untrusted: they run in a sandbox with no os/io/require, under an
+ * instruction and memory budget.  Unknown keys are errors naming the file
+ * and the key; values out of range name the field and the constraint. */
+#ifndef MEMSIM_SCENARIO_H
+#define MEMSIM_SCENARIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memsim/device.h"
+#include "memsim/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef enum ms_arch { MS_ARCH_LLAMA = 0, MS_ARCH_GPT } ms_arch;
+typedef enum ms_norm { MS_NORM_RMSNORM = 0, MS_NORM_LAYERNORM } ms_norm;
+
+typedef struct ms_model_config {
+    ms_arch arch;
+    int num_layers;
+    int hidden_size;
+    int ffn_hidden_size;
+    int num_attention_heads;
+    int num_query_groups;      /* GQA groups; == heads for MHA */
+    int seq_length;
+    int padded_vocab_size;
+    ms_norm normalization;
+    bool swiglu;               /* llama: SwiGLU MLP; gpt: GeLU */
+    bool untie_embeddings;     /* separate output layer weights */
+    bool use_flash_attn;
+    double hidden_dropout;     /* > 0 adds dropout masks (gpt) */
+    double attention_dropout;
+    ms_dtype dtype;            /* activations and low-precision weights */
+} ms_model_config;
+
+typedef struct ms_parallel_config {
+    int tensor_model_parallel_size;
+    int pipeline_model_parallel_size;
+    int num_layers_per_virtual_pipeline_stage; /* 0 = no interleaving */
+    int context_parallel_size;
+    int world_size;
+    int data_parallel_size;    /* world / (tp * pp * cp) */
+    bool sequence_parallel;
+    bool use_distributed_optimizer;
+    int micro_batch_size;
+    int global_batch_size;
+    int num_micro_batches;     /* global / (mbs * dp) */
+} ms_parallel_config;
+
+typedef struct ms_scenario {
+    char name[128];            /* defaults to the file's base name */
+    char path[4096];           /* the file it was loaded from */
+    ms_model_config model;
+    ms_parallel_config parallel;
+    char device_name[64];      /* the device file's base name */
+    ms_device_spec device;
+    char allocator_conf[512];  /* PYTORCH_CUDA_ALLOC_CONF-style string */
+    char allocator_flavour[16];/* "cuda" or "npu" */
+    char policy[256];          /* default policy name or path ("none") */
+    int steps;                 /* training steps to simulate (>= 1) */
+    uint64_t seed;
+} ms_scenario;
+
+/* Load path, applying overrides ("model.seq_length=8192", "steps=4") before
+ * validation.  Device files are looked up in the scenario's own directory
+ * under devices/, then in the data directories (see ms_data_path in run.h). */
+ms_status ms_scenario_load(const char *path, const char *const *overrides, size_t n_overrides,
+                           ms_scenario **out, ms_diag *d);
+ms_status ms_scenario_free(ms_scenario *sc);
+
+/* Load one device file into spec. */
+ms_status ms_device_load(const char *path, ms_device_spec *spec, ms_diag *d);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

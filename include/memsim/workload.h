@@ -1,0 +1,117 @@
+/* memsim: the step program.
+ *
+ * The workload builder turns a scenario into the program of one training step
+ * of one device (one pipeline stage; one rank of its TP/CP/DP group): ops in
+ * host issue order, tensors with their producer and consumers, and the
+ * recompute segments a policy may choose.  The program is plain data: the
+ * executor runs it, policies read it through their profile. */
+#ifndef MEMSIM_WORKLOAD_H
+#define MEMSIM_WORKLOAD_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "memsim/backend.h"
+#include "memsim/scenario.h"
+#include "memsim/status.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define MS_NONE (-1)
+
+typedef enum ms_tensor_kind {
+    MS_TK_WEIGHT = 0,
+    MS_TK_GRAD,
+    MS_TK_OPTIMIZER_STATE, /* fp32 master weights, Adam m and v */
+    MS_TK_ACTIVATION,
+    MS_TK_TEMP,
+    MS_TK_COMM_BUFFER,
+    MS_TK_COUNT
+} ms_tensor_kind;
+
+typedef enum ms_phase { MS_PHASE_FORWARD = 0, MS_PHASE_BACKWARD, MS_PHASE_OPTIMIZER } ms_phase;
+
+/* Which of the device's streams an op is issued on. */
+typedef enum ms_stream_role { MS_SR_COMPUTE = 0, MS_SR_COMM, MS_SR_COUNT } ms_stream_role;
+
+const char *ms_tensor_kind_name(ms_tensor_kind k); /* "weight", "grad", ... */
+const char *ms_phase_name(ms_phase p);             /* "forward", "backward", "optimizer" */
+
+typedef struct ms_tensor {
+    uint32_t id;
+    const char *name;        /* "layers.3.attention.qkv.out" */
+    uint64_t bytes;          /* requested size */
+    ms_dtype dtype;
+    ms_tensor_kind kind;
+    int32_t producer;        /* op id, or MS_NONE if it exists before the step */
+    bool persistent;         /* allocated at setup and kept across steps */
+    bool saved_for_backward; /* produced in forward, read in backward */
+    int32_t layer;           /* MS_NONE outside transformer layers */
+    int32_t micro_batch;     /* MS_NONE for weights, grads, optimizer state */
+    const uint32_t *uses;    /* ids of the ops that read it, ascending */
+    uint32_t n_uses;
+} ms_tensor;
+
+typedef struct ms_op {
+    uint32_t id;             /* == index in program order */
+    const char *name;        /* module path + op: "layers.3.attention.core" */
+    ms_kernel kernel;
+    ms_phase phase;
+    int32_t micro_batch;     /* MS_NONE for the optimizer */
+    int32_t layer;           /* MS_NONE for embedding, head, loss, optimizer */
+    ms_stream_role stream;
+    const uint32_t *inputs;  /* tensor ids read */
+    uint32_t n_inputs;
+    const uint32_t *outputs; /* tensor ids written (allocated by this op) */
+    uint32_t n_outputs;
+    int32_t segment;         /* innermost recompute segment, or MS_NONE */
+    double model_flops;      /* FLOPs that count toward model FLOPs / MFU */
+} ms_op;
+
+/* A recompute unit: a contiguous range of forward ops of one micro-batch
+ * (a whole layer, or a module inside it such as the attention core).
+ * Recomputing it drops the tensors it produces that are saved for backward,
+ * keeping its inputs, and re-issues first_op..last_op before first_backward_op. */
+typedef struct ms_segment {
+    uint32_t id;
+    const char *name;        /* "layers.3" or "layers.3.attention.core" */
+    int32_t layer;
+    int32_t micro_batch;
+    int32_t parent;          /* enclosing segment (layer), or MS_NONE */
+    uint32_t first_op, last_op;
+    const uint32_t *inputs;  /* tensors read but not produced inside */
+    uint32_t n_inputs;
+    uint32_t first_backward_op;
+} ms_segment;
+
+typedef struct ms_program ms_program;
+
+/* A read-only view of a program; valid while the program lives. */
+typedef struct ms_program_view {
+    const ms_op *ops;
+    uint32_t n_ops;
+    const ms_tensor *tensors;
+    uint32_t n_tensors;
+    const ms_segment *segments;
+    uint32_t n_segments;
+    int stage;               /* pipeline stage this program runs */
+    double model_flops;      /* sum of ops' model_flops */
+} ms_program_view;
+
+/* Build the step program of pipeline stage `stage` of sc. */
+ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, ms_diag *d);
+ms_status ms_program_free(ms_program *p);
+ms_status ms_program_get_view(const ms_program *p, ms_program_view *out);
+
+/* Analytic figures of the whole (unsharded) model, for checks and reports. */
+ms_status ms_model_param_count(const ms_model_config *m, uint64_t *params);
+/* Model FLOPs of one step over the whole model for a global batch of
+ * `batch` sequences (forward + backward, no recompute). */
+ms_status ms_model_step_flops(const ms_model_config *m, uint64_t batch, double *flops);
+
+#ifdef __cplusplus
+}
+#endif
+#endif
