@@ -23,6 +23,7 @@ struct ms_sandbox {
     size_t max_memory;
     size_t used_memory;
     bool limit_hit;         /* the current error is a budget or cap */
+    int depth;              /* nested pcalls share the outermost call's budget */
     char where[256];        /* last position seen by the hook (for heap errors) */
     char *require_dir;
 };
@@ -263,7 +264,8 @@ static ms_status error_status(ms_sandbox *sb, int rc, ms_diag *d)
         st = ms_diag_set(d, MS_ESCRIPT, "%s: script raised a %s value as its error", sb->where,
                          luaL_typename(L, -1));
     lua_pop(L, 1);
-    sb->limit_hit = false;
+    if (sb->depth == 0)
+        sb->limit_hit = false;
     return st;
 }
 
@@ -278,8 +280,14 @@ ms_status ms_sandbox_pcall(ms_sandbox *sb, int nargs, int nresults, ms_diag *d)
 {
     if (sb == NULL || nargs < 0 || lua_gettop(sb->L) < nargs + 1)
         return MS_EINVAL;
-    start_budget(sb);
+    /* A hook that calls back into C which calls Lua again (ctx:simulate ->
+     * pool()) must not get a fresh budget, or a loop of such calls would
+     * never be stopped. */
+    if (sb->depth == 0)
+        start_budget(sb);
+    sb->depth++;
     int rc = lua_pcall(sb->L, nargs, nresults, 0);
+    sb->depth--;
     if (rc != LUA_OK)
         return error_status(sb, rc, d);
     return MS_OK;
@@ -289,8 +297,10 @@ ms_status ms_sandbox_dofile(ms_sandbox *sb, const char *path, int nresults, ms_d
 {
     if (sb == NULL || path == NULL)
         return MS_EINVAL;
-    start_budget(sb);
-    snprintf(sb->where, sizeof sb->where, "%s", path);
+    if (sb->depth == 0) {
+        start_budget(sb);
+        snprintf(sb->where, sizeof sb->where, "%s", path);
+    }
     int rc = luaL_loadfilex(sb->L, path, "t");
     if (rc != LUA_OK)
         return error_status(sb, rc, d);

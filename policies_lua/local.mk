@@ -1,1 +1,7 @@
-# (fragment: add this part's sources, tests and data here)
+# The shipped policies, installed under $(pkgdatadir)/policies_lua/ (the
+# directory ms_policy_load resolves bare names in and require() reads from).
+nobase_dist_pkgdata_DATA += \
+	policies_lua/none.lua \
+	policies_lua/full_recompute.lua \
+	policies_lua/lifetime_pools.lua \
+	policies_lua/lib/memsim.lua

@@ -14,6 +14,7 @@
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "memsim/status.h"
 #include "memsim/workload.h"
@@ -131,6 +132,8 @@ ms_status ms_policy_pool(ms_policy *p, const ms_tensor *t, char *buf, size_t n, 
 /* Call on_oom(request, ctx): *handled is true if it added decisions. */
 ms_status ms_policy_on_oom(ms_policy *p, const ms_oom_request *req, const ms_profile *prof,
                            ms_plan *plan, bool *handled, ms_diag *d);
+/* Where ctx:log writes (stderr by default; NULL silences it). */
+ms_status ms_policy_set_log(ms_policy *p, FILE *stream);
 
 #ifdef __cplusplus
 }

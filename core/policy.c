@@ -1,0 +1,566 @@
+/* The Lua policy host: load a policy into a sandbox and call its hooks.
+ *
+ * Every touch of the Lua API runs inside a protected call through the
+ * sandbox (a heap cap turns any allocation into a possible error, and an
+ * unprotected error would abort the process), so each entry point pushes a
+ * C "host_*" function and its argument block and lets the sandbox run it
+ * under the instruction budget.  The hook itself is called from there with
+ * lua_call, so its errors keep their file:line. */
+#include "policy_host.h"
+
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+#define DEFAULT_INSTRUCTIONS 200000000ULL /* per hook call (docs/policy-api.md) */
+#define DEFAULT_MEMORY ((size_t)256 << 20)
+
+static const char *const hook_names[MS_HOOK_COUNT] = {"plan", "pool", "on_oom"};
+
+/* ---- load ---- */
+
+static bool is_bare_name(const char *s)
+{
+    size_t n = strlen(s);
+    return strchr(s, '/') == NULL && !(n >= 4 && strcmp(s + n - 4, ".lua") == 0);
+}
+
+static ms_status resolve_path(const char *path, const char *lib_dir, char *out, size_t n,
+                              ms_diag *d)
+{
+    if (!is_bare_name(path)) {
+        if ((size_t)snprintf(out, n, "%s", path) >= n)
+            return ms_diag_set(d, MS_ERANGE, "policy path too long: %s", path);
+        return MS_OK;
+    }
+    if (lib_dir == NULL)
+        return ms_diag_set(d, MS_ENOENT, "policy '%s': a shipped policy name needs the policy "
+                           "directory (none given)", path);
+    if (path[0] == '\0' || strspn(path, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ"
+                                        "0123456789_") != strlen(path))
+        return ms_diag_set(d, MS_EINVAL, "policy name '%s': expected letters, digits and '_' "
+                           "(or a path to a .lua file)", path);
+    if ((size_t)snprintf(out, n, "%s/%s.lua", lib_dir, path) >= n)
+        return ms_diag_set(d, MS_ERANGE, "policy path too long: %s/%s.lua", lib_dir, path);
+    return MS_OK;
+}
+
+static void base_name(const char *path, char *out, size_t n)
+{
+    const char *slash = strrchr(path, '/');
+    const char *b = slash ? slash + 1 : path;
+    size_t len = strlen(b);
+    if (len >= 4 && strcmp(b + len - 4, ".lua") == 0)
+        len -= 4;
+    snprintf(out, n, "%.*s", (int)len, b);
+}
+
+static ms_policy *host_policy(lua_State *L)
+{
+    return lua_touserdata(L, 1);
+}
+
+/* First thing in a fresh state: the ctx type, and string.format kept aside
+ * for ctx:log before any script can replace it. */
+static int host_setup(lua_State *L)
+{
+    ms_policy *p = host_policy(L);
+    ms_policy_ctx_register(L);
+    ms_policy_view_register(L);
+    lua_getglobal(L, "string");
+    lua_getfield(L, -1, "format");
+    p->format_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+    return 0;
+}
+
+/* Raise "policy 'PATH': <message>" (lua_pushfstring formats). */
+static int fail(lua_State *L, const ms_policy *p, const char *fmt, ...)
+{
+    va_list ap;
+    lua_pushfstring(L, "policy '%s': ", p->path);
+    va_start(ap, fmt);
+    lua_pushvfstring(L, fmt, ap);
+    va_end(ap);
+    lua_concat(L, 2);
+    return lua_error(L);
+}
+
+static bool valid_pool_name(const char *s, size_t len)
+{
+    if (len == 0 || len >= sizeof(((ms_pool_decl *)0)->name))
+        return false;
+    if (!(s[0] == '_' || (s[0] >= 'A' && s[0] <= 'Z') || (s[0] >= 'a' && s[0] <= 'z')))
+        return false;
+    return strspn(s, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_") == len;
+}
+
+static bool read_pool_flag(lua_State *L, ms_policy *p, int opts, const char *pool,
+                           const char *flag)
+{
+    int type = lua_getfield(L, opts, flag);
+    if (type != LUA_TNIL && type != LUA_TBOOLEAN)
+        fail(L, p, "pools.%s.%s must be a boolean", pool, flag);
+    bool v = lua_toboolean(L, -1);
+    lua_pop(L, 1);
+    return v;
+}
+
+static void read_pool(lua_State *L, ms_policy *p, ms_pool_decl *decl)
+{
+    size_t len;
+    const char *name = lua_tolstring(L, -2, &len);
+    if (!valid_pool_name(name, len) || strcmp(name, "default") == 0)
+        fail(L, p, "pools: '%s' is not a usable pool name (letters, digits, '_', at most 63, "
+                   "not \"default\")", name);
+    if (!lua_istable(L, -1))
+        fail(L, p, "pools.%s must be a table of options, got a %s", name, luaL_typename(L, -1));
+    int opts = lua_gettop(L);
+    lua_pushnil(L);
+    while (lua_next(L, opts) != 0) {
+        lua_pop(L, 1);
+        const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
+        if (strcmp(key, "exact_segments") != 0 && strcmp(key, "lendable") != 0)
+            fail(L, p, "pools.%s: unknown option '%s' (expected exact_segments, lendable)",
+                 name, key);
+    }
+    memcpy(decl->name, name, len + 1);
+    decl->exact_segments = read_pool_flag(L, p, opts, name, "exact_segments");
+    decl->lendable = read_pool_flag(L, p, opts, name, "lendable");
+}
+
+static int compare_pools(const void *a, const void *b)
+{
+    return strcmp(((const ms_pool_decl *)a)->name, ((const ms_pool_decl *)b)->name);
+}
+
+/* Declarations sorted by name: pairs() order follows Lua's per-state hash
+ * seed, and the executor creates pools in this order. */
+static void read_pools(lua_State *L, ms_policy *p, int module)
+{
+    int type = lua_getfield(L, module, "pools");
+    if (type == LUA_TNIL) {
+        lua_pop(L, 1);
+        return;
+    }
+    if (type != LUA_TTABLE)
+        fail(L, p, "'pools' is a %s, expected a table of pool declarations",
+             lua_typename(L, type));
+    int pools = lua_gettop(L);
+    uint32_t n = 0;
+    lua_pushnil(L);
+    while (lua_next(L, pools) != 0) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            fail(L, p, "pools: keys must be pool names, got a %s", luaL_typename(L, -1));
+        n++;
+    }
+    p->pools = calloc(n ? n : 1, sizeof *p->pools);
+    if (p->pools == NULL)
+        luaL_error(L, "out of memory");
+    lua_pushnil(L);
+    while (p->n_pools < n && lua_next(L, pools) != 0) {
+        read_pool(L, p, &p->pools[p->n_pools++]);
+        lua_pop(L, 1);
+    }
+    qsort(p->pools, p->n_pools, sizeof *p->pools, compare_pools);
+    lua_pop(L, 1);
+}
+
+static void read_hooks(lua_State *L, ms_policy *p, int module)
+{
+    int found = 0;
+    for (int h = 0; h < MS_HOOK_COUNT; h++) {
+        int type = lua_getfield(L, module, hook_names[h]);
+        if (type == LUA_TNIL) {
+            lua_pop(L, 1);
+            continue;
+        }
+        if (type != LUA_TFUNCTION)
+            fail(L, p, "hook '%s' is a %s, expected a function", hook_names[h],
+                 lua_typename(L, type));
+        lua_Debug ar;
+        lua_pushvalue(L, -1);
+        lua_getinfo(L, ">S", &ar);
+        snprintf(p->hook_where[h], sizeof p->hook_where[h], "%s:%d", ar.short_src,
+                 ar.linedefined);
+        p->hook_ref[h] = luaL_ref(L, LUA_REGISTRYINDEX);
+        found++;
+    }
+    if (found == 0)
+        fail(L, p, "defines none of the hooks plan, pool, on_oom (at least one is needed)");
+}
+
+static void read_name(lua_State *L, ms_policy *p, int module)
+{
+    int type = lua_getfield(L, module, "name");
+    if (type == LUA_TSTRING) {
+        size_t len;
+        const char *s = lua_tolstring(L, -1, &len);
+        if (len == 0 || len >= sizeof p->name)
+            fail(L, p, "'name' must be 1 to %d characters", (int)sizeof p->name - 1);
+        memcpy(p->name, s, len + 1);
+    } else if (type != LUA_TNIL) {
+        fail(L, p, "'name' is a %s, expected a string", lua_typename(L, type));
+    }
+    lua_pop(L, 1);
+}
+
+/* Arguments: the policy, the chunk's result. */
+static int host_check_module(lua_State *L)
+{
+    ms_policy *p = host_policy(L);
+    if (!lua_istable(L, 2)) {
+        const char *what = lua_isnil(L, 2) ? "nothing (nil)" : lua_pushfstring(L, "a %s",
+                                                                             luaL_typename(L, 2));
+        lua_pushfstring(L, "policy '%s' returned %s, expected a table of hooks", p->path, what);
+        return lua_error(L);
+    }
+    read_name(L, p, 2);
+    read_pools(L, p, 2);
+    read_hooks(L, p, 2);
+    return 0;
+}
+
+static ms_status load_into(ms_policy *p, const char *lib_dir, const ms_policy_limits *lim,
+                           ms_diag *d)
+{
+    ms_sandbox_limits sl = {
+        .max_instructions = lim && lim->max_instructions ? lim->max_instructions
+                                                         : DEFAULT_INSTRUCTIONS,
+        .max_memory = lim && lim->max_memory ? lim->max_memory : DEFAULT_MEMORY,
+    };
+    ms_status st = ms_sandbox_create(&sl, &p->sb);
+    if (st != MS_OK)
+        return ms_diag_set(d, st, "policy '%s': cannot create its Lua state", p->path);
+    ms_sandbox_state(p->sb, &p->L);
+    if (lib_dir != NULL && (st = ms_sandbox_set_require_dir(p->sb, lib_dir)) != MS_OK)
+        return ms_diag_set(d, st, "policy '%s': out of memory", p->path);
+    lua_pushcfunction(p->L, host_setup);
+    lua_pushlightuserdata(p->L, p);
+    if ((st = ms_sandbox_pcall(p->sb, 1, 0, d)) != MS_OK)
+        return st;
+    if ((st = ms_sandbox_dofile(p->sb, p->path, 1, d)) != MS_OK) {
+        if (st == MS_ENOENT)
+            ms_diag_prefix(d, "policy: ");
+        return st;
+    }
+    lua_pushcfunction(p->L, host_check_module);
+    lua_insert(p->L, -2);
+    lua_pushlightuserdata(p->L, p);
+    lua_insert(p->L, -2);
+    return ms_sandbox_pcall(p->sb, 2, 0, d);
+}
+
+ms_status ms_policy_load(const char *path, const char *lib_dir, const ms_policy_limits *lim,
+                         ms_policy **out, ms_diag *d)
+{
+    if (path == NULL || out == NULL)
+        return ms_diag_set(d, MS_EINVAL, "ms_policy_load: NULL path or out");
+    *out = NULL;
+    ms_policy *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return ms_diag_set(d, MS_ENOMEM, "out of memory loading policy '%s'", path);
+    for (int h = 0; h < MS_HOOK_COUNT; h++)
+        p->hook_ref[h] = LUA_NOREF;
+    p->format_ref = LUA_NOREF;
+    p->view_ref = LUA_NOREF;
+    p->log = stderr;
+    ms_status st = resolve_path(path, lib_dir, p->path, sizeof p->path, d);
+    if (st == MS_OK)
+        st = load_into(p, lib_dir, lim, d);
+    if (st != MS_OK) {
+        ms_policy_free(p);
+        return st;
+    }
+    if (p->name[0] == '\0')
+        base_name(p->path, p->name, sizeof p->name);
+    *out = p;
+    return MS_OK;
+}
+
+ms_status ms_policy_free(ms_policy *p)
+{
+    if (p == NULL)
+        return MS_EINVAL;
+    if (p->sb != NULL)
+        ms_sandbox_destroy(p->sb);
+    ms_policy_derived_free(&p->dv);
+    free(p->pools);
+    free(p);
+    return MS_OK;
+}
+
+ms_status ms_policy_name(const ms_policy *p, const char **name)
+{
+    if (p == NULL || name == NULL)
+        return MS_EINVAL;
+    *name = p->name;
+    return MS_OK;
+}
+
+ms_status ms_policy_pools(const ms_policy *p, const ms_pool_decl **decls, uint32_t *n)
+{
+    if (p == NULL || decls == NULL || n == NULL)
+        return MS_EINVAL;
+    *decls = p->pools;
+    *n = p->n_pools;
+    return MS_OK;
+}
+
+ms_status ms_policy_set_log(ms_policy *p, FILE *stream)
+{
+    if (p == NULL)
+        return MS_EINVAL;
+    p->log = stream;
+    return MS_OK;
+}
+
+/* ---- calls ---- */
+
+/* Run the host function below nargs arguments.  The outermost call goes
+ * through the sandbox (fresh budget, status mapping); a call nested inside a
+ * hook (pool() re-entered from ctx:simulate) must not reset the budget of the
+ * hook around it, so it uses a plain pcall and the outer budget keeps running. */
+static ms_status call_protected(ms_policy *p, int nargs, int nresults, ms_diag *d)
+{
+    ms_status st;
+    p->depth++;
+    if (p->depth == 1) {
+        st = ms_sandbox_pcall(p->sb, nargs, nresults, d);
+    } else {
+        int rc = lua_pcall(p->L, nargs, nresults, 0);
+        st = MS_OK;
+        if (rc != LUA_OK) {
+            const char *msg = lua_type(p->L, -1) == LUA_TSTRING ? lua_tostring(p->L, -1) : NULL;
+            bool limit = rc == LUA_ERRMEM || (msg && strstr(msg, "instruction budget"));
+            st = ms_diag_set(d, limit ? MS_ELIMIT : MS_ESCRIPT, "%s",
+                             msg ? msg : "script error (not a string)");
+            lua_pop(p->L, 1);
+        }
+    }
+    p->depth--;
+    return st;
+}
+
+static bool same_program(const ms_program_view *a, const ms_program_view *b)
+{
+    return a->ops == b->ops && a->n_ops == b->n_ops && a->tensors == b->tensors &&
+           a->n_tensors == b->n_tensors && a->segments == b->segments &&
+           a->n_segments == b->n_segments;
+}
+
+/* The derived facts and the cached Lua view follow the program; a new one
+ * (other arrays or counts) drops both. */
+static ms_status ensure_program(ms_policy *p, const ms_program_view *pv, ms_diag *d)
+{
+    if (p->have_program && same_program(&p->program, pv))
+        return MS_OK;
+    p->have_program = false;
+    ms_policy_derived_free(&p->dv);
+    if (p->view_ref != LUA_NOREF) {
+        luaL_unref(p->L, LUA_REGISTRYINDEX, p->view_ref);
+        p->view_ref = LUA_NOREF;
+    }
+    ms_status st = ms_policy_derive(pv, &p->dv, d);
+    if (st != MS_OK)
+        return st;
+    p->program = *pv;
+    p->have_program = true;
+    return MS_OK;
+}
+
+/* Push the cached program view, building it on first use. */
+static void push_view(lua_State *L, ms_policy *p)
+{
+    if (p->view_ref == LUA_NOREF) {
+        ms_policy_push_program(L, &p->program, &p->dv);
+        lua_pushvalue(L, -1);
+        p->view_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        return;
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, p->view_ref);
+}
+
+typedef struct hook_call {
+    ms_policy *p;
+    const ms_profile *prof;
+    const ms_oom_request *req;
+    const ms_tensor *tensor;
+    char *buf;
+    size_t n;
+} hook_call;
+
+/* plan(profile, ctx) or on_oom(request, ctx, profile). */
+static int host_decide(lua_State *L)
+{
+    hook_call *hc = lua_touserdata(L, 1);
+    ms_policy *p = hc->p;
+    push_view(L, p);
+    int view = lua_gettop(L);
+    ms_policy_update_measured(L, view, hc->prof);
+    int hook = hc->req ? MS_HOOK_ON_OOM : MS_HOOK_PLAN;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, p->hook_ref[hook]);
+    if (hc->req != NULL) {
+        ms_policy_push_request(L, hc->req);
+        ms_policy_ctx_push(L, p);
+        ms_policy_push_profile(L, view, hc->prof);
+        lua_call(L, 3, 0);
+    } else {
+        ms_policy_push_profile(L, view, hc->prof);
+        ms_policy_ctx_push(L, p);
+        lua_call(L, 2, 0);
+    }
+    return 0;
+}
+
+static ms_status check_profile(const ms_policy *p, const ms_profile *prof, ms_diag *d)
+{
+    if (prof->measured && prof->program.n_ops > 0 && prof->ops == NULL)
+        return ms_diag_set(d, MS_EINVAL, "policy '%s': a measured profile without op figures",
+                           p->name);
+    return MS_OK;
+}
+
+static ms_status run_decide(ms_policy *p, const char *hook, const ms_profile *prof,
+                            const ms_oom_request *req, ms_simulate_fn sim, void *sim_user,
+                            ms_plan *plan, ms_diag *d)
+{
+    if (p->ctx != NULL || p->depth > 0)
+        return ms_diag_set(d, MS_EINVAL, "policy '%s': %s() called while another of its hooks "
+                           "is running", p->name, hook);
+    ms_status st = check_profile(p, prof, d);
+    if (st == MS_OK)
+        st = ensure_program(p, &prof->program, d);
+    if (st != MS_OK)
+        return st;
+    ms_policy_ctx c = {
+        .hook = hook, .prog = &p->program, .dv = &p->dv, .plan = plan,
+        .max_decisions = ms_policy_ctx_max_decisions(&p->program),
+        .sim = sim, .sim_user = sim_user,
+    };
+    ms_plan_init(&c.scratch);
+    hook_call hc = {.p = p, .prof = prof, .req = req};
+    p->ctx = &c;
+    p->ctx_gen++;
+    lua_pushcfunction(p->L, host_decide);
+    lua_pushlightuserdata(p->L, &hc);
+    st = call_protected(p, 1, 0, d);
+    p->ctx = NULL;
+    ms_plan_free(&c.scratch);
+    if (st != MS_OK)
+        ms_diag_prefix(d, "policy '%s' %s(): ", p->name, hook);
+    return st;
+}
+
+ms_status ms_policy_plan(ms_policy *p, const ms_profile *prof, ms_simulate_fn sim, void *sim_user,
+                         ms_plan *plan, ms_diag *d)
+{
+    if (p == NULL || prof == NULL || plan == NULL)
+        return ms_diag_set(d, MS_EINVAL, "ms_policy_plan: NULL argument");
+    if (p->ctx != NULL || p->depth > 0)
+        return ms_diag_set(d, MS_EINVAL, "policy '%s': plan() called while another of its "
+                           "hooks is running", p->name);
+    ms_plan_clear(plan);
+    if (p->hook_ref[MS_HOOK_PLAN] == LUA_NOREF)
+        return MS_OK;
+    ms_status st = run_decide(p, "plan", prof, NULL, sim, sim_user, plan, d);
+    if (st != MS_OK)
+        ms_plan_clear(plan);
+    return st;
+}
+
+ms_status ms_policy_on_oom(ms_policy *p, const ms_oom_request *req, const ms_profile *prof,
+                           ms_plan *plan, bool *handled, ms_diag *d)
+{
+    if (p == NULL || req == NULL || prof == NULL || plan == NULL || handled == NULL)
+        return ms_diag_set(d, MS_EINVAL, "ms_policy_on_oom: NULL argument");
+    *handled = false;
+    if (p->hook_ref[MS_HOOK_ON_OOM] == LUA_NOREF)
+        return MS_OK;
+    uint32_t before = plan->n;
+    ms_status st = run_decide(p, "on_oom", prof, req, NULL, NULL, plan, d);
+    if (st != MS_OK) {
+        plan->n = before < plan->n ? before : plan->n; /* drop a half-made answer */
+        return st;
+    }
+    *handled = plan->n > before;
+    return MS_OK;
+}
+
+/* ---- pool ---- */
+
+static bool declared_pool(const ms_policy *p, const char *name)
+{
+    if (strcmp(name, "default") == 0)
+        return true;
+    for (uint32_t i = 0; i < p->n_pools; i++)
+        if (strcmp(p->pools[i].name, name) == 0)
+            return true;
+    return false;
+}
+
+static void push_declared(lua_State *L, const ms_policy *p)
+{
+    luaL_Buffer b;
+    luaL_buffinit(L, &b);
+    luaL_addstring(&b, "\"default\"");
+    for (uint32_t i = 0; i < p->n_pools; i++) {
+        luaL_addstring(&b, ", ");
+        luaL_addstring(&b, p->pools[i].name);
+    }
+    luaL_pushresult(&b);
+}
+
+static int host_pool(lua_State *L)
+{
+    hook_call *hc = lua_touserdata(L, 1);
+    ms_policy *p = hc->p;
+    lua_rawgeti(L, LUA_REGISTRYINDEX, p->hook_ref[MS_HOOK_POOL]);
+    ms_policy_push_tensor(L, hc->tensor);
+    lua_call(L, 1, 1);
+    const char *where = p->hook_where[MS_HOOK_POOL];
+    if (lua_isnil(L, -1)) {
+        snprintf(hc->buf, hc->n, "default");
+        return 0;
+    }
+    if (lua_type(L, -1) != LUA_TSTRING)
+        return luaL_error(L, "%s: pool() returned a %s for tensor %d, expected a pool name or "
+                             "nil", where, luaL_typename(L, -1), (int)hc->tensor->id);
+    size_t len;
+    const char *name = lua_tolstring(L, -1, &len);
+    if (strlen(name) != len || !declared_pool(p, name)) {
+        push_declared(L, p);
+        return luaL_error(L, "%s: pool() returned '%s' for tensor %d, which is neither "
+                             "\"default\" nor a pool declared in `pools` (declared: %s)",
+                          where, name, (int)hc->tensor->id, lua_tostring(L, -1));
+    }
+    if (len >= hc->n)
+        return luaL_error(L, "%s: pool name '%s' does not fit the caller's %d-byte buffer", where,
+                          name, (int)hc->n);
+    memcpy(hc->buf, name, len + 1);
+    return 0;
+}
+
+ms_status ms_policy_pool(ms_policy *p, const ms_tensor *t, char *buf, size_t n, ms_diag *d)
+{
+    if (p == NULL || t == NULL || buf == NULL || n == 0)
+        return ms_diag_set(d, MS_EINVAL, "ms_policy_pool: NULL argument or empty buffer");
+    if (p->hook_ref[MS_HOOK_POOL] == LUA_NOREF) {
+        if (n < sizeof "default")
+            return ms_diag_set(d, MS_ERANGE, "ms_policy_pool: buffer of %zu bytes too small", n);
+        memcpy(buf, "default", sizeof "default");
+        return MS_OK;
+    }
+    buf[0] = '\0';
+    hook_call hc = {.p = p, .tensor = t, .buf = buf, .n = n};
+    lua_pushcfunction(p->L, host_pool);
+    lua_pushlightuserdata(p->L, &hc);
+    ms_status st = call_protected(p, 1, 0, d);
+    if (st != MS_OK) {
+        buf[0] = '\0';
+        ms_diag_prefix(d, "policy '%s' pool(): ", p->name);
+    }
+    return st;
+}

@@ -1,0 +1,377 @@
+/* The `ctx` a plan or on_oom hook receives: decisions go through it.
+ *
+ * A ctx is a userdata holding its policy and a generation number; it is live
+ * only while the policy's current hook call has that generation, so a ctx a
+ * script keeps in an upvalue fails cleanly afterwards instead of writing into
+ * a plan the executor has moved on from.  Every argument is checked against
+ * the program, and errors carry the script's file:line (luaL_error level 1). */
+#include "policy_host.h"
+
+#include <string.h>
+
+#include <lauxlib.h>
+
+#define CTX_TYPE "memsim.policy.ctx"
+#define LOG_LINE_MAX 1024          /* bytes of one ctx:log message */
+#define LOG_CALL_MAX (64u * 1024u) /* bytes ctx:log may write per hook call */
+
+typedef struct ctx_handle {
+    ms_policy *policy;
+    uint64_t gen;
+} ctx_handle;
+
+static const char *const swap_keys[] = {"kind", "tensor", "out_after", "in_before", "prefetch",
+                                        NULL};
+static const char *const option_keys[] = {"out_after", "in_before", "prefetch", NULL};
+static const char *const recompute_keys[] = {"kind", "segment", NULL};
+static const char *const keep_keys[] = {"kind", "tensor", NULL};
+
+/* Room for a decision per tensor and segment several times over: a plan
+ * larger than this is a script stuck in a loop, not a policy. */
+uint32_t ms_policy_ctx_max_decisions(const ms_program_view *pv)
+{
+    uint64_t n = 4 * ((uint64_t)pv->n_tensors + pv->n_segments) + 1024;
+    return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
+}
+
+static ms_policy_ctx *live_ctx(lua_State *L, ms_policy **pp)
+{
+    ctx_handle *h = luaL_checkudata(L, 1, CTX_TYPE);
+    ms_policy *p = h->policy;
+    if (p->ctx == NULL || p->ctx_gen != h->gen)
+        luaL_error(L, "this ctx is no longer valid: a ctx may only be used during the hook "
+                      "call it was passed to");
+    if (pp != NULL)
+        *pp = p;
+    return p->ctx;
+}
+
+/* The simulator reads the plan while ctx:simulate runs; a hook it re-enters
+ * (pool) must not grow the plan under it. */
+static ms_policy_ctx *writable_ctx(lua_State *L, const char *method)
+{
+    ms_policy_ctx *c = live_ctx(L, NULL);
+    if (c->simulating)
+        luaL_error(L, "ctx:%s: not allowed while ctx:simulate is running", method);
+    return c;
+}
+
+static void check_keys(lua_State *L, int tbl, const char *const *allowed, const char *what)
+{
+    lua_pushnil(L);
+    while (lua_next(L, tbl) != 0) {
+        lua_pop(L, 1);
+        bool ok = false;
+        if (lua_type(L, -1) == LUA_TSTRING)
+            for (size_t i = 0; allowed[i] != NULL && !ok; i++)
+                ok = strcmp(lua_tostring(L, -1), allowed[i]) == 0;
+        if (!ok) {
+            luaL_Buffer b;
+            luaL_buffinit(L, &b);
+            for (size_t i = 0; allowed[i] != NULL; i++) {
+                luaL_addstring(&b, i ? ", " : "");
+                luaL_addstring(&b, allowed[i]);
+            }
+            luaL_pushresult(&b);
+            const char *key = lua_type(L, -2) == LUA_TSTRING ? lua_tostring(L, -2) : NULL;
+            if (key != NULL)
+                luaL_error(L, "%s: unknown field '%s' (expected %s)", what, key,
+                           lua_tostring(L, -1));
+            luaL_error(L, "%s: unexpected %s key (expected the fields %s)", what,
+                       luaL_typename(L, -2), lua_tostring(L, -1));
+        }
+    }
+}
+
+/* An optional integer field: false if nil. */
+static bool field_int(lua_State *L, int tbl, const char *key, const char *what, lua_Integer *out)
+{
+    int type = lua_getfield(L, tbl, key);
+    if (type == LUA_TNIL) {
+        lua_pop(L, 1);
+        return false;
+    }
+    int ok = 0;
+    lua_Integer v = lua_tointegerx(L, -1, &ok);
+    if (type != LUA_TNUMBER || !ok)
+        luaL_error(L, "%s: '%s' must be an integer id, got %s", what, key,
+                   type == LUA_TNUMBER ? "a fractional number" : lua_typename(L, type));
+    lua_pop(L, 1);
+    *out = v;
+    return true;
+}
+
+static uint32_t check_tensor(lua_State *L, const ms_policy_ctx *c, lua_Integer id,
+                             const char *what)
+{
+    if (id < 0 || id >= (lua_Integer)c->prog->n_tensors)
+        luaL_error(L, "%s: tensor %I does not exist (the program has %d tensors, ids from 0)",
+                   what, id, (int)c->prog->n_tensors);
+    return (uint32_t)id;
+}
+
+static uint32_t check_segment(lua_State *L, const ms_policy_ctx *c, lua_Integer id,
+                              const char *what)
+{
+    if (id < 0 || id >= (lua_Integer)c->prog->n_segments)
+        luaL_error(L, "%s: segment %I does not exist (the program has %d segments, ids from 0)",
+                   what, id, (int)c->prog->n_segments);
+    return (uint32_t)id;
+}
+
+static int32_t check_op(lua_State *L, const ms_policy_ctx *c, lua_Integer id, const char *what,
+                        const char *field)
+{
+    if (id < 0 || id >= (lua_Integer)c->prog->n_ops)
+        luaL_error(L, "%s: %s = %I is not an op (the program has %d ops, ids from 0)", what,
+                   field, id, (int)c->prog->n_ops);
+    return (int32_t)id;
+}
+
+static void read_swap_options(lua_State *L, const ms_policy_ctx *c, int tbl, ms_decision *dec,
+                              const char *what)
+{
+    lua_Integer v;
+    if (field_int(L, tbl, "out_after", what, &v))
+        dec->out_after = check_op(L, c, v, what, "out_after");
+    if (field_int(L, tbl, "in_before", what, &v))
+        dec->in_before = check_op(L, c, v, what, "in_before");
+    if (field_int(L, tbl, "prefetch", what, &v)) {
+        if (v < 0 || v > (lua_Integer)c->prog->n_ops)
+            luaL_error(L, "%s: prefetch = %I is out of range (0..%d ops)", what, v,
+                       (int)c->prog->n_ops);
+        dec->prefetch = (int32_t)v;
+    }
+}
+
+/* A swap must have somewhere to leave from and come back to: resolve the
+ * executor's defaults (last forward use, first backward use) to check the
+ * order, but keep MS_NONE in the decision so the executor owns the rule. */
+static void check_swap(lua_State *L, const ms_policy_ctx *c, const ms_decision *dec,
+                       const char *what)
+{
+    const ms_tensor *t = &c->prog->tensors[dec->tensor];
+    const char *name = t->name ? t->name : "?";
+    int32_t out = dec->out_after != MS_NONE ? dec->out_after
+                                            : c->dv->last_forward_use[dec->tensor];
+    int32_t in = dec->in_before != MS_NONE ? dec->in_before
+                                           : c->dv->first_backward_use[dec->tensor];
+    if (out == MS_NONE)
+        luaL_error(L, "%s: tensor %d ('%s') has no forward use to copy it out after: pass "
+                      "out_after", what, (int)dec->tensor, name);
+    if (in == MS_NONE)
+        luaL_error(L, "%s: tensor %d ('%s') has no backward use to bring it back for: pass "
+                      "in_before", what, (int)dec->tensor, name);
+    if (t->producer != MS_NONE && out < t->producer)
+        luaL_error(L, "%s: out_after = op %d comes before op %d, which produces tensor %d", what,
+                   (int)out, (int)t->producer, (int)dec->tensor);
+    if (in <= out)
+        luaL_error(L, "%s: in_before = op %d must come after out_after = op %d (tensor %d)", what,
+                   (int)in, (int)out, (int)dec->tensor);
+}
+
+static void add_decision(lua_State *L, ms_policy_ctx *c, const ms_decision *dec,
+                         const char *what)
+{
+    if (c->plan->n >= c->max_decisions)
+        luaL_error(L, "%s: too many decisions (limit %d for this program)", what,
+                   (int)c->max_decisions);
+    if (ms_plan_add(c->plan, dec) != MS_OK)
+        luaL_error(L, "%s: out of memory", what);
+}
+
+static int ctx_swap(lua_State *L)
+{
+    ms_policy_ctx *c = writable_ctx(L, "swap");
+    ms_decision dec = {.kind = MS_DEC_SWAP, .out_after = MS_NONE, .in_before = MS_NONE,
+                       .prefetch = 1};
+    dec.tensor = check_tensor(L, c, luaL_checkinteger(L, 2), "ctx:swap");
+    if (!lua_isnoneornil(L, 3)) {
+        luaL_checktype(L, 3, LUA_TTABLE);
+        check_keys(L, 3, option_keys, "ctx:swap");
+        read_swap_options(L, c, 3, &dec, "ctx:swap");
+    }
+    check_swap(L, c, &dec, "ctx:swap");
+    add_decision(L, c, &dec, "ctx:swap");
+    return 0;
+}
+
+static int ctx_recompute(lua_State *L)
+{
+    ms_policy_ctx *c = writable_ctx(L, "recompute");
+    ms_decision dec = {.kind = MS_DEC_RECOMPUTE, .out_after = MS_NONE, .in_before = MS_NONE};
+    dec.segment = check_segment(L, c, luaL_checkinteger(L, 2), "ctx:recompute");
+    add_decision(L, c, &dec, "ctx:recompute");
+    return 0;
+}
+
+static int ctx_keep(lua_State *L)
+{
+    ms_policy_ctx *c = writable_ctx(L, "keep");
+    ms_decision dec = {.kind = MS_DEC_KEEP, .out_after = MS_NONE, .in_before = MS_NONE};
+    dec.tensor = check_tensor(L, c, luaL_checkinteger(L, 2), "ctx:keep");
+    add_decision(L, c, &dec, "ctx:keep");
+    return 0;
+}
+
+static int ctx_stable(lua_State *L)
+{
+    ms_policy_ctx *c = writable_ctx(L, "stable");
+    c->plan->stable = true;
+    return 0;
+}
+
+/* One entry of a candidate plan: the table at idx. */
+static void read_decision(lua_State *L, ms_policy_ctx *c, int idx, ms_decision *dec,
+                          const char *what)
+{
+    *dec = (ms_decision){.out_after = MS_NONE, .in_before = MS_NONE, .prefetch = 1};
+    if (lua_getfield(L, idx, "kind") != LUA_TSTRING)
+        luaL_error(L, "%s: 'kind' must be \"swap\", \"recompute\" or \"keep\"", what);
+    const char *kind = lua_tostring(L, -1);
+    lua_Integer v = 0;
+    if (strcmp(kind, "swap") == 0 || strcmp(kind, "keep") == 0) {
+        dec->kind = kind[0] == 's' ? MS_DEC_SWAP : MS_DEC_KEEP;
+        check_keys(L, idx, dec->kind == MS_DEC_SWAP ? swap_keys : keep_keys, what);
+        if (!field_int(L, idx, "tensor", what, &v))
+            luaL_error(L, "%s: a %s decision needs 'tensor'", what, kind);
+        dec->tensor = check_tensor(L, c, v, what);
+        if (dec->kind == MS_DEC_SWAP) {
+            read_swap_options(L, c, idx, dec, what);
+            check_swap(L, c, dec, what);
+        }
+    } else if (strcmp(kind, "recompute") == 0) {
+        dec->kind = MS_DEC_RECOMPUTE;
+        check_keys(L, idx, recompute_keys, what);
+        if (!field_int(L, idx, "segment", what, &v))
+            luaL_error(L, "%s: a recompute decision needs 'segment'", what);
+        dec->segment = check_segment(L, c, v, what);
+    } else {
+        luaL_error(L, "%s: unknown kind '%s' (expected swap, recompute or keep)", what, kind);
+    }
+    lua_pop(L, 1);
+}
+
+static void read_candidate(lua_State *L, ms_policy_ctx *c, int arr)
+{
+    ms_plan_clear(&c->scratch);
+    lua_Integer n = luaL_len(L, arr);
+    for (lua_Integer i = 1; i <= n; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "ctx:simulate: decision %d", (int)i);
+        int type = lua_geti(L, arr, i);
+        if (type != LUA_TTABLE)
+            luaL_error(L, "%s is a %s, expected a table", what, lua_typename(L, type));
+        ms_decision dec;
+        read_decision(L, c, lua_gettop(L), &dec, what);
+        lua_pop(L, 1);
+        if (c->scratch.n >= c->max_decisions)
+            luaL_error(L, "%s: too many decisions (limit %d)", what, (int)c->max_decisions);
+        if (ms_plan_add(&c->scratch, &dec) != MS_OK)
+            luaL_error(L, "ctx:simulate: out of memory");
+    }
+}
+
+static void set_field_int(lua_State *L, const char *k, lua_Integer v)
+{
+    lua_pushinteger(L, v);
+    lua_setfield(L, -2, k);
+}
+
+static int ctx_simulate(lua_State *L)
+{
+    ms_policy_ctx *c = writable_ctx(L, "simulate");
+    if (c->sim == NULL)
+        return luaL_error(L, "ctx:simulate: no simulator is available to %s()", c->hook);
+    const ms_plan *cand = c->plan;
+    if (!lua_isnoneornil(L, 2)) {
+        luaL_checktype(L, 2, LUA_TTABLE);
+        read_candidate(L, c, 2);
+        cand = &c->scratch;
+    }
+    ms_sim_result res = {0};
+    ms_diag d = {0};
+    c->simulating = true;
+    ms_status st = c->sim(c->sim_user, cand, &res, &d);
+    c->simulating = false;
+    if (st != MS_OK)
+        return luaL_error(L, "ctx:simulate: %s", d.msg[0] ? d.msg : ms_strerror(st));
+    lua_createtable(L, 0, 4);
+    set_field_int(L, "peak_allocated", (lua_Integer)res.peak_allocated);
+    set_field_int(L, "peak_reserved", (lua_Integer)res.peak_reserved);
+    set_field_int(L, "step_time", res.step_time_ns);
+    lua_pushboolean(L, res.oom);
+    lua_setfield(L, -2, "oom");
+    return 1;
+}
+
+/* string.format as captured before the policy ran (a script may replace the
+ * global); a format error is re-raised at the script's line. */
+static const char *format_message(lua_State *L, ms_policy *p, size_t *len)
+{
+    int n = lua_gettop(L);
+    if (n < 2) {
+        *len = 0;
+        return "";
+    }
+    lua_rawgeti(L, LUA_REGISTRYINDEX, p->format_ref);
+    for (int i = 2; i <= n; i++)
+        lua_pushvalue(L, i);
+    if (lua_pcall(L, n - 1, 1, 0) != LUA_OK)
+        luaL_error(L, "ctx:log: %s", luaL_tolstring(L, -1, NULL));
+    return luaL_tolstring(L, -1, len);
+}
+
+static int ctx_log(lua_State *L)
+{
+    ms_policy *p;
+    ms_policy_ctx *c = live_ctx(L, &p);
+    size_t len;
+    const char *msg = format_message(L, p, &len);
+    if (p->log == NULL || c->log_capped)
+        return 0;
+    if (len > LOG_LINE_MAX)
+        len = LOG_LINE_MAX;
+    if (c->logged + len > LOG_CALL_MAX) {
+        fprintf(p->log, "[policy %s] (log limit of %u bytes per hook call reached; further "
+                        "messages dropped)\n", p->name, LOG_CALL_MAX);
+        c->log_capped = true;
+        return 0;
+    }
+    c->logged += len;
+    fprintf(p->log, "[policy %s] %.*s\n", p->name, (int)len, msg);
+    return 0;
+}
+
+static int ctx_tostring(lua_State *L)
+{
+    ctx_handle *h = luaL_checkudata(L, 1, CTX_TYPE);
+    bool live = h->policy->ctx != NULL && h->policy->ctx_gen == h->gen;
+    lua_pushfstring(L, "memsim ctx (%s)", live ? h->policy->ctx->hook : "expired");
+    return 1;
+}
+
+void ms_policy_ctx_register(lua_State *L)
+{
+    static const luaL_Reg methods[] = {
+        {"swap", ctx_swap},         {"recompute", ctx_recompute}, {"keep", ctx_keep},
+        {"stable", ctx_stable},     {"simulate", ctx_simulate},   {"log", ctx_log},
+        {NULL, NULL},
+    };
+    luaL_newmetatable(L, CTX_TYPE);
+    luaL_newlib(L, methods);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, ctx_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, "ctx");
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+}
+
+void ms_policy_ctx_push(lua_State *L, ms_policy *p)
+{
+    ctx_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
+    h->policy = p;
+    h->gen = p->ctx_gen;
+    luaL_setmetatable(L, CTX_TYPE);
+}

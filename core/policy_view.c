@@ -1,0 +1,552 @@
+/* The Lua view of a program: profile.ops, profile.tensors, profile.segments.
+ *
+ * A step program has tens of thousands of ops and tensors; one Lua table per
+ * entry (plus a proxy to make it read-only) costs ~1.5 KB each, which a
+ * 100k-op stage would not fit in the policy heap.  So the program is copied
+ * once into one packed, Lua-owned block (a userdata: no pointer back into C
+ * memory that might be freed) and entries are small userdata read through
+ * __index.  They behave as read-only records: t.bytes, #profile.ops,
+ * ipairs/pairs, tostring; an entry object is created on first access and
+ * kept, so the same entry is the same object (usable as a table key). */
+#include "policy_host.h"
+
+#include <string.h>
+
+#include <lauxlib.h>
+
+#define MT_ARRAY "memsim.policy.array"
+
+enum entry_type { ENTRY_OP = 0, ENTRY_TENSOR, ENTRY_SEGMENT, ENTRY_COUNT };
+
+static const char *const entry_mt[ENTRY_COUNT] = {
+    "memsim.policy.op", "memsim.policy.tensor", "memsim.policy.segment",
+};
+static const char *const entry_word[ENTRY_COUNT] = {"op", "tensor", "segment"};
+
+static const char *const kind_names[MS_TK_COUNT] = {
+    "weight", "grad", "optimizer_state", "activation", "temp", "comm_buffer",
+};
+static const char *const phase_names[] = {"forward", "backward", "optimizer"};
+static const char *const stream_names[MS_SR_COUNT] = {"compute", "comm"};
+static const char *const class_names[MS_KC_COUNT] = {
+    "matmul", "attention", "elementwise", "norm", "comm",
+};
+
+#define NAME_OF(table, v) \
+    ((unsigned)(v) < sizeof(table) / sizeof((table)[0]) ? (table)[(unsigned)(v)] : "unknown")
+
+const char *ms_policy_kind_name(ms_tensor_kind k)
+{
+    return NAME_OF(kind_names, k);
+}
+
+/* ---- the packed copy ---- */
+
+typedef struct vop {
+    double model_flops, flops, hbm_bytes;
+    uint32_t name, kernel; /* 1-based index into the names table; 0: nil */
+    int32_t layer, micro_batch, segment;
+    uint32_t in_off, n_in, out_off, n_out;
+    uint8_t phase, stream, cls;
+} vop;
+
+typedef struct vtensor {
+    uint64_t bytes;
+    uint32_t name;
+    int32_t producer, layer, micro_batch, last_forward_use, first_backward_use;
+    uint32_t uses_off, n_uses;
+    uint8_t kind, dtype, persistent, saved;
+} vtensor;
+
+typedef struct vsegment {
+    uint64_t saved_bytes, input_bytes;
+    uint32_t name;
+    int32_t layer, micro_batch, parent;
+    uint32_t first_op, last_op, first_backward_op, in_off, n_in;
+} vsegment;
+
+/* The block: this header, then the arrays it points into (inside the same
+ * userdata, which Lua never moves). */
+typedef struct vblob {
+    uint32_t n[ENTRY_COUNT];
+    bool measured;
+    vop *ops;
+    vtensor *tensors;
+    vsegment *segments;
+    ms_op_profile *prof; /* the last measured step, when measured */
+    uint32_t *ids;       /* every id list, back to back */
+} vblob;
+
+/* An entry or an array: uservalue 1 is the blob's userdata (kept alive by
+ * it); an array's uservalue 2 caches its entry objects. */
+typedef struct vref {
+    const vblob *blob;
+    uint32_t index;
+    uint8_t type;
+} vref;
+
+static size_t align8(size_t n)
+{
+    return (n + 7) & ~(size_t)7;
+}
+
+static size_t count_ids(const ms_program_view *pv)
+{
+    size_t n = 0;
+    for (uint32_t i = 0; i < pv->n_ops; i++)
+        n += (size_t)pv->ops[i].n_inputs + pv->ops[i].n_outputs;
+    for (uint32_t i = 0; i < pv->n_tensors; i++)
+        n += pv->tensors[i].n_uses;
+    for (uint32_t i = 0; i < pv->n_segments; i++)
+        n += pv->segments[i].n_inputs;
+    return n;
+}
+
+static uint32_t copy_ids(uint32_t *dst, size_t *at, const uint32_t *src, uint32_t n)
+{
+    uint32_t off = (uint32_t)*at;
+    if (n > 0)
+        memcpy(dst + *at, src, n * sizeof *src);
+    *at += n;
+    return off;
+}
+
+/* Names go into one Lua array; the entry keeps its index. */
+static uint32_t add_name(lua_State *L, int names, uint32_t *next, const char *s)
+{
+    if (s == NULL)
+        return 0;
+    lua_pushstring(L, s);
+    lua_rawseti(L, names, *next);
+    return (*next)++;
+}
+
+static void fill_ops(lua_State *L, int names, uint32_t *next, vblob *b, size_t *at,
+                     const ms_program_view *pv)
+{
+    for (uint32_t i = 0; i < pv->n_ops; i++) {
+        const ms_op *o = &pv->ops[i];
+        vop *v = &b->ops[i];
+        *v = (vop){.model_flops = o->model_flops, .flops = o->kernel.flops,
+                   .hbm_bytes = o->kernel.bytes, .layer = o->layer,
+                   .micro_batch = o->micro_batch, .segment = o->segment, .n_in = o->n_inputs,
+                   .n_out = o->n_outputs, .phase = (uint8_t)o->phase,
+                   .stream = (uint8_t)o->stream, .cls = (uint8_t)o->kernel.cls};
+        v->name = add_name(L, names, next, o->name);
+        v->kernel = add_name(L, names, next, o->kernel.name);
+        v->in_off = copy_ids(b->ids, at, o->inputs, o->n_inputs);
+        v->out_off = copy_ids(b->ids, at, o->outputs, o->n_outputs);
+    }
+}
+
+static void fill_tensors(lua_State *L, int names, uint32_t *next, vblob *b, size_t *at,
+                         const ms_program_view *pv, const ms_policy_derived *dv)
+{
+    for (uint32_t i = 0; i < pv->n_tensors; i++) {
+        const ms_tensor *t = &pv->tensors[i];
+        vtensor *v = &b->tensors[i];
+        *v = (vtensor){.bytes = t->bytes, .producer = t->producer, .layer = t->layer,
+                       .micro_batch = t->micro_batch,
+                       .last_forward_use = dv->last_forward_use[i],
+                       .first_backward_use = dv->first_backward_use[i], .n_uses = t->n_uses,
+                       .kind = (uint8_t)t->kind, .dtype = (uint8_t)t->dtype,
+                       .persistent = t->persistent, .saved = t->saved_for_backward};
+        v->name = add_name(L, names, next, t->name);
+        v->uses_off = copy_ids(b->ids, at, t->uses, t->n_uses);
+    }
+}
+
+static void fill_segments(lua_State *L, int names, uint32_t *next, vblob *b, size_t *at,
+                          const ms_program_view *pv, const ms_policy_derived *dv)
+{
+    for (uint32_t i = 0; i < pv->n_segments; i++) {
+        const ms_segment *s = &pv->segments[i];
+        vsegment *v = &b->segments[i];
+        *v = (vsegment){.saved_bytes = dv->saved_bytes[i], .input_bytes = dv->input_bytes[i],
+                        .layer = s->layer, .micro_batch = s->micro_batch, .parent = s->parent,
+                        .first_op = s->first_op, .last_op = s->last_op,
+                        .first_backward_op = s->first_backward_op, .n_in = s->n_inputs};
+        v->name = add_name(L, names, next, s->name);
+        v->in_off = copy_ids(b->ids, at, s->inputs, s->n_inputs);
+    }
+}
+
+/* Push the blob userdata (uservalue 1: its names table). */
+static void push_blob(lua_State *L, const ms_program_view *pv, const ms_policy_derived *dv)
+{
+    size_t n_ids = count_ids(pv);
+    size_t off_ops = align8(sizeof(vblob));
+    size_t off_tensors = off_ops + align8((size_t)pv->n_ops * sizeof(vop));
+    size_t off_segments = off_tensors + align8((size_t)pv->n_tensors * sizeof(vtensor));
+    size_t off_prof = off_segments + align8((size_t)pv->n_segments * sizeof(vsegment));
+    size_t off_ids = off_prof + align8((size_t)pv->n_ops * sizeof(ms_op_profile));
+    size_t total = off_ids + n_ids * sizeof(uint32_t);
+    char *base = lua_newuserdatauv(L, total, 1);
+    int blob = lua_gettop(L);
+    vblob *b = (vblob *)base;
+    memset(b, 0, sizeof *b);
+    b->n[ENTRY_OP] = pv->n_ops;
+    b->n[ENTRY_TENSOR] = pv->n_tensors;
+    b->n[ENTRY_SEGMENT] = pv->n_segments;
+    b->ops = (vop *)(base + off_ops);
+    b->tensors = (vtensor *)(base + off_tensors);
+    b->segments = (vsegment *)(base + off_segments);
+    b->prof = (ms_op_profile *)(base + off_prof);
+    b->ids = (uint32_t *)(base + off_ids);
+    uint64_t n_names = 2 * (uint64_t)pv->n_ops + pv->n_tensors + pv->n_segments;
+    lua_createtable(L, n_names > INT32_MAX ? INT32_MAX : (int)n_names, 0);
+    int names = lua_gettop(L);
+    uint32_t next = 1;
+    size_t at = 0;
+    fill_ops(L, names, &next, b, &at, pv);
+    fill_tensors(L, names, &next, b, &at, pv, dv);
+    fill_segments(L, names, &next, b, &at, pv, dv);
+    lua_setiuservalue(L, blob, 1);
+}
+
+static void push_array(lua_State *L, int blob, int type)
+{
+    vref *r = lua_newuserdatauv(L, sizeof *r, 2);
+    *r = (vref){.blob = lua_touserdata(L, blob), .type = (uint8_t)type};
+    lua_pushvalue(L, blob);
+    lua_setiuservalue(L, -2, 1);
+    lua_createtable(L, 0, 0);
+    lua_setiuservalue(L, -2, 2);
+    luaL_setmetatable(L, MT_ARRAY);
+}
+
+void ms_policy_push_program(lua_State *L, const ms_program_view *pv, const ms_policy_derived *dv)
+{
+    luaL_checkstack(L, 8, "building the program view");
+    lua_createtable(L, 0, 4);
+    push_blob(L, pv, dv);
+    int blob = lua_gettop(L);
+    static const char *const fields[ENTRY_COUNT] = {"ops", "tensors", "segments"};
+    for (int t = 0; t < ENTRY_COUNT; t++) {
+        push_array(L, blob, t);
+        lua_setfield(L, blob - 1, fields[t]);
+    }
+    lua_setfield(L, -2, "blob");
+}
+
+void ms_policy_update_measured(lua_State *L, int view_idx, const ms_profile *prof)
+{
+    lua_getfield(L, view_idx, "blob");
+    vblob *b = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    b->measured = prof->measured && prof->ops != NULL && b->n[ENTRY_OP] == prof->program.n_ops;
+    if (b->measured && b->n[ENTRY_OP] > 0)
+        memcpy(b->prof, prof->ops, b->n[ENTRY_OP] * sizeof *b->prof);
+}
+
+/* ---- fields ---- */
+
+static void push_name(lua_State *L, int entry, uint32_t idx)
+{
+    if (idx == 0) {
+        lua_pushnil(L);
+        return;
+    }
+    lua_getiuservalue(L, entry, 1);
+    lua_getiuservalue(L, -1, 1);
+    lua_rawgeti(L, -1, idx);
+    lua_replace(L, -3);
+    lua_pop(L, 1);
+}
+
+/* An id list is a fresh table on every read: the caller may keep or change
+ * it without touching the profile. */
+static void push_ids(lua_State *L, const vblob *b, uint32_t off, uint32_t n)
+{
+    lua_createtable(L, (int)n, 0);
+    for (uint32_t i = 0; i < n; i++) {
+        lua_pushinteger(L, b->ids[off + i]);
+        lua_rawseti(L, -2, (lua_Integer)i + 1);
+    }
+}
+
+static void push_opt(lua_State *L, int32_t v)
+{
+    if (v >= 0)
+        lua_pushinteger(L, v);
+    else
+        lua_pushnil(L); /* MS_NONE */
+}
+
+/* Field names in pairs() order (sorted), per entry type; the index in this
+ * list is the field's code. */
+static const char *const op_fields[] = {
+    "active", "allocated", "class", "finish", "flops", "hbm_bytes", "id", "inputs", "kernel",
+    "layer", "micro_batch", "model_flops", "name", "outputs", "phase", "reserved", "segment",
+    "start", "stream", NULL,
+};
+enum {
+    OF_ACTIVE, OF_ALLOCATED, OF_CLASS, OF_FINISH, OF_FLOPS, OF_HBM_BYTES, OF_ID, OF_INPUTS,
+    OF_KERNEL, OF_LAYER, OF_MICRO_BATCH, OF_MODEL_FLOPS, OF_NAME, OF_OUTPUTS, OF_PHASE,
+    OF_RESERVED, OF_SEGMENT, OF_START, OF_STREAM,
+};
+static const char *const tensor_fields[] = {
+    "bytes", "dtype", "first_backward_use", "first_use", "id", "kind", "last_forward_use",
+    "last_use", "layer", "micro_batch", "name", "persistent", "producer", "saved", "uses", NULL,
+};
+enum {
+    TF_BYTES, TF_DTYPE, TF_FIRST_BACKWARD_USE, TF_FIRST_USE, TF_ID, TF_KIND,
+    TF_LAST_FORWARD_USE, TF_LAST_USE, TF_LAYER, TF_MICRO_BATCH, TF_NAME, TF_PERSISTENT,
+    TF_PRODUCER, TF_SAVED, TF_USES,
+};
+static const char *const segment_fields[] = {
+    "first_backward_op", "first_op", "id", "input_bytes", "inputs", "last_op", "layer",
+    "micro_batch", "name", "parent", "saved_bytes", NULL,
+};
+enum {
+    SF_FIRST_BACKWARD_OP, SF_FIRST_OP, SF_ID, SF_INPUT_BYTES, SF_INPUTS, SF_LAST_OP, SF_LAYER,
+    SF_MICRO_BATCH, SF_NAME, SF_PARENT, SF_SAVED_BYTES,
+};
+static const char *const *const fields_of[ENTRY_COUNT] = {op_fields, tensor_fields,
+                                                          segment_fields};
+
+static void push_measured(lua_State *L, const vblob *b, uint32_t i, int code)
+{
+    if (!b->measured) {
+        lua_pushnil(L);
+        return;
+    }
+    const ms_op_profile *m = &b->prof[i];
+    switch (code) {
+    case OF_START: lua_pushinteger(L, m->start_ns); break;
+    case OF_FINISH: lua_pushinteger(L, m->end_ns); break;
+    case OF_ALLOCATED: lua_pushinteger(L, (lua_Integer)m->allocated); break;
+    case OF_RESERVED: lua_pushinteger(L, (lua_Integer)m->reserved); break;
+    default: lua_pushinteger(L, (lua_Integer)m->active); break;
+    }
+}
+
+static void push_op_field(lua_State *L, int entry, const vref *r, int code)
+{
+    const vop *o = &r->blob->ops[r->index];
+    switch (code) {
+    case OF_ID: lua_pushinteger(L, r->index); break;
+    case OF_NAME: push_name(L, entry, o->name); break;
+    case OF_PHASE: lua_pushstring(L, NAME_OF(phase_names, o->phase)); break;
+    case OF_LAYER: push_opt(L, o->layer); break;
+    case OF_MICRO_BATCH: push_opt(L, o->micro_batch); break;
+    case OF_STREAM: lua_pushstring(L, NAME_OF(stream_names, o->stream)); break;
+    case OF_INPUTS: push_ids(L, r->blob, o->in_off, o->n_in); break;
+    case OF_OUTPUTS: push_ids(L, r->blob, o->out_off, o->n_out); break;
+    case OF_SEGMENT: push_opt(L, o->segment); break;
+    case OF_MODEL_FLOPS: lua_pushnumber(L, o->model_flops); break;
+    case OF_KERNEL: push_name(L, entry, o->kernel); break;
+    case OF_CLASS: lua_pushstring(L, NAME_OF(class_names, o->cls)); break;
+    case OF_FLOPS: lua_pushnumber(L, o->flops); break;
+    case OF_HBM_BYTES: lua_pushnumber(L, o->hbm_bytes); break;
+    default: push_measured(L, r->blob, r->index, code); break;
+    }
+}
+
+static void push_tensor_field(lua_State *L, int entry, const vref *r, int code)
+{
+    const vtensor *t = &r->blob->tensors[r->index];
+    const uint32_t *uses = r->blob->ids + t->uses_off;
+    switch (code) {
+    case TF_ID: lua_pushinteger(L, r->index); break;
+    case TF_NAME: push_name(L, entry, t->name); break;
+    case TF_BYTES: lua_pushinteger(L, (lua_Integer)t->bytes); break;
+    case TF_DTYPE: lua_pushstring(L, ms_dtype_name((ms_dtype)t->dtype)); break;
+    case TF_KIND: lua_pushstring(L, ms_policy_kind_name((ms_tensor_kind)t->kind)); break;
+    case TF_PRODUCER: push_opt(L, t->producer); break;
+    case TF_PERSISTENT: lua_pushboolean(L, t->persistent); break;
+    case TF_SAVED: lua_pushboolean(L, t->saved); break;
+    case TF_LAYER: push_opt(L, t->layer); break;
+    case TF_MICRO_BATCH: push_opt(L, t->micro_batch); break;
+    case TF_USES: push_ids(L, r->blob, t->uses_off, t->n_uses); break;
+    case TF_FIRST_USE: push_opt(L, t->n_uses ? (int32_t)uses[0] : MS_NONE); break;
+    case TF_LAST_USE: push_opt(L, t->n_uses ? (int32_t)uses[t->n_uses - 1] : MS_NONE); break;
+    case TF_LAST_FORWARD_USE: push_opt(L, t->last_forward_use); break;
+    default: push_opt(L, t->first_backward_use); break;
+    }
+}
+
+static void push_segment_field(lua_State *L, int entry, const vref *r, int code)
+{
+    const vsegment *s = &r->blob->segments[r->index];
+    switch (code) {
+    case SF_ID: lua_pushinteger(L, r->index); break;
+    case SF_NAME: push_name(L, entry, s->name); break;
+    case SF_LAYER: push_opt(L, s->layer); break;
+    case SF_MICRO_BATCH: push_opt(L, s->micro_batch); break;
+    case SF_PARENT: push_opt(L, s->parent); break;
+    case SF_FIRST_OP: lua_pushinteger(L, s->first_op); break;
+    case SF_LAST_OP: lua_pushinteger(L, s->last_op); break;
+    case SF_INPUTS: push_ids(L, r->blob, s->in_off, s->n_in); break;
+    case SF_FIRST_BACKWARD_OP: lua_pushinteger(L, s->first_backward_op); break;
+    case SF_SAVED_BYTES: lua_pushinteger(L, (lua_Integer)s->saved_bytes); break;
+    default: lua_pushinteger(L, (lua_Integer)s->input_bytes); break;
+    }
+}
+
+static void push_field(lua_State *L, int entry, const vref *r, int code)
+{
+    if (r->type == ENTRY_OP)
+        push_op_field(L, entry, r, code);
+    else if (r->type == ENTRY_TENSOR)
+        push_tensor_field(L, entry, r, code);
+    else
+        push_segment_field(L, entry, r, code);
+}
+
+/* ---- entry metamethods (upvalue 1: field name -> code) ---- */
+
+static int entry_index(lua_State *L)
+{
+    const vref *r = lua_touserdata(L, 1);
+    lua_pushvalue(L, 2);
+    if (r == NULL || lua_rawget(L, lua_upvalueindex(1)) != LUA_TNUMBER)
+        return 0; /* not a field: nil, as a table would answer */
+    push_field(L, 1, r, (int)lua_tointeger(L, -1));
+    return 1;
+}
+
+static int entry_newindex(lua_State *L)
+{
+    return luaL_error(L, "profile tables are read-only (assignment to field '%s')",
+                      luaL_tolstring(L, 2, NULL));
+}
+
+/* Iterator of pairs(): upvalue 1 the entry, 2 the next code; absent (nil)
+ * fields are skipped, as next() would. */
+static int entry_next(lua_State *L)
+{
+    const vref *r = lua_touserdata(L, lua_upvalueindex(1));
+    const char *const *fields = fields_of[r->type];
+    for (lua_Integer code = lua_tointeger(L, lua_upvalueindex(2)); fields[code] != NULL;
+         code++) {
+        push_field(L, lua_upvalueindex(1), r, (int)code);
+        if (lua_isnil(L, -1)) {
+            lua_pop(L, 1);
+            continue;
+        }
+        lua_pushinteger(L, code + 1);
+        lua_replace(L, lua_upvalueindex(2));
+        lua_pushstring(L, fields[code]);
+        lua_insert(L, -2);
+        return 2;
+    }
+    return 0;
+}
+
+static int entry_pairs(lua_State *L)
+{
+    lua_pushvalue(L, 1);
+    lua_pushinteger(L, 0);
+    lua_pushcclosure(L, entry_next, 2);
+    lua_pushnil(L);
+    lua_pushnil(L);
+    return 3;
+}
+
+static int entry_tostring(lua_State *L)
+{
+    const vref *r = lua_touserdata(L, 1);
+    push_field(L, 1, r, r->type == ENTRY_OP ? OF_NAME : r->type == ENTRY_TENSOR ? TF_NAME
+                                                                                 : SF_NAME);
+    lua_pushfstring(L, "%s %d (%s)", entry_word[r->type], (int)r->index,
+                    lua_isnil(L, -1) ? "?" : lua_tostring(L, -1));
+    return 1;
+}
+
+/* ---- array metamethods ---- */
+
+static int array_index(lua_State *L)
+{
+    const vref *r = lua_touserdata(L, 1);
+    int ok = 0;
+    lua_Integer i = lua_tointegerx(L, 2, &ok);
+    if (r == NULL || !ok || lua_type(L, 2) != LUA_TNUMBER || i < 1 || i > r->blob->n[r->type])
+        return 0;
+    lua_getiuservalue(L, 1, 2);
+    if (lua_rawgeti(L, -1, i) != LUA_TNIL)
+        return 1;
+    lua_pop(L, 1);
+    vref *e = lua_newuserdatauv(L, sizeof *e, 1);
+    *e = (vref){.blob = r->blob, .index = (uint32_t)(i - 1), .type = r->type};
+    lua_getiuservalue(L, 1, 1);
+    lua_setiuservalue(L, -2, 1);
+    luaL_setmetatable(L, entry_mt[r->type]);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, i);
+    return 1;
+}
+
+static int array_len(lua_State *L)
+{
+    const vref *r = lua_touserdata(L, 1);
+    lua_pushinteger(L, r->blob->n[r->type]);
+    return 1;
+}
+
+static int array_next(lua_State *L)
+{
+    lua_Integer i = luaL_checkinteger(L, 2) + 1;
+    lua_settop(L, 1);
+    lua_pushinteger(L, i);
+    if (array_index(L) == 0)
+        return 0;
+    lua_pushinteger(L, i);
+    lua_insert(L, -2);
+    return 2;
+}
+
+static int array_pairs(lua_State *L)
+{
+    lua_pushcfunction(L, array_next);
+    lua_pushvalue(L, 1);
+    lua_pushinteger(L, 0);
+    return 3;
+}
+
+static int array_tostring(lua_State *L)
+{
+    const vref *r = lua_touserdata(L, 1);
+    static const char *const what[ENTRY_COUNT] = {"ops", "tensors", "segments"};
+    lua_pushfstring(L, "profile.%s (%d)", what[r->type], (int)r->blob->n[r->type]);
+    return 1;
+}
+
+static void set_common(lua_State *L, lua_CFunction newindex)
+{
+    lua_pushcfunction(L, newindex);
+    lua_setfield(L, -2, "__newindex");
+    lua_pushliteral(L, "read-only");
+    lua_setfield(L, -2, "__metatable");
+}
+
+void ms_policy_view_register(lua_State *L)
+{
+    for (int t = 0; t < ENTRY_COUNT; t++) {
+        luaL_newmetatable(L, entry_mt[t]);
+        lua_createtable(L, 0, 20);
+        for (int code = 0; fields_of[t][code] != NULL; code++) {
+            lua_pushinteger(L, code);
+            lua_setfield(L, -2, fields_of[t][code]);
+        }
+        lua_pushcclosure(L, entry_index, 1);
+        lua_setfield(L, -2, "__index");
+        lua_pushcfunction(L, entry_pairs);
+        lua_setfield(L, -2, "__pairs");
+        lua_pushcfunction(L, entry_tostring);
+        lua_setfield(L, -2, "__tostring");
+        set_common(L, entry_newindex);
+        lua_pop(L, 1);
+    }
+    luaL_newmetatable(L, MT_ARRAY);
+    lua_pushcfunction(L, array_index);
+    lua_setfield(L, -2, "__index");
+    lua_pushcfunction(L, array_len);
+    lua_setfield(L, -2, "__len");
+    lua_pushcfunction(L, array_pairs);
+    lua_setfield(L, -2, "__pairs");
+    lua_pushcfunction(L, array_tostring);
+    lua_setfield(L, -2, "__tostring");
+    set_common(L, entry_newindex);
+    lua_pop(L, 1);
+}

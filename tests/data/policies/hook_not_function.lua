@@ -1,0 +1,2 @@
+-- Test fixture: hooks must be functions.
+return { name = "broken", plan = "recompute everything" }

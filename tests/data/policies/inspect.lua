@@ -1,0 +1,80 @@
+-- Test fixture: logs what the profile shows, for the test to compare with
+-- the C structs it built.
+local memsim = require("lib.memsim")
+
+local function s(v) return tostring(v) end
+
+return {
+  name = "inspect",
+  plan = function(profile, ctx)
+    ctx:log("counts ops=%d tensors=%d segments=%d step=%d measured=%s stage=%d capacity=%d",
+            #profile.ops, #profile.tensors, #profile.segments, profile.step,
+            s(profile.measured), profile.stage, profile.capacity)
+    ctx:log("run peak_allocated=%s step_time=%s oom=%s oom_op=%s", s(profile.peak_allocated),
+            s(profile.step_time), s(profile.oom), s(profile.oom_op))
+    local t = profile.tensors[4]
+    ctx:log("t3 id=%d name=%s bytes=%d dtype=%s kind=%s producer=%d saved=%s uses=%s "
+            .. "first=%d last=%d lfu=%d fbu=%d layer=%d mb=%d", t.id, t.name, t.bytes, t.dtype,
+            t.kind, t.producer, s(t.saved), table.concat({ table.unpack(t.uses) }, ","),
+            t.first_use, t.last_use, t.last_forward_use, t.first_backward_use, t.layer,
+            t.micro_batch)
+    local o = profile.tensors[17]
+    ctx:log("t16 kind=%s persistent=%s producer=%s lfu=%s fbu=%s mb=%s last=%d", o.kind,
+            s(o.persistent), s(o.producer), s(o.last_forward_use), s(o.first_backward_use),
+            s(o.micro_batch), o.last_use)
+    for _, g in ipairs(profile.segments) do
+      ctx:log("seg %d %s parent=%s layer=%d ops=%d..%d bwd=%d saved=%d input=%d inputs=%s",
+              g.id, g.name, s(g.parent), g.layer, g.first_op, g.last_op, g.first_backward_op,
+              g.saved_bytes, g.input_bytes, table.concat({ table.unpack(g.inputs) }, ","))
+    end
+    local op = profile.ops[3]
+    ctx:log("op2 %s phase=%s layer=%d mb=%d segment=%d stream=%s in=%s out=%s kernel=%s "
+            .. "class=%s flops=%.0f start=%s finish=%s allocated=%s", op.name, op.phase,
+            op.layer, op.micro_batch, op.segment, op.stream,
+            table.concat({ table.unpack(op.inputs) }, ","),
+            table.concat({ table.unpack(op.outputs) }, ","), op.kernel, op.class, op.flops,
+            s(op.start), s(op.finish), s(op.allocated))
+    local e = profile.ops[11]
+    ctx:log("op10 phase=%s layer=%s mb=%s segment=%s", e.phase, s(e.layer), s(e.micro_batch),
+            s(e.segment))
+    local dev = profile.device
+    if dev then
+      local dk = {}
+      for k in pairs(dev) do dk[#dk + 1] = k end
+      ctx:log("devkeys %s", table.concat(dk, ","))
+      ctx:log("device %s hbm=%d h2d=%.0f d2h=%.0f bf16=%.0f fp8=%s", dev.name, dev.hbm_bytes,
+              dev.h2d_bw, dev.d2h_bw, dev.peak_flops.bf16, s(dev.peak_flops.fp8))
+    end
+    local ids = {}
+    for _, x in ipairs(memsim.tensors(profile, { kind = "activation", saved = true })) do
+      ids[#ids + 1] = x.id
+    end
+    local big = memsim.tensors(profile, { name = "^layers%.0%.", min_bytes = 5000 })
+    ctx:log("lib saved=%s saved_bytes=%d big=%d grads=%d fmt=%s", table.concat(ids, ","),
+            memsim.sum_bytes(profile, ids), #big,
+            memsim.sum_bytes(profile, memsim.tensors(profile, { kind = "grad" })),
+            memsim.format_bytes(3 * 2 ^ 30))
+    local keys = {}
+    for k in pairs(profile.segments[2]) do keys[#keys + 1] = k end
+    ctx:log("keys %s", table.concat(keys, ","))
+    local t3 = profile.tensors[4]
+    ctx:log("identity same=%s key=%s tostring=%s arr=%s type=%s", s(t3 == profile.tensors[4]),
+            s(({ [t3] = "hit" })[profile.tensors[4]]), tostring(t3), tostring(profile.ops),
+            type(profile.ops[1]))
+    local opkeys = {}
+    for k in pairs(profile.ops[3]) do opkeys[#opkeys + 1] = k end
+    ctx:log("opkeys %s", table.concat(opkeys, ","))
+    local n = 0
+    for i, x in pairs(profile.segments) do n = n + i * (x.id + 1) end
+    ctx:log("array pairs %d missing=%s", n, s(profile.ops[0]))
+    local ok, err = pcall(function() profile.ops[1].name = "x" end)
+    ctx:log("write ok=%s err=%s", s(ok), s(err))
+    if profile.current then
+      for i, d in ipairs(profile.current) do
+        ctx:log("current %d %s tensor=%s segment=%s in_before=%s prefetch=%s", i, d.kind,
+                s(d.tensor), s(d.segment), s(d.in_before), s(d.prefetch))
+      end
+      ctx:log("current stable=%s n=%d", s(profile.current.stable), #profile.current)
+    end
+  end,
+}
