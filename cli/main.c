@@ -1,3 +1,185 @@
+/* memsim: the command line.  Subcommands dispatch to one function each. */
 #include "config.h"
+
+#include <getopt.h>
 #include <stdio.h>
-int main(void) { printf("memsim %s\n", PACKAGE_VERSION); return 0; }
+#include <stdlib.h>
+#include <string.h>
+
+#include "memsim/exec.h"
+#include "memsim/report.h"
+#include "memsim/scenario.h"
+#include "replay.h"
+
+#define MAX_POLICIES 16
+#define MAX_SETS 64
+
+static void usage(FILE *out)
+{
+    fprintf(out,
+            "usage: memsim run SCENARIO [--policy FILE|NAME]... [--out DIR] [--set KEY=VALUE]...\n"
+            "                  [--backend mock] [--quiet]\n"
+            "       memsim replay TRACE [--allocator-conf STR] [--csv OUT] ...\n"
+            "       memsim --help | --version\n"
+            "\n"
+            "run      simulate training steps of a scenario file (scenarios/*.lua) under a\n"
+            "         memory policy (policies_lua/*.lua, or a path); writes summary.csv,\n"
+            "         ops.csv, memory.csv and tensors.csv to results/<scenario>-<policy>/.\n"
+            "         Several --policy flags compare policies: one summary.csv row each\n"
+            "         in results/<scenario>-compare/, details in one folder per policy.\n"
+            "         --set overrides a scenario field: --set model.seq_length=8192\n"
+            "replay   replay a PyTorch memory snapshot through the allocator model\n"
+            "         (memsim replay --help for its options)\n");
+}
+
+typedef struct run_args {
+    const char *scenario;
+    const char *policies[MAX_POLICIES];
+    int n_policies;
+    const char *sets[MAX_SETS];
+    int n_sets;
+    const char *out;
+    const char *backend;
+    bool quiet;
+} run_args;
+
+static int parse_run_args(int argc, char **argv, run_args *a)
+{
+    static const struct option opts[] = {
+        {"policy", required_argument, NULL, 'p'}, {"out", required_argument, NULL, 'o'},
+        {"set", required_argument, NULL, 's'},    {"backend", required_argument, NULL, 'b'},
+        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {NULL, 0, NULL, 0},
+    };
+    memset(a, 0, sizeof *a);
+    optind = 1;
+    int c;
+    while ((c = getopt_long(argc, argv, "p:o:s:b:qh", opts, NULL)) != -1) {
+        switch (c) {
+        case 'p':
+            if (a->n_policies == MAX_POLICIES) {
+                fprintf(stderr, "memsim run: at most %d --policy flags\n", MAX_POLICIES);
+                return 2;
+            }
+            a->policies[a->n_policies++] = optarg;
+            break;
+        case 's':
+            if (a->n_sets == MAX_SETS) {
+                fprintf(stderr, "memsim run: at most %d --set flags\n", MAX_SETS);
+                return 2;
+            }
+            a->sets[a->n_sets++] = optarg;
+            break;
+        case 'o': a->out = optarg; break;
+        case 'b': a->backend = optarg; break;
+        case 'q': a->quiet = true; break;
+        case 'h': usage(stdout); return -1;
+        default: usage(stderr); return 2;
+        }
+    }
+    if (optind != argc - 1) {
+        fprintf(stderr, "memsim run: expected exactly one SCENARIO file\n");
+        usage(stderr);
+        return 2;
+    }
+    a->scenario = argv[optind];
+    return 0;
+}
+
+static int fail(const char *what, ms_status st, const ms_diag *d)
+{
+    fprintf(stderr, "memsim: %s: %s\n", what, d->msg[0] ? d->msg : ms_strerror(st));
+    return 1;
+}
+
+static int cmd_run(int argc, char **argv)
+{
+    run_args a;
+    int rc = parse_run_args(argc, argv, &a);
+    if (rc != 0)
+        return rc < 0 ? 0 : rc;
+    ms_diag d = {0};
+    ms_scenario *sc = NULL;
+    ms_status st = ms_scenario_load(a.scenario, a.sets, (size_t)a.n_sets, &sc, &d);
+    if (st != MS_OK)
+        return fail("scenario", st, &d);
+    int n = a.n_policies ? a.n_policies : 1;
+    ms_run_summary *sums = calloc((size_t)n, sizeof *sums);
+    if (sums == NULL) {
+        ms_scenario_free(sc);
+        return fail("run", MS_ENOMEM, &d);
+    }
+    char dir[4096];
+    rc = 0;
+    for (int i = 0; i < n && rc == 0; i++) {
+        ms_run_options opt = {.policy = a.n_policies ? a.policies[i] : NULL,
+                              .backend = a.backend, .record = true};
+        ms_run *run = NULL;
+        st = ms_run_execute(sc, &opt, &run, &d);
+        if (st != MS_OK) {
+            rc = fail("run", st, &d);
+            break;
+        }
+        const ms_run_summary *s;
+        const ms_run_record *rec;
+        ms_program_view view;
+        ms_run_summary_get(run, &s);
+        ms_run_record_get(run, &rec);
+        ms_run_program_view(run, &view);
+        sums[i] = *s;
+        if (n == 1)
+            snprintf(dir, sizeof dir, "%s", a.out ? a.out : "");
+        if (n == 1 && !a.out)
+            snprintf(dir, sizeof dir, "results/%s-%s", sc->name, s->policy);
+        if (n > 1)
+            snprintf(dir, sizeof dir, "%s/%s", a.out ? a.out : "results", s->policy);
+        if (n > 1 && !a.out)
+            snprintf(dir, sizeof dir, "results/%s-compare/%s", sc->name, s->policy);
+        st = ms_report_write_csv(dir, s, 1, rec, &view, &d);
+        if (st != MS_OK)
+            rc = fail("report", st, &d);
+        else if (!a.quiet) {
+            ms_report_print_summary(stdout, s);
+            printf("wrote           %s/{summary,ops,memory,tensors}.csv and trace.json\n", dir);
+        }
+        ms_run_free(run);
+    }
+    if (rc == 0 && n > 1) {
+        if (a.out)
+            snprintf(dir, sizeof dir, "%s/summary.csv", a.out);
+        else
+            snprintf(dir, sizeof dir, "results/%s-compare/summary.csv", sc->name);
+        st = ms_report_write_summary_csv(dir, sums, (size_t)n, &d);
+        if (st != MS_OK)
+            rc = fail("report", st, &d);
+        else if (!a.quiet)
+            printf("compared        %d policies in %s\n", n, dir);
+    }
+    free(sums);
+    ms_scenario_free(sc);
+    return rc;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        usage(stderr);
+        return 2;
+    }
+    if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
+        strcmp(argv[1], "help") == 0) {
+        usage(stdout);
+        return 0;
+    }
+    if (strcmp(argv[1], "--version") == 0) {
+        printf("memsim %s\n", PACKAGE_VERSION);
+        return 0;
+    }
+    if (strcmp(argv[1], "run") == 0)
+        return cmd_run(argc - 1, argv + 1);
+    if (strcmp(argv[1], "replay") == 0)
+        return ms_cli_replay(argc - 1, argv + 1);
+    fprintf(stderr, "memsim: unknown command '%s'\n", argv[1]);
+    usage(stderr);
+    return 2;
+}

@@ -4,3 +4,15 @@ TESTS += tests/unit/test_sandbox
 tests_unit_test_sandbox_SOURCES = tests/unit/test_sandbox.c
 tests_unit_test_sandbox_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_sandbox_LDADD = core/libms_base.la $(TEST_LIBS)
+
+check_PROGRAMS += tests/unit/test_exec tests/unit/test_run
+TESTS += tests/unit/test_exec tests/unit/test_run
+tests_unit_test_exec_SOURCES = tests/unit/test_exec.c
+tests_unit_test_exec_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_exec_LDADD = libmemsim.la $(TEST_LIBS)
+tests_unit_test_run_SOURCES = tests/unit/test_run.c
+tests_unit_test_run_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_run_LDADD = libmemsim.la $(TEST_LIBS)
+# The end-to-end test runs the memsim program.
+EXTRA_tests_unit_test_run_DEPENDENCIES = memsim$(EXEEXT)
+EXTRA_DIST += tests/data/cli/plan_error.lua tests/data/cli/tiny-gpt.lua

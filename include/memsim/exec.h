@@ -1,0 +1,92 @@
+/* memsim: the executor and a whole run.
+ *
+ * The executor issues a step program through a backend: it allocates outputs
+ * (in the pool the policy names), launches on the op's stream, frees at last
+ * use, and applies decisions: swap-out is a D2H copy on a swap stream after
+ * the tensor is ready, its device block returned (record-stream) only when
+ * the copy completes; swap-in is an H2D copy started `prefetch` ops before the
+ * consumer, which waits on its event; recompute drops a segment's saved
+ * tensors after forward and re-issues its ops before the first backward use.
+ * A tensor is in one state: on device, in flight, on host, dropped.  Reading a
+ * tensor that is not on device, or getting a block that a copy still reads,
+ * is MS_EHAZARD, never silent. */
+#ifndef MEMSIM_EXEC_H
+#define MEMSIM_EXEC_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "memsim/allocator.h"
+#include "memsim/backend.h"
+#include "memsim/policy.h"
+#include "memsim/report.h"
+#include "memsim/scenario.h"
+#include "memsim/workload.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct ms_exec ms_exec;
+
+typedef struct ms_exec_config {
+    const ms_program_view *program;
+    ms_backend *backend;
+    ms_alloc *alloc;
+    ms_policy *policy;        /* may be NULL: default pool, no decisions */
+    ms_run_record *record;    /* may be NULL */
+    const ms_device_spec *device;
+} ms_exec_config;
+
+/* Result of one step. */
+typedef struct ms_step_result {
+    bool oom;
+    int32_t oom_op;
+    uint32_t oom_tensor;      /* the tensor whose allocation failed */
+    uint64_t oom_bytes;       /* its size */
+    char oom_message[512];
+    int64_t step_time_ns;
+    uint64_t peak_allocated;
+    uint64_t peak_reserved;
+    uint64_t peak_active;
+    uint64_t reserved_minus_allocated_at_peak;
+    uint64_t peak_activation_bytes;
+    uint64_t swapped_bytes;
+    uint32_t recomputed_ops;
+} ms_step_result;
+
+/* Create the executor: streams, and the persistent tensors (weights, grads,
+ * optimizer state) allocated once.  An OOM here is reported in *setup_oom
+ * (with the message in d), not as a failure of the call. */
+ms_status ms_exec_create(const ms_exec_config *cfg, ms_exec **out, bool *setup_oom, ms_diag *d);
+ms_status ms_exec_destroy(ms_exec *e);
+/* Run one step under plan (NULL: no decisions); fills the op profile
+ * (n == program n_ops) used by the policy's next plan(). */
+ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile *profile,
+                       ms_step_result *res, ms_diag *d);
+
+/* A whole run: scenario + policy -> summary (+ record for reports). */
+typedef struct ms_run_options {
+    const char *policy;        /* path or shipped name; NULL: the scenario's */
+    const char *policy_dir;    /* shipped policies directory; NULL: found */
+    const char *backend;       /* "mock" (default) */
+    bool record;               /* keep the run record for CSV reports */
+} ms_run_options;
+
+typedef struct ms_run ms_run;
+
+ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,
+                         ms_diag *d);
+ms_status ms_run_free(ms_run *r);
+ms_status ms_run_summary_get(const ms_run *r, const ms_run_summary **s);
+ms_status ms_run_record_get(const ms_run *r, const ms_run_record **rec);
+ms_status ms_run_program_view(const ms_run *r, ms_program_view *view);
+
+/* Find a shipped data directory ("policies_lua", "scenarios/devices"):
+ * $MEMSIM_DATADIR/sub, then the source tree, then the installed pkgdatadir. */
+ms_status ms_data_path(const char *sub, char *buf, size_t n);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

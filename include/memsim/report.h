@@ -1,0 +1,133 @@
+/* memsim: the run record and the reports made from it.
+ *
+ * The executor appends to a run record as it goes (one row per op issued,
+ * per allocator event, per tensor decision); reports turn a finished record
+ * into CSV files through libcsv (schemas in docs/csv-schemas.md: stable
+ * column names and order), and a console summary. */
+#ifndef MEMSIM_REPORT_H
+#define MEMSIM_REPORT_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "memsim/status.h"
+#include "memsim/workload.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* What an issued op row stands for. */
+typedef enum ms_work_kind {
+    MS_WK_KERNEL = 0,  /* an op of the step program */
+    MS_WK_RECOMPUTE,   /* an op re-issued by recompute */
+    MS_WK_SWAP_OUT,    /* D2H copy of a swapped tensor */
+    MS_WK_SWAP_IN      /* H2D copy back */
+} ms_work_kind;
+
+const char *ms_work_kind_name(ms_work_kind k); /* "kernel", "recompute", ... */
+
+typedef struct ms_op_row {
+    int step;
+    int device;
+    ms_work_kind kind;
+    uint32_t op;          /* op id; for swaps, the op it was issued at */
+    uint32_t tensor;      /* swaps: the tensor; else UINT32_MAX */
+    uint64_t stream_id;
+    int64_t issue_ns;     /* host time it was issued */
+    int64_t start_ns;     /* device time */
+    int64_t end_ns;
+    uint64_t bytes;       /* copies: bytes moved; kernels: HBM bytes */
+    double flops;
+    uint64_t allocated;   /* allocator state after its outputs were allocated */
+    uint64_t reserved;
+} ms_op_row;
+
+typedef struct ms_mem_row {
+    int step;
+    int device;
+    int64_t time_ns;      /* host time of the allocator event */
+    int action;           /* ms_alloc_action */
+    uint64_t addr;
+    uint64_t bytes;
+    uint64_t allocated;
+    uint64_t reserved;
+    uint64_t active;
+    uint64_t by_kind[MS_TK_COUNT]; /* live requested bytes per tensor kind */
+} ms_mem_row;
+
+typedef struct ms_tensor_row {
+    int step;
+    int device;
+    uint32_t tensor;
+    const char *decision; /* "swap", "recompute", "keep", "pool:NAME" */
+    int32_t out_op;
+    int32_t in_op;
+    uint64_t bytes;
+} ms_tensor_row;
+
+/* One finished run of one policy on one scenario: the figures of the summary. */
+typedef struct ms_run_summary {
+    char scenario[128];
+    char policy[128];
+    char device[64];
+    int devices;               /* simulated devices (pipeline stages) */
+    int steps;
+    uint64_t capacity;
+    uint64_t peak_allocated;
+    uint64_t peak_reserved;
+    uint64_t peak_active;
+    uint64_t reserved_minus_allocated_at_peak; /* at the peak of reserved */
+    uint64_t weights_bytes, grads_bytes, optimizer_bytes; /* persistent, per device */
+    uint64_t peak_activation_bytes;
+    double step_time_ms;       /* last completed step */
+    double step_time_mean_ms;  /* over completed steps after the first (GSL) */
+    double step_time_sd_ms;
+    double model_tflops;       /* model TFLOP/s per device */
+    double mfu;                /* model_tflops / peak */
+    double model_flops_per_step; /* per device */
+    bool oom;
+    int oom_step;
+    char oom_message[512];
+    int64_t num_alloc_retries;
+    int64_t num_ooms;
+    uint64_t swapped_bytes;    /* D2H bytes per step */
+    uint32_t recomputed_ops;   /* per step */
+} ms_run_summary;
+
+typedef struct ms_run_record ms_run_record;
+
+ms_status ms_record_create(ms_run_record **out);
+ms_status ms_record_free(ms_run_record *r);
+ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row);
+ms_status ms_record_add_mem(ms_run_record *r, const ms_mem_row *row);
+ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row);
+/* Patch device start/end of an op row once the backend reports it. */
+ms_status ms_record_set_times(ms_run_record *r, size_t row, int64_t start_ns, int64_t end_ns);
+ms_status ms_record_n_ops(const ms_run_record *r, size_t *n);
+ms_status ms_record_op(const ms_run_record *r, size_t i, const ms_op_row **row);
+ms_status ms_record_n_mem(const ms_run_record *r, size_t *n);
+ms_status ms_record_mem(const ms_run_record *r, size_t i, const ms_mem_row **row);
+ms_status ms_record_n_tensors(const ms_run_record *r, size_t *n);
+ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row **row);
+
+/* Write summary.csv (one row per summary), ops.csv, memory.csv and
+ * tensors.csv into dir (created if missing).  Files are written whole to a
+ * temporary name and renamed, so a failed run never leaves a partial CSV
+ * that looks complete. */
+ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
+                              const ms_run_record *record, const ms_program_view *program,
+                              ms_diag *d);
+ms_status ms_report_write_summary_csv(const char *path, const ms_run_summary *summaries, size_t n,
+                                      ms_diag *d);
+/* trace.json: Chrome Trace Event Format (open in Perfetto). */
+ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *record,
+                                       const ms_program_view *program, ms_diag *d);
+/* The console summary. */
+ms_status ms_report_print_summary(FILE *out, const ms_run_summary *s);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

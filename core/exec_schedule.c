@@ -1,0 +1,267 @@
+/* Turning a policy's plan into the executor's per-step action list.
+ *
+ * The rules applied here are the MindFormers/MindSpeed ones users expect:
+ * recompute wins over swap on the same tensor (seed 003, "混合重计算" rule 1),
+ * keep wins over both, and a tensor is swapped out after its last forward use
+ * and back before its first backward use unless the decision says otherwise. */
+#include "exec_actions.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static ms_status push(ms_schedule *s, uint32_t op, ms_act_when when, ms_act_kind kind,
+                      uint32_t arg)
+{
+    if (s->n == s->cap) {
+        uint32_t cap = s->cap ? s->cap * 2 : 1024;
+        ms_action *a = realloc(s->acts, (size_t)cap * sizeof *a);
+        if (a == NULL)
+            return MS_ENOMEM;
+        s->acts = a;
+        s->cap = cap;
+    }
+    s->acts[s->n++] = (ms_action){.op = op, .when = (uint8_t)when, .kind = (uint8_t)kind,
+                                  .arg = arg};
+    return MS_OK;
+}
+
+static int cmp_action(const void *pa, const void *pb)
+{
+    const ms_action *a = pa, *b = pb;
+    if (a->op != b->op)
+        return a->op < b->op ? -1 : 1;
+    if (a->when != b->when)
+        return a->when < b->when ? -1 : 1;
+    if (a->kind != b->kind)
+        return a->kind < b->kind ? -1 : 1;
+    if (a->arg != b->arg)
+        return a->arg < b->arg ? -1 : 1;
+    return 0;
+}
+
+static int32_t last_forward_use(const ms_program_view *p, const ms_tensor *t)
+{
+    int32_t last = MS_NONE;
+    for (uint32_t u = 0; u < t->n_uses; u++)
+        if (p->ops[t->uses[u]].phase == MS_PHASE_FORWARD)
+            last = (int32_t)t->uses[u];
+    return last;
+}
+
+static int32_t first_backward_use(const ms_program_view *p, const ms_tensor *t)
+{
+    for (uint32_t u = 0; u < t->n_uses; u++)
+        if (p->ops[t->uses[u]].phase == MS_PHASE_BACKWARD)
+            return (int32_t)t->uses[u];
+    return MS_NONE;
+}
+
+/* A tensor a recompute of s may drop: produced inside s, needed in backward,
+ * and needed there only by s's own layer and micro-batch.  The layer's output
+ * is read by the next layer's backward first, so it stays: it is the next
+ * layer's checkpoint (Megatron's full recompute keeps exactly the inputs). */
+static bool droppable(const ms_program_view *p, const ms_segment *s, const ms_tensor *t)
+{
+    if (t->persistent || t->producer == MS_NONE || !t->saved_for_backward)
+        return false;
+    if ((uint32_t)t->producer < s->first_op || (uint32_t)t->producer > s->last_op)
+        return false;
+    bool any_backward = false;
+    for (uint32_t u = 0; u < t->n_uses; u++) {
+        const ms_op *op = &p->ops[t->uses[u]];
+        if (op->phase != MS_PHASE_BACKWARD)
+            continue;
+        any_backward = true;
+        if (op->layer != s->layer || op->micro_batch != s->micro_batch)
+            return false;
+    }
+    return any_backward;
+}
+
+static ms_status mark_recompute(const ms_program_view *p, const ms_plan *plan, ms_schedule *s,
+                                ms_diag *d)
+{
+    for (uint32_t i = 0; plan && i < plan->n; i++) {
+        const ms_decision *dec = &plan->items[i];
+        if (dec->kind != MS_DEC_RECOMPUTE)
+            continue;
+        if (dec->segment >= p->n_segments)
+            return ms_diag_set(d, MS_EINVAL, "plan: recompute of segment %u, but the program has %u",
+                               dec->segment, p->n_segments);
+        s->seg_recompute[dec->segment] = 1;
+    }
+    /* A module inside a recomputed layer is recomputed with it. */
+    for (uint32_t i = 0; i < p->n_segments; i++) {
+        int32_t parent = p->segments[i].parent;
+        if (parent != MS_NONE && s->seg_recompute[parent])
+            s->seg_recompute[i] = 0;
+    }
+    for (uint32_t i = 0; i < p->n_segments; i++) {
+        if (!s->seg_recompute[i])
+            continue;
+        const ms_segment *seg = &p->segments[i];
+        for (uint32_t o = seg->first_op; o <= seg->last_op; o++) {
+            const ms_op *op = &p->ops[o];
+            for (uint32_t k = 0; k < op->n_outputs; k++) {
+                const ms_tensor *t = &p->tensors[op->outputs[k]];
+                if (droppable(p, seg, t)) {
+                    s->tensors[t->id].dropped = 1;
+                    s->tensors[t->id].segment = (int32_t)i;
+                }
+            }
+        }
+    }
+    return MS_OK;
+}
+
+static ms_status resolve_swap(const ms_program_view *p, const ms_decision *dec, ms_schedule *s,
+                              ms_diag *d)
+{
+    if (dec->tensor >= p->n_tensors)
+        return ms_diag_set(d, MS_EINVAL, "plan: swap of tensor %u, but the program has %u",
+                           dec->tensor, p->n_tensors);
+    const ms_tensor *t = &p->tensors[dec->tensor];
+    ms_tensor_plan *tp = &s->tensors[t->id];
+    if (tp->dropped || tp->kept) {
+        s->ignored_swaps++;
+        return MS_OK;
+    }
+    int32_t out = dec->out_after != MS_NONE ? dec->out_after : last_forward_use(p, t);
+    int32_t in = dec->in_before != MS_NONE ? dec->in_before : first_backward_use(p, t);
+    if (out == MS_NONE && !t->persistent)
+        out = t->producer;
+    if (out == MS_NONE || in == MS_NONE)
+        return ms_diag_set(d, MS_EINVAL,
+                           "plan: swap of tensor %u (%s) needs explicit out_after and in_before "
+                           "(it has no forward or no backward use)", t->id, t->name);
+    if (out < 0 || in < 0 || (uint32_t)out >= p->n_ops || (uint32_t)in >= p->n_ops || out >= in)
+        return ms_diag_set(d, MS_EINVAL,
+                           "plan: swap of tensor %u (%s): out_after %d must precede in_before %d "
+                           "within 0..%u", t->id, t->name, out, in, p->n_ops - 1);
+    if (t->producer != MS_NONE && out < t->producer)
+        return ms_diag_set(d, MS_EINVAL,
+                           "plan: swap of tensor %u (%s): out_after %d is before its producer %d",
+                           t->id, t->name, out, t->producer);
+    for (uint32_t u = 0; u < t->n_uses; u++)
+        if ((int32_t)t->uses[u] > out && (int32_t)t->uses[u] < in)
+            return ms_diag_set(d, MS_EINVAL,
+                               "plan: swap of tensor %u (%s): op %u reads it while it is on the "
+                               "host (out after op %d, back before op %d)",
+                               t->id, t->name, t->uses[u], out, in);
+    int32_t prefetch = dec->prefetch < 0 ? 1 : dec->prefetch;
+    int32_t at = in - prefetch;
+    if (at <= out)
+        at = out + 1; /* cannot come back before it went out */
+    tp->swap = 1;
+    tp->out_after = out;
+    tp->in_before = in;
+    tp->in_at = at;
+    return MS_OK;
+}
+
+static ms_status emit_tensor_actions(const ms_program_view *p, ms_schedule *s)
+{
+    ms_status st = MS_OK;
+    for (uint32_t i = 0; i < p->n_tensors && st == MS_OK; i++) {
+        const ms_tensor *t = &p->tensors[i];
+        const ms_tensor_plan *tp = &s->tensors[i];
+        if (tp->swap) {
+            st = push(s, (uint32_t)tp->out_after, MS_ACT_AFTER, MS_ACT_SWAP_OUT, i);
+            if (st == MS_OK)
+                st = push(s, (uint32_t)tp->in_at, MS_ACT_BEFORE, MS_ACT_SWAP_IN, i);
+        }
+        if (t->persistent || st != MS_OK)
+            continue;
+        if (t->producer == MS_NONE && t->n_uses == 0)
+            continue;
+        uint32_t last = t->n_uses ? t->uses[t->n_uses - 1] : (uint32_t)t->producer;
+        if (t->producer != MS_NONE && (uint32_t)t->producer > last)
+            last = (uint32_t)t->producer;
+        if (tp->dropped) {
+            int32_t fwd = last_forward_use(p, t);
+            uint32_t drop_at = fwd != MS_NONE ? (uint32_t)fwd : (uint32_t)t->producer;
+            st = push(s, drop_at, MS_ACT_AFTER, MS_ACT_FREE, i);
+        }
+        if (st == MS_OK)
+            st = push(s, last, MS_ACT_AFTER, MS_ACT_FREE, i);
+    }
+    return st;
+}
+
+/* Recompute a segment just before the first backward op that reads what it
+ * dropped: the latest point that still has everything ready in time. */
+static ms_status emit_recompute_actions(const ms_program_view *p, ms_schedule *s)
+{
+    for (uint32_t i = 0; i < p->n_segments; i++) {
+        if (!s->seg_recompute[i])
+            continue;
+        int32_t at = MS_NONE;
+        for (uint32_t t = 0; t < p->n_tensors; t++) {
+            if (!s->tensors[t].dropped || s->tensors[t].segment != (int32_t)i)
+                continue;
+            int32_t b = first_backward_use(p, &p->tensors[t]);
+            if (b != MS_NONE && (at == MS_NONE || b < at))
+                at = b;
+        }
+        if (at == MS_NONE)
+            continue; /* nothing to drop: recomputing would only cost time */
+        ms_status st = push(s, (uint32_t)at, MS_ACT_BEFORE, MS_ACT_RECOMPUTE, i);
+        if (st != MS_OK)
+            return st;
+    }
+    return MS_OK;
+}
+
+ms_status ms_schedule_build(const ms_program_view *p, const ms_plan *plan, ms_schedule *s,
+                            ms_diag *d)
+{
+    if (p == NULL || s == NULL)
+        return MS_EINVAL;
+    ms_schedule_free(s);
+    s->tensors = calloc(p->n_tensors ? p->n_tensors : 1, sizeof *s->tensors);
+    s->seg_recompute = calloc(p->n_segments ? p->n_segments : 1, 1);
+    if (s->tensors == NULL || s->seg_recompute == NULL) {
+        ms_schedule_free(s);
+        return MS_ENOMEM;
+    }
+    for (uint32_t i = 0; i < p->n_tensors; i++)
+        s->tensors[i].segment = MS_NONE;
+    ms_status st = mark_recompute(p, plan, s, d);
+    for (uint32_t i = 0; st == MS_OK && plan && i < plan->n; i++) {
+        const ms_decision *dec = &plan->items[i];
+        if (dec->kind != MS_DEC_KEEP)
+            continue;
+        if (dec->tensor >= p->n_tensors) {
+            st = ms_diag_set(d, MS_EINVAL, "plan: keep of tensor %u, but the program has %u",
+                             dec->tensor, p->n_tensors);
+            break;
+        }
+        s->tensors[dec->tensor].kept = 1;
+        s->tensors[dec->tensor].dropped = 0;
+        s->tensors[dec->tensor].swap = 0;
+    }
+    for (uint32_t i = 0; st == MS_OK && plan && i < plan->n; i++)
+        if (plan->items[i].kind == MS_DEC_SWAP)
+            st = resolve_swap(p, &plan->items[i], s, d);
+    if (st == MS_OK)
+        st = emit_tensor_actions(p, s);
+    if (st == MS_OK)
+        st = emit_recompute_actions(p, s);
+    if (st != MS_OK) {
+        ms_schedule_free(s);
+        return st;
+    }
+    qsort(s->acts, s->n, sizeof *s->acts, cmp_action);
+    return MS_OK;
+}
+
+ms_status ms_schedule_free(ms_schedule *s)
+{
+    if (s == NULL)
+        return MS_EINVAL;
+    free(s->acts);
+    free(s->tensors);
+    free(s->seg_recompute);
+    memset(s, 0, sizeof *s);
+    return MS_OK;
+}

@@ -1,0 +1,143 @@
+/* The run record: what the executor did, row by row, kept for the reports. */
+#include "memsim/report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+struct ms_run_record {
+    ms_op_row *ops;
+    size_t n_ops, cap_ops;
+    ms_mem_row *mem;
+    size_t n_mem, cap_mem;
+    ms_tensor_row *tensors;
+    size_t n_tensors, cap_tensors;
+};
+
+static const char *const work_kind_names[] = {"kernel", "recompute", "swap_out", "swap_in"};
+
+const char *ms_work_kind_name(ms_work_kind k)
+{
+    if ((unsigned)k >= sizeof work_kind_names / sizeof work_kind_names[0])
+        return "?";
+    return work_kind_names[k];
+}
+
+/* Grow an array geometrically; rows are appended millions of times. */
+static ms_status grow(void **arr, size_t *cap, size_t n, size_t size)
+{
+    if (n < *cap)
+        return MS_OK;
+    size_t c = *cap ? *cap * 2 : 1024;
+    void *p = realloc(*arr, c * size);
+    if (p == NULL)
+        return MS_ENOMEM;
+    *arr = p;
+    *cap = c;
+    return MS_OK;
+}
+
+ms_status ms_record_create(ms_run_record **out)
+{
+    if (out == NULL)
+        return MS_EINVAL;
+    *out = calloc(1, sizeof **out);
+    return *out ? MS_OK : MS_ENOMEM;
+}
+
+ms_status ms_record_free(ms_run_record *r)
+{
+    if (r == NULL)
+        return MS_EINVAL;
+    free(r->ops);
+    free(r->mem);
+    free(r->tensors);
+    free(r);
+    return MS_OK;
+}
+
+ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row)
+{
+    if (r == NULL || row == NULL)
+        return MS_EINVAL;
+    ms_status st = grow((void **)&r->ops, &r->cap_ops, r->n_ops, sizeof *r->ops);
+    if (st == MS_OK)
+        r->ops[r->n_ops++] = *row;
+    return st;
+}
+
+ms_status ms_record_add_mem(ms_run_record *r, const ms_mem_row *row)
+{
+    if (r == NULL || row == NULL)
+        return MS_EINVAL;
+    ms_status st = grow((void **)&r->mem, &r->cap_mem, r->n_mem, sizeof *r->mem);
+    if (st == MS_OK)
+        r->mem[r->n_mem++] = *row;
+    return st;
+}
+
+ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row)
+{
+    if (r == NULL || row == NULL)
+        return MS_EINVAL;
+    ms_status st = grow((void **)&r->tensors, &r->cap_tensors, r->n_tensors, sizeof *r->tensors);
+    if (st == MS_OK)
+        r->tensors[r->n_tensors++] = *row;
+    return st;
+}
+
+ms_status ms_record_set_times(ms_run_record *r, size_t row, int64_t start_ns, int64_t end_ns)
+{
+    if (r == NULL || row >= r->n_ops)
+        return MS_EINVAL;
+    r->ops[row].start_ns = start_ns;
+    r->ops[row].end_ns = end_ns;
+    return MS_OK;
+}
+
+ms_status ms_record_n_ops(const ms_run_record *r, size_t *n)
+{
+    if (r == NULL || n == NULL)
+        return MS_EINVAL;
+    *n = r->n_ops;
+    return MS_OK;
+}
+
+ms_status ms_record_op(const ms_run_record *r, size_t i, const ms_op_row **row)
+{
+    if (r == NULL || row == NULL || i >= r->n_ops)
+        return MS_EINVAL;
+    *row = &r->ops[i];
+    return MS_OK;
+}
+
+ms_status ms_record_n_mem(const ms_run_record *r, size_t *n)
+{
+    if (r == NULL || n == NULL)
+        return MS_EINVAL;
+    *n = r->n_mem;
+    return MS_OK;
+}
+
+ms_status ms_record_mem(const ms_run_record *r, size_t i, const ms_mem_row **row)
+{
+    if (r == NULL || row == NULL || i >= r->n_mem)
+        return MS_EINVAL;
+    *row = &r->mem[i];
+    return MS_OK;
+}
+
+ms_status ms_record_n_tensors(const ms_run_record *r, size_t *n)
+{
+    if (r == NULL || n == NULL)
+        return MS_EINVAL;
+    *n = r->n_tensors;
+    return MS_OK;
+}
+
+ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row **row)
+{
+    if (r == NULL || row == NULL || i >= r->n_tensors)
+        return MS_EINVAL;
+    *row = &r->tensors[i];
+    return MS_OK;
+}

@@ -1,0 +1,290 @@
+/* The CSV reports of a run (schemas: docs/csv-schemas.md) and the console
+ * summary.  Column names and order are a stable interface: scripts and the
+ * golden files in tests/ depend on them. */
+#include "memsim/report.h"
+
+#include <errno.h>
+#include <inttypes.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "memsim/allocator.h"
+#include "csv_out.h"
+
+#define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const char *const summary_cols[] = {
+    "scenario", "policy", "device", "devices", "steps", "capacity_bytes",
+    "peak_allocated_bytes", "peak_reserved_bytes", "peak_active_bytes",
+    "reserved_minus_allocated_at_peak_bytes", "weights_bytes", "grads_bytes",
+    "optimizer_state_bytes", "peak_activation_bytes", "step_time_ms", "step_time_mean_ms",
+    "step_time_sd_ms", "model_tflops_per_device", "mfu", "model_flops_per_step", "oom",
+    "oom_step", "num_alloc_retries", "num_ooms", "swapped_bytes_per_step",
+    "recomputed_ops_per_step", "oom_message",
+};
+
+static ms_status summary_row(ms_csv_out *w, const ms_run_summary *s)
+{
+    ms_status st = MS_OK;
+#define S(x) if (st == MS_OK) st = (x)
+    S(ms_csv_str(w, s->scenario));
+    S(ms_csv_str(w, s->policy));
+    S(ms_csv_str(w, s->device));
+    S(ms_csv_i64(w, s->devices));
+    S(ms_csv_i64(w, s->steps));
+    S(ms_csv_u64(w, s->capacity));
+    S(ms_csv_u64(w, s->peak_allocated));
+    S(ms_csv_u64(w, s->peak_reserved));
+    S(ms_csv_u64(w, s->peak_active));
+    S(ms_csv_u64(w, s->reserved_minus_allocated_at_peak));
+    S(ms_csv_u64(w, s->weights_bytes));
+    S(ms_csv_u64(w, s->grads_bytes));
+    S(ms_csv_u64(w, s->optimizer_bytes));
+    S(ms_csv_u64(w, s->peak_activation_bytes));
+    S(ms_csv_f64(w, s->step_time_ms, 3));
+    S(ms_csv_f64(w, s->step_time_mean_ms, 3));
+    S(ms_csv_f64(w, s->step_time_sd_ms, 3));
+    S(ms_csv_f64(w, s->model_tflops, 2));
+    S(ms_csv_f64(w, s->mfu, 4));
+    S(ms_csv_f64(w, s->model_flops_per_step, 0));
+    S(ms_csv_str(w, s->oom ? "true" : "false"));
+    S(ms_csv_i64(w, s->oom ? s->oom_step : -1));
+    S(ms_csv_i64(w, s->num_alloc_retries));
+    S(ms_csv_i64(w, s->num_ooms));
+    S(ms_csv_u64(w, s->swapped_bytes));
+    S(ms_csv_u64(w, s->recomputed_ops));
+    S(ms_csv_str(w, s->oom_message));
+    S(ms_csv_end_row(w));
+#undef S
+    return st;
+}
+
+ms_status ms_report_write_summary_csv(const char *path, const ms_run_summary *summaries, size_t n,
+                                      ms_diag *d)
+{
+    if (path == NULL || (summaries == NULL && n > 0))
+        return MS_EINVAL;
+    ms_csv_out w;
+    ms_status st = ms_csv_open(&w, path, d);
+    if (st != MS_OK)
+        return st;
+    st = ms_csv_header(&w, summary_cols, NCOLS(summary_cols));
+    for (size_t i = 0; i < n && st == MS_OK; i++)
+        st = summary_row(&w, &summaries[i]);
+    if (st != MS_OK) {
+        ms_csv_abort(&w);
+        return ms_diag_set(d, st, "%s: write failed", path);
+    }
+    return ms_csv_close(&w, d);
+}
+
+static const char *const ops_cols[] = {
+    "step", "device", "kind", "op", "name", "phase", "micro_batch", "layer", "tensor", "stream",
+    "issue_ns", "start_ns", "end_ns", "duration_ns", "flops", "bytes", "allocated_bytes",
+    "reserved_bytes",
+};
+
+static ms_status ops_row(ms_csv_out *w, const ms_op_row *r, const ms_program_view *p)
+{
+    const ms_op *op = r->op < p->n_ops ? &p->ops[r->op] : NULL;
+    const char *name = op ? op->name : "";
+    if (r->kind == MS_WK_SWAP_OUT || r->kind == MS_WK_SWAP_IN)
+        name = r->tensor < p->n_tensors ? p->tensors[r->tensor].name : "";
+    ms_status st = MS_OK;
+#define S(x) if (st == MS_OK) st = (x)
+    S(ms_csv_i64(w, r->step));
+    S(ms_csv_i64(w, r->device));
+    S(ms_csv_str(w, ms_work_kind_name(r->kind)));
+    S(ms_csv_u64(w, r->op));
+    S(ms_csv_str(w, name));
+    S(ms_csv_str(w, op ? ms_phase_name(op->phase) : ""));
+    S(ms_csv_i64(w, op ? op->micro_batch : -1));
+    S(ms_csv_i64(w, op ? op->layer : -1));
+    S(ms_csv_i64(w, r->tensor == UINT32_MAX ? -1 : (int64_t)r->tensor));
+    S(ms_csv_u64(w, r->stream_id));
+    S(ms_csv_i64(w, r->issue_ns));
+    S(ms_csv_i64(w, r->start_ns));
+    S(ms_csv_i64(w, r->end_ns));
+    S(ms_csv_i64(w, r->start_ns >= 0 ? r->end_ns - r->start_ns : -1));
+    S(ms_csv_f64(w, r->flops, 0));
+    S(ms_csv_u64(w, r->bytes));
+    S(ms_csv_u64(w, r->allocated));
+    S(ms_csv_u64(w, r->reserved));
+    S(ms_csv_end_row(w));
+#undef S
+    return st;
+}
+
+static const char *const mem_cols[] = {
+    "step", "device", "time_ns", "action", "addr", "bytes", "allocated_bytes", "reserved_bytes",
+    "active_bytes", "weight_bytes", "grad_bytes", "optimizer_state_bytes", "activation_bytes",
+    "temp_bytes", "comm_buffer_bytes",
+};
+
+static ms_status mem_row(ms_csv_out *w, const ms_mem_row *r)
+{
+    char addr[32];
+    snprintf(addr, sizeof addr, "0x%" PRIx64, r->addr);
+    ms_status st = MS_OK;
+#define S(x) if (st == MS_OK) st = (x)
+    S(ms_csv_i64(w, r->step));
+    S(ms_csv_i64(w, r->device));
+    S(ms_csv_i64(w, r->time_ns));
+    S(ms_csv_str(w, ms_alloc_action_name((ms_alloc_action)r->action)));
+    S(ms_csv_str(w, addr));
+    S(ms_csv_u64(w, r->bytes));
+    S(ms_csv_u64(w, r->allocated));
+    S(ms_csv_u64(w, r->reserved));
+    S(ms_csv_u64(w, r->active));
+    for (int k = 0; k < MS_TK_COUNT; k++)
+        S(ms_csv_u64(w, r->by_kind[k]));
+    S(ms_csv_end_row(w));
+#undef S
+    return st;
+}
+
+static const char *const tensor_cols[] = {
+    "step", "device", "tensor", "name", "kind", "bytes", "decision", "out_op", "in_op",
+};
+
+static ms_status tensor_row(ms_csv_out *w, const ms_tensor_row *r, const ms_program_view *p)
+{
+    const ms_tensor *t = r->tensor < p->n_tensors ? &p->tensors[r->tensor] : NULL;
+    ms_status st = MS_OK;
+#define S(x) if (st == MS_OK) st = (x)
+    S(ms_csv_i64(w, r->step));
+    S(ms_csv_i64(w, r->device));
+    S(ms_csv_u64(w, r->tensor));
+    S(ms_csv_str(w, t ? t->name : ""));
+    S(ms_csv_str(w, t ? ms_tensor_kind_name(t->kind) : ""));
+    S(ms_csv_u64(w, r->bytes));
+    S(ms_csv_str(w, r->decision));
+    S(ms_csv_i64(w, r->out_op));
+    S(ms_csv_i64(w, r->in_op));
+    S(ms_csv_end_row(w));
+#undef S
+    return st;
+}
+
+typedef enum { TABLE_OPS, TABLE_MEM, TABLE_TENSORS } table_kind;
+
+static ms_status write_table(const char *dir, const char *file, table_kind kind,
+                             const ms_run_record *rec, const ms_program_view *p, ms_diag *d)
+{
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, file);
+    ms_csv_out w;
+    ms_status st = ms_csv_open(&w, path, d);
+    if (st != MS_OK)
+        return st;
+    size_t n = 0;
+    if (kind == TABLE_OPS) {
+        st = ms_csv_header(&w, ops_cols, NCOLS(ops_cols));
+        ms_record_n_ops(rec, &n);
+        for (size_t i = 0; i < n && st == MS_OK; i++) {
+            const ms_op_row *r;
+            ms_record_op(rec, i, &r);
+            st = ops_row(&w, r, p);
+        }
+    } else if (kind == TABLE_MEM) {
+        st = ms_csv_header(&w, mem_cols, NCOLS(mem_cols));
+        ms_record_n_mem(rec, &n);
+        for (size_t i = 0; i < n && st == MS_OK; i++) {
+            const ms_mem_row *r;
+            ms_record_mem(rec, i, &r);
+            st = mem_row(&w, r);
+        }
+    } else {
+        st = ms_csv_header(&w, tensor_cols, NCOLS(tensor_cols));
+        ms_record_n_tensors(rec, &n);
+        for (size_t i = 0; i < n && st == MS_OK; i++) {
+            const ms_tensor_row *r;
+            ms_record_tensor(rec, i, &r);
+            st = tensor_row(&w, r, p);
+        }
+    }
+    if (st != MS_OK) {
+        ms_csv_abort(&w);
+        return ms_diag_set(d, st, "%s: write failed", path);
+    }
+    return ms_csv_close(&w, d);
+}
+
+static ms_status make_dirs(const char *dir, ms_diag *d)
+{
+    char buf[4096];
+    if (strlen(dir) >= sizeof buf)
+        return ms_diag_set(d, MS_EINVAL, "%s: path too long", dir);
+    snprintf(buf, sizeof buf, "%s", dir);
+    for (char *p = buf + 1; *p; p++) {
+        if (*p != '/')
+            continue;
+        *p = '\0';
+        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+            return ms_diag_set(d, MS_EIO, "%s: cannot create directory: %s", buf, strerror(errno));
+        *p = '/';
+    }
+    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
+        return ms_diag_set(d, MS_EIO, "%s: cannot create directory: %s", buf, strerror(errno));
+    return MS_OK;
+}
+
+ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
+                              const ms_run_record *record, const ms_program_view *program,
+                              ms_diag *d)
+{
+    if (dir == NULL || summaries == NULL || n_summaries == 0)
+        return MS_EINVAL;
+    ms_status st = make_dirs(dir, d);
+    if (st == MS_OK && record != NULL && program != NULL) {
+        st = write_table(dir, "ops.csv", TABLE_OPS, record, program, d);
+        if (st == MS_OK)
+            st = write_table(dir, "memory.csv", TABLE_MEM, record, program, d);
+        if (st == MS_OK)
+            st = write_table(dir, "tensors.csv", TABLE_TENSORS, record, program, d);
+        char path[4096];
+        snprintf(path, sizeof path, "%s/trace.json", dir);
+        if (st == MS_OK)
+            st = ms_report_write_chrome_trace(path, record, program, d);
+    }
+    /* The summary goes last: its presence says the others are complete. */
+    if (st == MS_OK) {
+        char path[4096];
+        snprintf(path, sizeof path, "%s/summary.csv", dir);
+        st = ms_report_write_summary_csv(path, summaries, n_summaries, d);
+    }
+    return st;
+}
+
+static double gib(uint64_t b)
+{
+    return (double)b / (1024.0 * 1024.0 * 1024.0);
+}
+
+ms_status ms_report_print_summary(FILE *out, const ms_run_summary *s)
+{
+    if (out == NULL || s == NULL)
+        return MS_EINVAL;
+    fprintf(out, "scenario        %s (policy %s) on %d x %s\n", s->scenario, s->policy, s->devices,
+            s->device);
+    fprintf(out, "peak allocated  %.2f GiB of %.2f GiB\n", gib(s->peak_allocated), gib(s->capacity));
+    fprintf(out, "peak reserved   %.2f GiB (reserved - allocated at peak: %.2f GiB)\n",
+            gib(s->peak_reserved), gib(s->reserved_minus_allocated_at_peak));
+    fprintf(out, "persistent      weights %.2f GiB, grads %.2f GiB, optimizer %.2f GiB\n",
+            gib(s->weights_bytes), gib(s->grads_bytes), gib(s->optimizer_bytes));
+    fprintf(out, "activations     %.2f GiB at peak\n", gib(s->peak_activation_bytes));
+    if (s->step_time_ms > 0) {
+        fprintf(out, "step time       %.3f ms (mean %.3f, sd %.3f over %d steps)\n",
+                s->step_time_ms, s->step_time_mean_ms, s->step_time_sd_ms, s->steps);
+        fprintf(out, "model TFLOP/s   %.2f per device, MFU %.1f%%\n", s->model_tflops,
+                100.0 * s->mfu);
+    }
+    if (s->swapped_bytes || s->recomputed_ops)
+        fprintf(out, "decisions       %.2f GiB swapped, %u ops recomputed per step\n",
+                gib(s->swapped_bytes), s->recomputed_ops);
+    if (s->oom)
+        fprintf(out, "OOM             at step %d: %s\n", s->oom_step, s->oom_message);
+    else
+        fprintf(out, "OOM             no\n");
+    return MS_OK;
+}

@@ -1,0 +1,310 @@
+/* The executor on hand-built programs, over the real mock NPU and the real
+ * allocator model: frees at last use, swap (and the memory its deferred free
+ * costs), recompute, hazards, OOM. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memsim/allocator.h"
+#include "memsim/backend_mock.h"
+#include "memsim/exec.h"
+#include "memsim/sim.h"
+
+#define MiB (1024ull * 1024ull)
+
+static ms_device_spec test_device(uint64_t hbm)
+{
+    ms_device_spec s;
+    memset(&s, 0, sizeof s);
+    strcpy(s.name, "test");
+    s.hbm_bytes = hbm;
+    s.hbm_bw = 1e12;
+    s.host_pinned_bytes = 0;
+    s.peak_flops[MS_DTYPE_BF16] = 100e12;
+    s.peak_flops[MS_DTYPE_FP32] = 50e12;
+    /* 10 GB/s each way: a 64 MiB copy takes 6.7 ms, far longer than the
+     * microseconds the host needs to issue the whole program. */
+    s.h2d_bw.n = 1;
+    s.h2d_bw.x[0] = 1;
+    s.h2d_bw.y[0] = 10e9;
+    s.d2h_bw = s.h2d_bw;
+    s.host_link_latency_ns = 1000;
+    s.launch_overhead_ns = 2000;
+    s.kernel_overhead_ns = 1000;
+    s.launch_queue_depth = 1024;
+    s.devices_per_node = 8;
+    s.intra_node_bw = 100e9;
+    s.inter_node_bw = 10e9;
+    return s;
+}
+
+/* A four-op program: x = f(); y = g(x); [backward] gy = h(y, x); k(gy).
+ * Sizes are multiples of 2 MiB so allocator rounding is the identity. */
+enum { T_X, T_Y, T_GY, T_W, NT };
+static uint32_t in0[] = {T_W}, out0[] = {T_X};
+static uint32_t in1[] = {T_X}, out1[] = {T_Y};
+static uint32_t in2[] = {T_Y, T_X}, out2[] = {T_GY};
+static uint32_t in3[] = {T_GY};
+static uint32_t uses_x[] = {1, 2}, uses_y[] = {2}, uses_gy[] = {3}, uses_w[] = {0};
+static uint32_t seg_inputs[] = {T_W};
+
+static ms_op ops[4];
+static ms_tensor tensors[NT];
+static ms_segment segs[1];
+static ms_program_view view;
+
+static ms_op make_op(uint32_t id, const char *name, ms_phase ph, uint32_t *in, uint32_t nin,
+                     uint32_t *out, uint32_t nout)
+{
+    ms_op o;
+    memset(&o, 0, sizeof o);
+    o.id = id;
+    o.name = name;
+    o.phase = ph;
+    o.micro_batch = 0;
+    o.layer = 0;
+    o.stream = MS_SR_COMPUTE;
+    o.inputs = in;
+    o.n_inputs = nin;
+    o.outputs = out;
+    o.n_outputs = nout;
+    o.segment = MS_NONE;
+    o.kernel.name = name;
+    o.kernel.cls = MS_KC_MATMUL;
+    o.kernel.dtype = MS_DTYPE_BF16;
+    o.kernel.flops = 1e9; /* 10 us at 100 TFLOP/s */
+    o.kernel.bytes = 1e6;
+    return o;
+}
+
+static ms_tensor make_tensor(uint32_t id, const char *name, uint64_t bytes, ms_tensor_kind k,
+                             int32_t producer, bool saved, uint32_t *uses, uint32_t n)
+{
+    ms_tensor t;
+    memset(&t, 0, sizeof t);
+    t.id = id;
+    t.name = name;
+    t.bytes = bytes;
+    t.dtype = MS_DTYPE_BF16;
+    t.kind = k;
+    t.producer = producer;
+    t.persistent = k == MS_TK_WEIGHT;
+    t.saved_for_backward = saved;
+    t.layer = 0;
+    t.micro_batch = k == MS_TK_WEIGHT ? MS_NONE : 0;
+    t.uses = uses;
+    t.n_uses = n;
+    return t;
+}
+
+static void build_program(void)
+{
+    ops[0] = make_op(0, "layers.0.f", MS_PHASE_FORWARD, in0, 1, out0, 1);
+    ops[1] = make_op(1, "layers.0.g", MS_PHASE_FORWARD, in1, 1, out1, 1);
+    ops[2] = make_op(2, "layers.0.g.backward", MS_PHASE_BACKWARD, in2, 2, out2, 1);
+    ops[3] = make_op(3, "layers.0.f.backward", MS_PHASE_BACKWARD, in3, 1, NULL, 0);
+    tensors[T_X] = make_tensor(T_X, "x", 64 * MiB, MS_TK_ACTIVATION, 0, true, uses_x, 2);
+    tensors[T_Y] = make_tensor(T_Y, "y", 32 * MiB, MS_TK_ACTIVATION, 1, true, uses_y, 1);
+    tensors[T_GY] = make_tensor(T_GY, "gy", 32 * MiB, MS_TK_TEMP, 2, false, uses_gy, 1);
+    tensors[T_W] = make_tensor(T_W, "w", 2 * MiB, MS_TK_WEIGHT, MS_NONE, false, uses_w, 1);
+    memset(segs, 0, sizeof segs);
+    segs[0] = (ms_segment){.id = 0, .name = "layers.0", .layer = 0, .micro_batch = 0,
+                           .parent = MS_NONE, .first_op = 0, .last_op = 1,
+                           .inputs = seg_inputs, .n_inputs = 1, .first_backward_op = 2};
+    view = (ms_program_view){.ops = ops, .n_ops = 4, .tensors = tensors, .n_tensors = NT,
+                             .segments = segs, .n_segments = 1, .stage = 0,
+                             .model_flops = 4e9};
+}
+
+typedef struct fixture {
+    ms_device_spec spec;
+    ms_sim *engine;
+    ms_backend *be;
+    ms_alloc *alloc;
+    ms_exec *exec;
+    ms_run_record *rec;
+    ms_op_profile prof[4];
+} fixture;
+
+static void open_fixture(fixture *f, uint64_t hbm)
+{
+    memset(f, 0, sizeof *f);
+    build_program();
+    f->spec = test_device(hbm);
+    ck_assert_int_eq(ms_sim_create(&f->engine), MS_OK);
+    ck_assert_int_eq(ms_mock_create(f->engine, &f->spec, 0, 1, &f->be), MS_OK);
+    ms_alloc_config cfg;
+    ck_assert_int_eq(ms_alloc_config_default(MS_ALLOC_CUDA, &cfg), MS_OK);
+    ck_assert_int_eq(ms_alloc_create(f->be, &cfg, &f->alloc), MS_OK);
+    ck_assert_int_eq(ms_record_create(&f->rec), MS_OK);
+    ms_exec_config ec = {.program = &view, .backend = f->be, .alloc = f->alloc,
+                         .record = f->rec, .device = &f->spec};
+    bool setup_oom = true;
+    ms_diag d = {0};
+    ck_assert_int_eq(ms_exec_create(&ec, &f->exec, &setup_oom, &d), MS_OK);
+    ck_assert(!setup_oom);
+}
+
+static void close_fixture(fixture *f)
+{
+    ms_exec_destroy(f->exec);
+    ms_alloc_destroy(f->alloc);
+    ms_backend_close(f->be);
+    ms_sim_destroy(f->engine);
+    ms_record_free(f->rec);
+}
+
+static ms_step_result step(fixture *f, const ms_plan *plan)
+{
+    ms_step_result res;
+    ms_diag d = {0};
+    ck_assert_msg(ms_exec_step(f->exec, 0, plan, f->prof, &res, &d) == MS_OK, "%s", d.msg);
+    return res;
+}
+
+START_TEST(frees_at_last_use)
+{
+    fixture f;
+    open_fixture(&f, 1024 * MiB);
+    ms_step_result r = step(&f, NULL);
+    ck_assert(!r.oom);
+    /* Live at op 2: w 2 + x 64 + y 32 + gy 32 = 130 MiB; nothing is live
+     * together beyond that (op 1: w + x + y = 98). */
+    ck_assert_uint_eq(r.peak_allocated, 130 * MiB);
+    ms_alloc_stats s;
+    ms_alloc_get_stats(f.alloc, &s);
+    ck_assert_int_eq(s.allocated_bytes[MS_STAT_ALL].current, (int64_t)(2 * MiB));
+    /* Ops ran in order on one stream, each after the last. */
+    for (int i = 1; i < 4; i++)
+        ck_assert_int_ge(f.prof[i].start_ns, f.prof[i - 1].end_ns);
+    ck_assert_int_gt(r.step_time_ns, 4 * 10000);
+    close_fixture(&f);
+}
+END_TEST
+
+/* The swapped block comes back to the allocator only when the D2H copy has
+ * finished on the device (record_stream); the host issues the backward long
+ * before that, so the swap-in cannot reuse it: swapping x out and straight
+ * back costs memory instead of saving it.  This is the effect DESIGN.md's
+ * separate host and device clocks exist to show. */
+START_TEST(swap_block_returns_only_after_copy)
+{
+    fixture f;
+    open_fixture(&f, 1024 * MiB);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_decision dec = {.kind = MS_DEC_SWAP, .tensor = T_X, .out_after = 1, .in_before = 2,
+                       .prefetch = 1};
+    ck_assert_int_eq(ms_plan_add(&plan, &dec), MS_OK);
+    ms_step_result r = step(&f, &plan);
+    ck_assert(!r.oom);
+    ck_assert_uint_eq(r.swapped_bytes, 64 * MiB);
+    /* Unswapped, segments are w's 20 MiB + x 64 + y 32 + gy 32 = 148 MiB.
+     * Swapped, x's old block is still being copied when x comes back, so the
+     * swap-in needs a second 64 MiB segment: 212 MiB. */
+    ck_assert_uint_eq(r.peak_reserved, 212 * MiB);
+    /* The swap-in starts only after the swap-out finished reading... and the
+     * consumer (op 2) starts after the swap-in completed. */
+    size_t n;
+    ms_record_n_ops(f.rec, &n);
+    int64_t out_end = -1, in_start = -1, in_end = -1;
+    for (size_t i = 0; i < n; i++) {
+        const ms_op_row *row;
+        ms_record_op(f.rec, i, &row);
+        if (row->kind == MS_WK_SWAP_OUT)
+            out_end = row->end_ns;
+        if (row->kind == MS_WK_SWAP_IN) {
+            in_start = row->start_ns;
+            in_end = row->end_ns;
+        }
+    }
+    ck_assert_int_gt(out_end, 0);
+    ck_assert_int_gt(in_end, in_start);
+    /* 64 MiB at 10 GB/s = 6.71 ms per copy. */
+    ck_assert_int_ge(in_end - in_start, 6700000);
+    ck_assert_int_ge(f.prof[2].start_ns, in_end);
+    ms_plan_free(&plan);
+    close_fixture(&f);
+}
+END_TEST
+
+START_TEST(recompute_drops_and_replays)
+{
+    fixture f;
+    open_fixture(&f, 1024 * MiB);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_decision dec = {.kind = MS_DEC_RECOMPUTE, .segment = 0};
+    ck_assert_int_eq(ms_plan_add(&plan, &dec), MS_OK);
+    ms_step_result r = step(&f, &plan);
+    ck_assert(!r.oom);
+    /* Both ops of the segment are re-issued before op 2. */
+    ck_assert_uint_eq(r.recomputed_ops, 2);
+    /* x and y are dropped after forward and re-made: the peak is unchanged
+     * (they are all live again at op 2) but the forward ends with only w. */
+    ck_assert_uint_eq(r.peak_allocated, 130 * MiB);
+    ms_plan_free(&plan);
+    close_fixture(&f);
+}
+END_TEST
+
+START_TEST(swap_that_hides_a_use_is_rejected)
+{
+    fixture f;
+    open_fixture(&f, 1024 * MiB);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    /* x is read by op 1: it cannot be on the host between op 0 and op 2. */
+    ms_decision dec = {.kind = MS_DEC_SWAP, .tensor = T_X, .out_after = 0, .in_before = 2,
+                       .prefetch = 1};
+    ms_plan_add(&plan, &dec);
+    ms_step_result res;
+    ms_diag d = {0};
+    ck_assert_int_eq(ms_exec_step(f.exec, 0, &plan, f.prof, &res, &d), MS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(d.msg, "op 1 reads it while it is on the host"));
+    ms_plan_free(&plan);
+    close_fixture(&f);
+}
+END_TEST
+
+START_TEST(oom_is_a_result_not_a_crash)
+{
+    fixture f;
+    /* Segments: w's 2 MiB request opens a 20 MiB segment (get_allocation_size:
+     * 1..10 MiB -> 20 MiB), x 64 MiB, y 32 MiB: 116 MiB reserved by op 1.  In
+     * 130 MiB, gy's 32 MiB segment at op 2 does not fit and nothing cached is
+     * free to release. */
+    open_fixture(&f, 130 * MiB);
+    ms_step_result r = step(&f, NULL);
+    ck_assert(r.oom);
+    ck_assert_int_eq(r.oom_op, 2);
+    ck_assert_ptr_nonnull(strstr(r.oom_message, "out of memory"));
+    /* The step's tensors were released: only the weight stays. */
+    ms_alloc_stats s;
+    ms_alloc_get_stats(f.alloc, &s);
+    ck_assert_int_eq(s.allocated_bytes[MS_STAT_ALL].current, (int64_t)(2 * MiB));
+    close_fixture(&f);
+}
+END_TEST
+
+static Suite *exec_suite(void)
+{
+    Suite *s = suite_create("exec");
+    TCase *tc = tcase_create("core");
+    tcase_add_test(tc, frees_at_last_use);
+    tcase_add_test(tc, swap_block_returns_only_after_copy);
+    tcase_add_test(tc, recompute_drops_and_replays);
+    tcase_add_test(tc, swap_that_hides_a_use_is_rejected);
+    tcase_add_test(tc, oom_is_a_result_not_a_crash);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(exec_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
