@@ -65,7 +65,7 @@ typedef struct ms_kernel {
     ms_comm_kind comm;
     int group_size;       /* ranks in the collective */
     ms_link_kind link;
-    double comm_bytes;    /* size of the buffer each rank contributes */
+    double comm_bytes;    /* the full (gathered / reduced) buffer, as nccl-tests count it */
     int peer;             /* p2p: the other device's index */
     int tag;              /* p2p: matches a SEND with its RECV */
 } ms_kernel;

@@ -5,13 +5,25 @@
  * were scheduled and every run is deterministic.  Device models (streams,
  * events, the compute engine, copy engines on a full-duplex host link, HBM
  * capacity, the cost model) live beside it in sim/.  Nothing here knows about
- * tensors or policies. */
+ * tensors or policies.
+ *
+ * Layers, bottom up:
+ *   ms_sim        the engine: clock + event queue (engine.c).
+ *   ms_cost_model op and copy times from a device spec (cost_model.c).
+ *   ms_simdev     one simulated device on an engine: streams (ms_simstream),
+ *                 events (ms_simevent), one compute engine, one comm link,
+ *                 a D2H and an H2D copy engine, HBM capacity (device.c ...).
+ *   ms_simhost    the virtual clock of one host thread driving a device, and
+ *                 the conservative synchronisation of several such threads
+ *                 on one engine (host.c).
+ * backend_mock/ composes these into backend.h. */
 #ifndef MEMSIM_SIM_H
 #define MEMSIM_SIM_H
 
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "memsim/backend.h" /* ms_kernel, ms_copy_kind, ms_work_tracer only */
 #include "memsim/device.h"
 #include "memsim/status.h"
 
@@ -19,22 +31,215 @@
 extern "C" {
 #endif
 
+/* ======================================================================
+ * The engine
+ * ====================================================================== */
+
 typedef struct ms_sim ms_sim;
 typedef void (*ms_sim_fn)(ms_sim *sim, void *arg);
 
 ms_status ms_sim_create(ms_sim **out);
+/* Frees the engine and its pending events.  MS_EINVAL (nothing freed) while
+ * simulated devices or hosts are still attached: destroy them first. */
 ms_status ms_sim_destroy(ms_sim *sim);
 ms_status ms_sim_now(const ms_sim *sim, int64_t *now_ns);
-/* Run fn(sim, arg) at virtual time at (>= now). */
+/* Run fn(sim, arg) at virtual time at (>= now; earlier is MS_EINVAL).  No
+ * allocation per event: the queue is one growable array (binary heap). */
 ms_status ms_sim_schedule(ms_sim *sim, int64_t at_ns, ms_sim_fn fn, void *arg);
-/* Run every event with time <= until_ns; the clock ends at until_ns. */
+/* Run every event with time <= until_ns; the clock ends at until_ns (a no-op
+ * when until_ns <= now: the clock never goes back). */
 ms_status ms_sim_run_until(ms_sim *sim, int64_t until_ns);
 /* Run the next event; *ran is false if the queue was empty. */
 ms_status ms_sim_step(ms_sim *sim, bool *ran);
 /* Run until the queue is empty. */
 ms_status ms_sim_run(ms_sim *sim);
+/* Time of the next pending event; *any is false (and *t_ns untouched) when
+ * the queue is empty. */
+ms_status ms_sim_next_time(const ms_sim *sim, int64_t *t_ns, bool *any);
+/* Remove every pending event with this fn and arg; *n_cancelled (may be NULL)
+ * gets how many.  O(pending events): meant for teardown, not steady state. */
+ms_status ms_sim_cancel(ms_sim *sim, ms_sim_fn fn, void *arg, uint64_t *n_cancelled);
+/* Counters: events run since creation, events pending now (either may be NULL). */
+ms_status ms_sim_stats(const ms_sim *sim, uint64_t *events_run, uint64_t *events_pending);
 
-/* (sim/ adds the device models and the cost model below.) */
+/* ======================================================================
+ * The cost model
+ * ====================================================================== */
+
+typedef struct ms_cost_model ms_cost_model;
+
+/* The curves of a device spec, as the cost model interpolates them. */
+typedef enum ms_cost_curve {
+    MS_CURVE_MATMUL_EFF = 0, /* FLOPs of one kernel -> fraction of peak */
+    MS_CURVE_ATTENTION_EFF,  /* FLOPs of one kernel -> fraction of peak */
+    MS_CURVE_HBM_EFF,        /* bytes of one kernel -> fraction of hbm_bw */
+    MS_CURVE_H2D_BW,         /* bytes of one copy -> bytes per second */
+    MS_CURVE_D2H_BW,
+    MS_CURVE_COUNT
+} ms_cost_curve;
+
+/* Validates spec (ms_device_spec_validate), copies it and builds the GSL
+ * interpolants once.  Curves: Steffen (monotone, never overshoots) for n >= 3,
+ * linear for n == 2, constant for n == 1, 1.0 for an empty efficiency curve;
+ * x outside [x0, xn] is clamped to the end points. */
+ms_status ms_cost_model_create(const ms_device_spec *spec, ms_cost_model **out);
+ms_status ms_cost_model_destroy(ms_cost_model *cm);
+/* The spec the model was built from (its own copy). */
+ms_status ms_cost_model_spec(const ms_cost_model *cm, const ms_device_spec **spec);
+/* y of one curve at x (clamped).  Pure: safe to call concurrently. */
+ms_status ms_cost_curve_eval(const ms_cost_model *cm, ms_cost_curve which, double x, double *y);
+
+/* Device time of a kernel, rounded to the nearest ns.
+ *   compute classes: max(flops / (peak[dtype] x eff(flops)),
+ *                        bytes / (hbm_bw x hbm_eff(bytes))) + kernel_overhead_ns
+ *   with eff = matmul_eff (MATMUL), attention_eff (ATTENTION), 1.0 otherwise;
+ *   MS_KC_COMM: the alpha-beta formula of k->comm on k->link (see
+ *   cost_model.c; B = k->comm_bytes, the full buffer; group_size 1 costs 0).
+ * MS_EUNSUPPORTED when flops > 0 and the device has no peak for k->dtype;
+ * MS_EINVAL for a negative size or a malformed comm kernel. */
+ms_status ms_cost_kernel_ns(const ms_cost_model *cm, const ms_kernel *k, int64_t *ns);
+/* Device time of one copy running alone:
+ *   H2D/D2H: host_link_latency_ns + bytes / bw(bytes), bw from the direction's curve;
+ *   D2D: 2 x bytes / (hbm_bw x hbm_eff(2 x bytes)) + kernel_overhead_ns (a copy
+ *        kernel on the compute engine reads and writes every byte). */
+ms_status ms_cost_copy_ns(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes,
+                          int64_t *ns);
+/* The two parts of an H2D/D2H copy: *latency_ns (integer ns, not shared) and
+ * *transfer_ns (exclusive link time, fractional; shared by concurrent copies). */
+ms_status ms_cost_copy_parts(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes,
+                             int64_t *latency_ns, double *transfer_ns);
+
+/* ======================================================================
+ * A simulated device
+ * ====================================================================== */
+
+typedef struct ms_simdev ms_simdev;
+typedef struct ms_simstream ms_simstream;
+typedef struct ms_simevent ms_simevent;
+
+/* Attach device number index (unique per engine, 0 <= index < 32768) to sim.
+ * The spec is copied.  Several devices may share one engine; p2p SEND/RECV
+ * kernels between attached devices rendezvous (see ms_simstream_launch). */
+ms_status ms_simdev_create(ms_sim *sim, const ms_device_spec *spec, int index, ms_simdev **out);
+/* Detach and free: pending work is dropped (its engine events cancelled, no
+ * tracer calls); streams and events still open are freed with it. */
+ms_status ms_simdev_destroy(ms_simdev *d);
+ms_status ms_simdev_engine(const ms_simdev *d, ms_sim **sim);
+ms_status ms_simdev_cost_model(const ms_simdev *d, const ms_cost_model **cm);
+/* Called once per finished kernel and copy, in completion order, from inside
+ * the engine (the callee must not call back into this device).  The record's
+ * name is the kernel's name pointer (or "memcpy"); bytes is k->bytes for
+ * compute kernels, k->comm_bytes for comm kernels, the size for copies. */
+ms_status ms_simdev_set_tracer(ms_simdev *d, ms_work_tracer fn, void *user);
+/* True when no stream of the device (destroyed ones included) holds work. */
+ms_status ms_simdev_idle(const ms_simdev *d, bool *idle);
+/* MS_OK, or the sticky error of a failure inside an engine callback (out of
+ * memory growing the event queue): the simulation of d is then incomplete. */
+ms_status ms_simdev_fault(const ms_simdev *d);
+
+/* HBM capacity: bytes charged against spec->hbm_bytes.  A charge that would
+ * exceed capacity is MS_ENOMEM and changes nothing. */
+ms_status ms_simdev_hbm_charge(ms_simdev *d, uint64_t bytes);
+ms_status ms_simdev_hbm_uncharge(ms_simdev *d, uint64_t bytes); /* > used: MS_EINVAL */
+ms_status ms_simdev_hbm_usage(const ms_simdev *d, uint64_t *used, uint64_t *peak,
+                              uint64_t *capacity);
+
+/* Streams: FIFO queues of device work.  Items on one stream run strictly in
+ * order; an item starts at max(issue time, previous item's end, waited
+ * events, its resource being free).  Kernels of the compute classes and D2D
+ * copies serialise on the compute engine, MS_KC_COMM kernels on the comm
+ * link; when several streams have a ready item for one of them, the lower
+ * priority number wins, then the earlier-ready item, then the earlier issued.
+ * H2D and D2H copies run on their direction's copy engine: concurrent copies
+ * share its bandwidth equally (processor sharing), after a per-copy latency. */
+ms_status ms_simstream_create(ms_simdev *d, int priority, ms_simstream **out);
+/* As cudaStreamDestroy: returns at once; the stream is freed by the device
+ * once its queued work has run. */
+ms_status ms_simstream_destroy(ms_simstream *s);
+
+typedef struct ms_simstream_info {
+    uint64_t id;          /* creation order on its device, from 0 */
+    int priority;
+    uint32_t queued;      /* items not completed (event records and waits included) */
+    uint32_t not_started; /* kernels and copies not yet started (launch-queue slots) */
+    int64_t last_done_ns; /* completion time of its latest completed item (0: none) */
+} ms_simstream_info;
+ms_status ms_simstream_info_get(const ms_simstream *s, ms_simstream_info *out);
+
+/* Enqueue work visible to the device at issue_ns.  An issue time before the
+ * engine's clock starts the item no earlier than the clock (nothing runs in
+ * the past).  The kernel is copied, except its name, which must stay valid
+ * until the tracer has seen the kernel finish (program-owned or static).
+ * Comm kernels: SEND runs on the comm link for its alpha-beta time; a RECV
+ * whose peer device is attached to the same engine does not occupy the link:
+ * it waits for the matching SEND (same peer pair and tag, FIFO) to finish and
+ * completes then (an eager send: the sender never waits for the receiver, so
+ * pipeline stages that order their sends and receives differently cannot
+ * deadlock each other).  A RECV from an unattached peer costs its alpha-beta
+ * time on the link, like a collective. */
+ms_status ms_simstream_launch(ms_simstream *s, const ms_kernel *k, int64_t issue_ns, uint64_t tag);
+/* The same with the device time already known (priced by the caller with
+ * ms_cost_kernel_ns, or measured on hardware for a replay): dur_ns >= 0. */
+ms_status ms_simstream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t dur_ns,
+                                   int64_t issue_ns, uint64_t tag);
+ms_status ms_simstream_copy(ms_simstream *s, ms_copy_kind kind, uint64_t bytes, int64_t issue_ns,
+                            uint64_t tag);
+/* Event record: e completes when the stream's work issued before it is done.
+ * Re-recording replaces the capture, as in CUDA; a wait issued earlier keeps
+ * waiting for the capture it saw. */
+ms_status ms_simstream_record(ms_simstream *s, ms_simevent *e, int64_t issue_ns);
+/* The stream's later work waits for e's latest capture; a no-op when e was
+ * never recorded (as in CUDA).  e must belong to the same device. */
+ms_status ms_simstream_wait_event(ms_simstream *s, ms_simevent *e, int64_t issue_ns);
+
+/* Events (CUDA/ACL events).  Destroying an event with a pending capture is
+ * fine: the capture lives until its stream reaches it. */
+ms_status ms_simevent_create(ms_simdev *d, ms_simevent **out);
+ms_status ms_simevent_destroy(ms_simevent *e);
+/* *recorded: ever recorded; *complete: its latest capture has run (true when
+ * never recorded, as cudaEventQuery); *time_ns: device time of completion
+ * (valid when recorded and complete).  Any output may be NULL. */
+ms_status ms_simevent_status(const ms_simevent *e, bool *recorded, bool *complete,
+                             int64_t *time_ns);
+
+/* ======================================================================
+ * Host threads
+ * ====================================================================== */
+
+/* The virtual clock of the host thread that drives one device.  Host time
+ * runs ahead of device time; blocking waits run the engine.
+ *
+ * With several hosts on one engine the engine is advanced conservatively: a
+ * host may run it only up to the clock of every other active host (they may
+ * still issue work at their own time, which must not land in the engine's
+ * past).  A wait that cannot finish within that bound parks its host and
+ * returns MS_EAGAIN: the caller should drive another host and retry.  A parked
+ * host does not hold the engine back; it becomes active again (at the device
+ * time its condition became true) as soon as its condition holds, or at its
+ * next call.  An idle host (ms_simhost_set_idle) does not hold the engine
+ * back either; its next call resumes it at max(its clock, engine clock).  With
+ * one host these rules reduce to: waits run the engine until done, or
+ * MS_EDEADLOCK if it runs dry first. */
+typedef struct ms_simhost ms_simhost;
+/* A wait condition: true once what the host waits for has happened.  Called
+ * after engine steps; must be cheap and must not touch the engine. */
+typedef bool (*ms_simhost_cond)(const void *ctx);
+
+ms_status ms_simhost_create(ms_sim *sim, ms_simhost **out); /* clock 0, active */
+ms_status ms_simhost_destroy(ms_simhost *h);
+ms_status ms_simhost_now(const ms_simhost *h, int64_t *ns);
+/* Host work of ns (>= 0) nanoseconds, e.g. the runtime's launch overhead. */
+ms_status ms_simhost_advance(ms_simhost *h, int64_t ns);
+/* Resume h if parked or idle, then run the engine up to min(h's clock, the
+ * other active hosts' clocks).  Every host-side call starts with this. */
+ms_status ms_simhost_catch_up(ms_simhost *h);
+/* Run the engine until cond(ctx) holds; h's clock becomes max(clock, device
+ * time at which it held).  MS_OK, MS_EAGAIN (h parked, see above; nothing
+ * else changed), or MS_EDEADLOCK (the engine ran dry and no other host can
+ * issue work: the condition can never hold). */
+ms_status ms_simhost_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx);
+/* h has nothing to issue until its next call: stop holding the engine back. */
+ms_status ms_simhost_set_idle(ms_simhost *h);
 
 #ifdef __cplusplus
 }

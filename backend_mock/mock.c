@@ -1,0 +1,474 @@
+/* The mock NPU: backend.h implemented on the discrete-event simulator.
+ *
+ * Each instance is one device (sim/'s ms_simdev) driven by one host thread
+ * (sim/'s ms_simhost).  Every call first lets device time catch up with the
+ * host's clock.  Async calls cost the device's launch overhead of host time
+ * and enqueue work that the device sees at the end of the call; launches and
+ * copies block only while their stream already holds launch_queue_depth
+ * kernels/copies that have not started, as a runtime's launch queue does.
+ * Blocking calls run the engine until their condition holds and move the host
+ * clock to the device time it did.  The host thus runs ahead of the device,
+ * which is what gives a swapped block's deferred free its real memory cost. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "mock_private.h"
+
+static const ms_backend_ops mock_ops;
+
+ms_status ms_mock_enter(ms_mock *m)
+{
+    ms_status st = ms_simdev_fault(m->dev);
+    if (st != MS_OK)
+        return st;
+    ms_simhost_catch_up(m->host);
+    return ms_simdev_fault(m->dev);
+}
+
+static ms_status host_wait(ms_mock *m, ms_simhost_cond cond, const void *ctx)
+{
+    ms_status st = ms_simhost_wait(m->host, cond, ctx);
+    ms_status fault = ms_simdev_fault(m->dev);
+    return fault != MS_OK ? fault : st;
+}
+
+static bool own_stream(const ms_mock *m, const ms_stream *s)
+{
+    return m != NULL && s != NULL && s->owner == m;
+}
+
+static bool own_event(const ms_mock *m, const ms_event *e)
+{
+    return m != NULL && e != NULL && e->owner == m;
+}
+
+/* ---- wait conditions (checked after engine steps) -------------------- */
+
+static ms_simstream_info stream_info(const ms_stream *s)
+{
+    ms_simstream_info info = {0};
+    ms_simstream_info_get(s->ss, &info);
+    return info;
+}
+
+static bool cond_slot_free(const void *ctx)
+{
+    const ms_stream *s = ctx;
+    return stream_info(s).not_started < s->owner->queue_depth;
+}
+
+static bool cond_stream_idle(const void *ctx)
+{
+    return stream_info(ctx).queued == 0;
+}
+
+static bool cond_event_done(const void *ctx)
+{
+    const ms_event *e = ctx;
+    bool complete = false;
+    ms_simevent_status(e->se, NULL, &complete, NULL);
+    return complete;
+}
+
+static bool cond_device_idle(const void *ctx)
+{
+    const ms_mock *m = ctx;
+    bool idle = false;
+    ms_simdev_idle(m->dev, &idle);
+    return idle;
+}
+
+/* ---- lifetime --------------------------------------------------------- */
+
+static ms_status mock_destroy(void *inst)
+{
+    ms_mock *m = inst;
+    if (m == NULL)
+        return MS_EINVAL;
+    while (m->streams != NULL) {
+        ms_stream *s = m->streams;
+        m->streams = s->next;
+        free(s);
+    }
+    while (m->events != NULL) {
+        ms_event *e = m->events;
+        m->events = e->next;
+        free(e);
+    }
+    /* The device cancels its engine events and frees its pending work, so
+     * the shared engine may outlive it. */
+    if (m->dev != NULL)
+        ms_simdev_destroy(m->dev);
+    if (m->host != NULL)
+        ms_simhost_destroy(m->host);
+    ms_mock_memory_fini(m);
+    free(m);
+    return MS_OK;
+}
+
+static ms_status mock_now(void *inst, int64_t *ns)
+{
+    ms_mock *m = inst;
+    if (m == NULL || ns == NULL)
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    return ms_simhost_now(m->host, ns);
+}
+
+static ms_status mock_set_tracer(void *inst, ms_work_tracer fn, void *user)
+{
+    ms_mock *m = inst;
+    if (m == NULL)
+        return MS_EINVAL;
+    return ms_simdev_set_tracer(m->dev, fn, user);
+}
+
+/* ---- streams ----------------------------------------------------------- */
+
+static ms_status mock_stream_create(void *inst, int priority, ms_stream **out)
+{
+    ms_mock *m = inst;
+    if (m == NULL || out == NULL)
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    ms_stream *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return MS_ENOMEM;
+    if ((st = ms_simstream_create(m->dev, priority, &s->ss)) != MS_OK) {
+        free(s);
+        return st;
+    }
+    s->owner = m;
+    s->next = m->streams;
+    if (m->streams != NULL)
+        m->streams->prev = s;
+    m->streams = s;
+    *out = s;
+    return MS_OK;
+}
+
+/* As cudaStreamDestroy: returns at once; queued work still runs, and the
+ * device frees the stream when it has drained. */
+static ms_status mock_stream_destroy(void *inst, ms_stream *s)
+{
+    ms_mock *m = inst;
+    if (!own_stream(m, s))
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    if ((st = ms_simstream_destroy(s->ss)) != MS_OK)
+        return st;
+    if (s->prev != NULL)
+        s->prev->next = s->next;
+    else
+        m->streams = s->next;
+    if (s->next != NULL)
+        s->next->prev = s->prev;
+    free(s);
+    return MS_OK;
+}
+
+static ms_status mock_stream_synchronize(void *inst, ms_stream *s)
+{
+    ms_mock *m = inst;
+    if (!own_stream(m, s))
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    return host_wait(m, cond_stream_idle, s);
+}
+
+static ms_status mock_stream_id(void *inst, const ms_stream *s, uint64_t *id)
+{
+    ms_mock *m = inst;
+    if (!own_stream(m, s) || id == NULL)
+        return MS_EINVAL;
+    *id = stream_info(s).id;
+    return MS_OK;
+}
+
+static ms_status mock_device_synchronize(void *inst)
+{
+    ms_mock *m = inst;
+    if (m == NULL)
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    return host_wait(m, cond_device_idle, m);
+}
+
+/* ---- events ------------------------------------------------------------ */
+
+static ms_status mock_event_create(void *inst, ms_event **out)
+{
+    ms_mock *m = inst;
+    if (m == NULL || out == NULL)
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    ms_event *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return MS_ENOMEM;
+    if ((st = ms_simevent_create(m->dev, &e->se)) != MS_OK) {
+        free(e);
+        return st;
+    }
+    e->owner = m;
+    e->next = m->events;
+    if (m->events != NULL)
+        m->events->prev = e;
+    m->events = e;
+    *out = e;
+    return MS_OK;
+}
+
+static ms_status mock_event_destroy(void *inst, ms_event *e)
+{
+    ms_mock *m = inst;
+    if (!own_event(m, e))
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    ms_simevent_destroy(e->se);
+    if (e->prev != NULL)
+        e->prev->next = e->next;
+    else
+        m->events = e->next;
+    if (e->next != NULL)
+        e->next->prev = e->prev;
+    free(e);
+    return MS_OK;
+}
+
+/* Host time of one async runtime call; the work is visible to the device at
+ * the end of the call. */
+static int64_t issue_time(const ms_mock *m)
+{
+    int64_t now = 0;
+    ms_simhost_now(m->host, &now);
+    return now + m->launch_overhead_ns;
+}
+
+static ms_status mock_event_record(void *inst, ms_event *e, ms_stream *s)
+{
+    ms_mock *m = inst;
+    if (!own_event(m, e) || !own_stream(m, s))
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    if ((st = ms_simstream_record(s->ss, e->se, issue_time(m))) != MS_OK)
+        return st;
+    return ms_simhost_advance(m->host, m->launch_overhead_ns);
+}
+
+static ms_status mock_stream_wait_event(void *inst, ms_stream *s, ms_event *e)
+{
+    ms_mock *m = inst;
+    if (!own_event(m, e) || !own_stream(m, s))
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    if ((st = ms_simstream_wait_event(s->ss, e->se, issue_time(m))) != MS_OK)
+        return st;
+    return ms_simhost_advance(m->host, m->launch_overhead_ns);
+}
+
+/* Complete only once device time has reached the event (the engine has been
+ * run up to the host's clock, and no further). */
+static ms_status mock_event_query(void *inst, ms_event *e, bool *complete)
+{
+    ms_mock *m = inst;
+    if (!own_event(m, e) || complete == NULL)
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    return ms_simevent_status(e->se, NULL, complete, NULL);
+}
+
+static ms_status mock_event_synchronize(void *inst, ms_event *e)
+{
+    ms_mock *m = inst;
+    if (!own_event(m, e))
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    return host_wait(m, cond_event_done, e);
+}
+
+/* MS_EINVAL if either event was never recorded; MS_EAGAIN while either has
+ * not completed (cudaErrorNotReady); otherwise end - start in ns. */
+static ms_status mock_event_elapsed_ns(void *inst, ms_event *start, ms_event *end, int64_t *ns)
+{
+    ms_mock *m = inst;
+    if (!own_event(m, start) || !own_event(m, end) || ns == NULL)
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    bool rec0 = false, rec1 = false, done0 = false, done1 = false;
+    int64_t t0 = 0, t1 = 0;
+    ms_simevent_status(start->se, &rec0, &done0, &t0);
+    ms_simevent_status(end->se, &rec1, &done1, &t1);
+    if (!rec0 || !rec1)
+        return MS_EINVAL;
+    if (!done0 || !done1)
+        return MS_EAGAIN;
+    *ns = t1 - t0;
+    return MS_OK;
+}
+
+/* ---- work -------------------------------------------------------------- */
+
+/* Block while the stream's launch queue is full; the host resumes when the
+ * device starts an item and frees a slot. */
+static ms_status take_slot(ms_mock *m, ms_stream *s)
+{
+    if (cond_slot_free(s))
+        return MS_OK;
+    return host_wait(m, cond_slot_free, s);
+}
+
+static ms_status mock_launch(void *inst, const ms_kernel *k, ms_stream *s, uint64_t tag)
+{
+    ms_mock *m = inst;
+    if (!own_stream(m, s) || k == NULL)
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    /* Priced first: a kernel that cannot be priced fails before the host
+     * blocks on a full queue. */
+    int64_t dur = 0;
+    if ((st = ms_cost_kernel_ns(m->cm, k, &dur)) != MS_OK || (st = take_slot(m, s)) != MS_OK)
+        return st;
+    if ((st = ms_simstream_launch_timed(s->ss, k, dur, issue_time(m), tag)) != MS_OK)
+        return st;
+    return ms_simhost_advance(m->host, m->launch_overhead_ns);
+}
+
+/* Addresses are not checked: the mock models time and capacity, not data. */
+static ms_status mock_memcpy_async(void *inst, uint64_t dst, uint64_t src, uint64_t bytes,
+                                   ms_copy_kind kind, ms_stream *s, uint64_t tag)
+{
+    ms_mock *m = inst;
+    if (!own_stream(m, s) || (kind != MS_COPY_H2D && kind != MS_COPY_D2H && kind != MS_COPY_D2D))
+        return MS_EINVAL;
+    ms_status st = ms_mock_enter(m);
+    if (st != MS_OK)
+        return st;
+    if ((st = take_slot(m, s)) != MS_OK)
+        return st;
+    if ((st = ms_simstream_copy(s->ss, kind, bytes, issue_time(m), tag)) != MS_OK)
+        return st;
+    return ms_simhost_advance(m->host, m->launch_overhead_ns);
+}
+
+static const ms_backend_ops mock_ops = {
+    .name = "mock",
+    .destroy = mock_destroy,
+    .mem_get_info = ms_mock_mem_get_info,
+    .malloc_device = ms_mock_malloc_device,
+    .free_device = ms_mock_free_device,
+    .malloc_host = ms_mock_malloc_host,
+    .free_host = ms_mock_free_host,
+    .va_reserve = ms_mock_va_reserve,
+    .va_release = ms_mock_va_release,
+    .mem_map = ms_mock_mem_map,
+    .mem_unmap = ms_mock_mem_unmap,
+    .stream_create = mock_stream_create,
+    .stream_destroy = mock_stream_destroy,
+    .stream_synchronize = mock_stream_synchronize,
+    .stream_id = mock_stream_id,
+    .event_create = mock_event_create,
+    .event_destroy = mock_event_destroy,
+    .event_record = mock_event_record,
+    .event_query = mock_event_query,
+    .event_synchronize = mock_event_synchronize,
+    .event_elapsed_ns = mock_event_elapsed_ns,
+    .stream_wait_event = mock_stream_wait_event,
+    .memcpy_async = mock_memcpy_async,
+    .launch = mock_launch,
+    .device_synchronize = mock_device_synchronize,
+    .now = mock_now,
+    .set_tracer = mock_set_tracer,
+};
+
+ms_status ms_mock_create(ms_sim *engine, const ms_device_spec *spec, int device, uint64_t seed,
+                         ms_backend **out)
+{
+    if (engine == NULL || spec == NULL || out == NULL || device < 0 || device >= 32768)
+        return MS_EINVAL;
+    ms_status st = ms_device_spec_validate(spec, NULL);
+    if (st != MS_OK)
+        return st;
+    ms_mock *m = calloc(1, sizeof *m);
+    ms_backend *b = malloc(sizeof *b);
+    if (m == NULL || b == NULL) {
+        free(m);
+        free(b);
+        return MS_ENOMEM;
+    }
+    m->sim = engine;
+    m->device = device;
+    m->seed = seed;
+    m->launch_overhead_ns = llround(spec->launch_overhead_ns);
+    m->queue_depth = (uint32_t)spec->launch_queue_depth;
+    m->host_pinned_limit = spec->host_pinned_bytes;
+    if ((st = ms_mock_memory_init(m)) != MS_OK) {
+        free(m);
+        free(b);
+        return st;
+    }
+    if ((st = ms_simdev_create(engine, spec, device, &m->dev)) != MS_OK ||
+        (st = ms_simhost_create(engine, &m->host)) != MS_OK) {
+        mock_destroy(m);
+        free(b);
+        return st;
+    }
+    ms_simdev_cost_model(m->dev, &m->cm);
+    *b = (ms_backend){.ops = &mock_ops, .inst = m, .device = device};
+    *out = b;
+    return MS_OK;
+}
+
+ms_status ms_mock_open(const ms_backend_config *cfg, ms_backend **out)
+{
+    if (cfg == NULL)
+        return MS_EINVAL;
+    return ms_mock_create(cfg->engine, cfg->spec, cfg->device, cfg->seed, out);
+}
+
+static ms_mock *mock_of(const ms_backend *b)
+{
+    return b != NULL && b->ops == &mock_ops ? b->inst : NULL;
+}
+
+ms_status ms_mock_set_host_idle(ms_backend *b)
+{
+    ms_mock *m = mock_of(b);
+    if (m == NULL)
+        return MS_EINVAL;
+    return ms_simhost_set_idle(m->host);
+}
+
+ms_status ms_mock_simdev(const ms_backend *b, ms_simdev **out)
+{
+    ms_mock *m = mock_of(b);
+    if (m == NULL || out == NULL)
+        return MS_EINVAL;
+    *out = m->dev;
+    return MS_OK;
+}

@@ -1,0 +1,63 @@
+/* backend_mock/: the mock NPU instance, shared by its source files. */
+#ifndef MEMSIM_MOCK_PRIVATE_H
+#define MEMSIM_MOCK_PRIVATE_H
+
+#include "address_space.h"
+#include "memsim/backend_mock.h"
+
+struct ms_mock;
+
+struct ms_stream {
+    struct ms_mock *owner;
+    ms_simstream *ss;
+    struct ms_stream *prev, *next;
+};
+
+struct ms_event {
+    struct ms_mock *owner;
+    ms_simevent *se;
+    struct ms_event *prev, *next;
+};
+
+/* A va_reserve'd range and the parts of it that are mapped. */
+typedef struct ms_reservation {
+    ms_range range;
+    ms_range_set mapped; /* coalesced */
+} ms_reservation;
+
+typedef struct ms_mock {
+    ms_sim *sim;
+    ms_simdev *dev;
+    const ms_cost_model *cm; /* the device's */
+    ms_simhost *host;
+    int device;
+    uint64_t seed;
+    int64_t launch_overhead_ns;
+    uint32_t queue_depth;
+    uint64_t host_pinned_limit; /* 0: unlimited */
+    uint64_t host_used;
+    ms_addrspace dev_as;  /* device segments and reservations */
+    ms_addrspace host_as; /* pinned host memory */
+    ms_reservation *resv; /* sorted by address */
+    size_t n_resv, cap_resv;
+    struct ms_stream *streams; /* open handles */
+    struct ms_event *events;
+} ms_mock;
+
+/* memory.c */
+ms_status ms_mock_memory_init(ms_mock *m);
+void ms_mock_memory_fini(ms_mock *m);
+ms_status ms_mock_mem_get_info(void *inst, uint64_t *free_bytes, uint64_t *total_bytes);
+ms_status ms_mock_malloc_device(void *inst, uint64_t bytes, uint64_t *addr);
+ms_status ms_mock_free_device(void *inst, uint64_t addr);
+ms_status ms_mock_malloc_host(void *inst, uint64_t bytes, uint64_t *addr);
+ms_status ms_mock_free_host(void *inst, uint64_t addr);
+ms_status ms_mock_va_reserve(void *inst, uint64_t bytes, uint64_t *addr);
+ms_status ms_mock_va_release(void *inst, uint64_t addr);
+ms_status ms_mock_mem_map(void *inst, uint64_t addr, uint64_t bytes);
+ms_status ms_mock_mem_unmap(void *inst, uint64_t addr, uint64_t bytes);
+
+/* mock.c: every host-side call starts here (device time catches up). */
+ms_status ms_mock_enter(ms_mock *m);
+
+#endif

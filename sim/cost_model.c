@@ -1,0 +1,210 @@
+/* The cost model: device time of a kernel from its FLOPs and HBM bytes (a
+ * roofline with size-dependent efficiencies), of a collective from an
+ * alpha-beta model of its ring algorithm, and of a copy from the host link's
+ * latency and size-dependent bandwidth. */
+#include <math.h>
+#include <stdlib.h>
+
+#include "curve.h"
+#include "device_model.h"
+#include "memsim/sim.h"
+
+struct ms_cost_model {
+    ms_device_spec spec; /* own copy: the interpolants point into its curves */
+    ms_curve_interp curves[MS_CURVE_COUNT];
+};
+
+static const ms_curve *spec_curve(const ms_device_spec *s, ms_cost_curve which)
+{
+    switch (which) {
+    case MS_CURVE_MATMUL_EFF: return &s->matmul_eff;
+    case MS_CURVE_ATTENTION_EFF: return &s->attention_eff;
+    case MS_CURVE_HBM_EFF: return &s->hbm_eff;
+    case MS_CURVE_H2D_BW: return &s->h2d_bw;
+    default: return &s->d2h_bw;
+    }
+}
+
+ms_status ms_cost_model_create(const ms_device_spec *spec, ms_cost_model **out)
+{
+    if (spec == NULL || out == NULL)
+        return MS_EINVAL;
+    ms_status st = ms_device_spec_validate(spec, NULL);
+    if (st != MS_OK)
+        return st;
+    ms_cost_model *cm = calloc(1, sizeof *cm);
+    if (cm == NULL)
+        return MS_ENOMEM;
+    cm->spec = *spec;
+    for (int i = 0; i < MS_CURVE_COUNT; i++) {
+        /* An empty efficiency curve means 1.0 (device.h); the bandwidth
+         * curves are required by validation, so their empty value is moot. */
+        st = ms_curve_interp_init(&cm->curves[i], spec_curve(&cm->spec, (ms_cost_curve)i), 1.0);
+        if (st != MS_OK) {
+            ms_cost_model_destroy(cm);
+            return st;
+        }
+    }
+    *out = cm;
+    return MS_OK;
+}
+
+ms_status ms_cost_model_destroy(ms_cost_model *cm)
+{
+    if (cm == NULL)
+        return MS_EINVAL;
+    for (int i = 0; i < MS_CURVE_COUNT; i++)
+        ms_curve_interp_free(&cm->curves[i]);
+    free(cm);
+    return MS_OK;
+}
+
+ms_status ms_cost_model_spec(const ms_cost_model *cm, const ms_device_spec **spec)
+{
+    if (cm == NULL || spec == NULL)
+        return MS_EINVAL;
+    *spec = &cm->spec;
+    return MS_OK;
+}
+
+ms_status ms_cost_curve_eval(const ms_cost_model *cm, ms_cost_curve which, double x, double *y)
+{
+    if (cm == NULL || y == NULL || (unsigned)which >= MS_CURVE_COUNT || isnan(x))
+        return MS_EINVAL;
+    *y = ms_curve_interp_eval(&cm->curves[which], x);
+    return MS_OK;
+}
+
+static double curve(const ms_cost_model *cm, ms_cost_curve which, double x)
+{
+    return ms_curve_interp_eval(&cm->curves[which], x);
+}
+
+static bool bad_size(double v)
+{
+    return !(v >= 0) || isinf(v);
+}
+
+/* Alpha-beta time in seconds of one collective or p2p transfer of B bytes
+ * among n ranks on a link of bus bandwidth bw (bytes/s) and latency alpha.
+ * Bandwidth terms follow the ring algorithms' bus-bandwidth factors that
+ * nccl-tests documents (doc/PERFORMANCE.md, "busBw"), with B the full buffer
+ * (nccl-tests' "size": the reduced buffer, or the gathered one); latency
+ * terms count the ring's sequential steps (Thakur, Rabenseifner & Gropp,
+ * "Optimization of Collective Communication Operations in MPICH", 2005;
+ * Patarasuk & Yuan, "Bandwidth optimal all-reduce algorithms", 2009). */
+static double comm_seconds(ms_comm_kind kind, int n, double B, double bw, double alpha_s)
+{
+    double steps = n - 1;
+    switch (kind) {
+    case MS_COMM_ALLREDUCE:
+        /* reduce-scatter then all-gather around the ring: each moves
+         * (n-1)/n of B, in n-1 steps each -> 2(n-1)/n B/bw + 2(n-1) alpha. */
+        return 2.0 * steps / n * B / bw + 2.0 * steps * alpha_s;
+    case MS_COMM_ALLGATHER:
+    case MS_COMM_REDUCE_SCATTER:
+        /* n-1 ring steps of B/n each: (n-1)/n B/bw + (n-1) alpha. */
+        return steps / n * B / bw + steps * alpha_s;
+    case MS_COMM_ALLTOALL:
+        /* pairwise exchange: n-1 steps, each sending B/n: (n-1)/n B/bw + (n-1) alpha. */
+        return steps / n * B / bw + steps * alpha_s;
+    case MS_COMM_BROADCAST:
+        /* pipelined ring broadcast: busBw == algBw -> B/bw + alpha. */
+        return B / bw + alpha_s;
+    default: /* MS_COMM_SEND, MS_COMM_RECV: one hop */
+        return B / bw + alpha_s;
+    }
+}
+
+static ms_status comm_ns(const ms_cost_model *cm, const ms_kernel *k, double *ns)
+{
+    if (k->comm <= MS_COMM_NONE || k->comm >= MS_COMM_COUNT || bad_size(k->comm_bytes) ||
+        (k->link != MS_LINK_INTRA_NODE && k->link != MS_LINK_INTER_NODE))
+        return MS_EINVAL;
+    bool p2p = k->comm == MS_COMM_SEND || k->comm == MS_COMM_RECV;
+    if (!p2p && k->group_size < 1)
+        return MS_EINVAL;
+    if (!p2p && k->group_size == 1) {
+        *ns = 0; /* a group of one moves nothing */
+        return MS_OK;
+    }
+    const ms_device_spec *s = &cm->spec;
+    bool intra = k->link == MS_LINK_INTRA_NODE;
+    double bw = intra ? s->intra_node_bw : s->inter_node_bw;
+    double alpha_ns = intra ? s->intra_node_latency_ns : s->inter_node_latency_ns;
+    *ns = comm_seconds(k->comm, k->group_size, k->comm_bytes, bw, alpha_ns * 1e-9) * 1e9;
+    return MS_OK;
+}
+
+static ms_status compute_ns(const ms_cost_model *cm, const ms_kernel *k, double *ns)
+{
+    if ((unsigned)k->dtype >= MS_DTYPE_COUNT || bad_size(k->flops) || bad_size(k->bytes))
+        return MS_EINVAL;
+    const ms_device_spec *s = &cm->spec;
+    double t_flops = 0;
+    if (k->flops > 0) {
+        double peak = s->peak_flops[k->dtype];
+        if (!(peak > 0))
+            return MS_EUNSUPPORTED;
+        double eff = 1.0; /* elementwise/norm are memory bound: no curve */
+        if (k->cls == MS_KC_MATMUL)
+            eff = curve(cm, MS_CURVE_MATMUL_EFF, k->flops);
+        else if (k->cls == MS_KC_ATTENTION)
+            eff = curve(cm, MS_CURVE_ATTENTION_EFF, k->flops);
+        t_flops = k->flops / (peak * eff);
+    }
+    double t_bytes = 0;
+    if (k->bytes > 0)
+        t_bytes = k->bytes / (s->hbm_bw * curve(cm, MS_CURVE_HBM_EFF, k->bytes));
+    /* Roofline: a kernel is bound by the slower of its compute and memory. */
+    *ns = fmax(t_flops, t_bytes) * 1e9 + s->kernel_overhead_ns;
+    return MS_OK;
+}
+
+ms_status ms_cost_kernel_ns(const ms_cost_model *cm, const ms_kernel *k, int64_t *ns)
+{
+    if (cm == NULL || k == NULL || ns == NULL || (unsigned)k->cls >= MS_KC_COUNT)
+        return MS_EINVAL;
+    double t = 0;
+    ms_status st = k->cls == MS_KC_COMM ? comm_ns(cm, k, &t) : compute_ns(cm, k, &t);
+    if (st != MS_OK)
+        return st;
+    if (!(t < 9e18))
+        return MS_ERANGE;
+    *ns = (int64_t)(t + 0.5); /* t >= 0: round half up, cheaper than llround */
+    return MS_OK;
+}
+
+ms_status ms_cost_copy_parts(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes,
+                             int64_t *latency_ns, double *transfer_ns)
+{
+    if (cm == NULL || latency_ns == NULL || transfer_ns == NULL ||
+        (kind != MS_COPY_H2D && kind != MS_COPY_D2H))
+        return MS_EINVAL;
+    double b = (double)bytes;
+    double bw = curve(cm, kind == MS_COPY_H2D ? MS_CURVE_H2D_BW : MS_CURVE_D2H_BW, b);
+    *latency_ns = llround(cm->spec.host_link_latency_ns);
+    *transfer_ns = b / bw * 1e9;
+    return MS_OK;
+}
+
+ms_status ms_cost_copy_ns(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes, int64_t *ns)
+{
+    if (cm == NULL || ns == NULL)
+        return MS_EINVAL;
+    if (kind == MS_COPY_D2D) {
+        double moved = 2.0 * (double)bytes;
+        double t = 0;
+        if (bytes > 0)
+            t = moved / (cm->spec.hbm_bw * curve(cm, MS_CURVE_HBM_EFF, moved)) * 1e9;
+        *ns = llround(t + cm->spec.kernel_overhead_ns);
+        return MS_OK;
+    }
+    int64_t lat = 0;
+    double xfer = 0;
+    ms_status st = ms_cost_copy_parts(cm, kind, bytes, &lat, &xfer);
+    if (st != MS_OK)
+        return st;
+    *ns = lat + ms_ceil_ns(xfer);
+    return MS_OK;
+}

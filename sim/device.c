@@ -1,0 +1,261 @@
+/* A simulated device: its streams, serial engines (compute, comm link), the
+ * two copy engines of its host link, and its HBM capacity, tied together by
+ * one rule: whenever something finishes or arrives, settle the device (move
+ * every stream head forward, then let the serial engines pick their next
+ * item). */
+#include <stdlib.h>
+
+#include "device_model.h"
+#include "sim_private.h"
+
+ms_status ms_simdev_create(ms_sim *sim, const ms_device_spec *spec, int index, ms_simdev **out)
+{
+    if (sim == NULL || spec == NULL || out == NULL || index < 0 || index >= 32768)
+        return MS_EINVAL;
+    ms_simdev *d = calloc(1, sizeof *d);
+    if (d == NULL)
+        return MS_ENOMEM;
+    ms_status st = ms_cost_model_create(spec, &d->cm);
+    if (st != MS_OK) {
+        free(d);
+        return st;
+    }
+    d->sim = sim;
+    d->index = index;
+    d->spec = *spec;
+    ms_serial_engine_init(&d->compute, d, MS_RES_COMPUTE);
+    ms_serial_engine_init(&d->comm, d, MS_RES_COMM);
+    ms_copy_engine_init(&d->copy[MS_COPY_H2D], d, MS_COPY_H2D);
+    ms_copy_engine_init(&d->copy[MS_COPY_D2H], d, MS_COPY_D2H);
+    if ((st = ms_p2p_attach(sim, d, index)) != MS_OK) {
+        ms_cost_model_destroy(d->cm);
+        free(d);
+        return st;
+    }
+    *out = d;
+    return MS_OK;
+}
+
+static bool owned_by(ms_sim_fn fn, void *arg, const void *ctx)
+{
+    const ms_simdev *d = ctx;
+    if (fn == ms_simdev_kick_event)
+        return arg == d;
+    if (fn == ms_serial_engine_done)
+        return arg == &d->compute || arg == &d->comm;
+    if (fn == ms_copy_engine_wake)
+        return arg == &d->copy[0] || arg == &d->copy[1];
+    return false;
+}
+
+ms_status ms_simdev_destroy(ms_simdev *d)
+{
+    if (d == NULL)
+        return MS_EINVAL;
+    /* The engine may outlive the device: none of its events may still
+     * point here. */
+    ms_sim_cancel_if(d->sim, owned_by, d);
+    ms_p2p_detach(d->sim, d, d->index);
+    while (d->events != NULL) {
+        ms_simevent *e = d->events;
+        d->events = e->next;
+        free(e);
+    }
+    for (size_t i = 0; i < d->n_streams; i++)
+        free(d->streams[i]);
+    free(d->streams);
+    ms_pool_free_all(d); /* items and captures, queued or running */
+    ms_cost_model_destroy(d->cm);
+    free(d);
+    return MS_OK;
+}
+
+ms_status ms_simdev_engine(const ms_simdev *d, ms_sim **sim)
+{
+    if (d == NULL || sim == NULL)
+        return MS_EINVAL;
+    *sim = d->sim;
+    return MS_OK;
+}
+
+ms_status ms_simdev_cost_model(const ms_simdev *d, const ms_cost_model **cm)
+{
+    if (d == NULL || cm == NULL)
+        return MS_EINVAL;
+    *cm = d->cm;
+    return MS_OK;
+}
+
+ms_status ms_simdev_set_tracer(ms_simdev *d, ms_work_tracer fn, void *user)
+{
+    if (d == NULL)
+        return MS_EINVAL;
+    d->tracer = fn;
+    d->tracer_user = fn != NULL ? user : NULL;
+    return MS_OK;
+}
+
+ms_status ms_simdev_idle(const ms_simdev *d, bool *idle)
+{
+    if (d == NULL || idle == NULL)
+        return MS_EINVAL;
+    *idle = true;
+    for (size_t i = 0; i < d->n_streams && *idle; i++)
+        *idle = d->streams[i]->queued == 0;
+    return MS_OK;
+}
+
+ms_status ms_simdev_fault(const ms_simdev *d)
+{
+    return d == NULL ? MS_EINVAL : d->fault;
+}
+
+ms_status ms_simdev_hbm_charge(ms_simdev *d, uint64_t bytes)
+{
+    if (d == NULL)
+        return MS_EINVAL;
+    if (bytes > d->spec.hbm_bytes - d->hbm_used)
+        return MS_ENOMEM;
+    d->hbm_used += bytes;
+    if (d->hbm_used > d->hbm_peak)
+        d->hbm_peak = d->hbm_used;
+    return MS_OK;
+}
+
+ms_status ms_simdev_hbm_uncharge(ms_simdev *d, uint64_t bytes)
+{
+    if (d == NULL || bytes > d->hbm_used)
+        return MS_EINVAL;
+    d->hbm_used -= bytes;
+    return MS_OK;
+}
+
+ms_status ms_simdev_hbm_usage(const ms_simdev *d, uint64_t *used, uint64_t *peak,
+                              uint64_t *capacity)
+{
+    if (d == NULL)
+        return MS_EINVAL;
+    if (used != NULL)
+        *used = d->hbm_used;
+    if (peak != NULL)
+        *peak = d->hbm_peak;
+    if (capacity != NULL)
+        *capacity = d->spec.hbm_bytes;
+    return MS_OK;
+}
+
+void ms_simdev_finish_item(ms_simdev *d, ms_work_item *it)
+{
+    ms_simstream *s = it->stream;
+    int64_t now = ms_sim_clock(d->sim);
+    if (d->tracer != NULL && (it->kind == MS_IK_KERNEL || it->kind == MS_IK_COPY)) {
+        ms_work_record rec = {
+            .tag = it->tag,
+            .is_copy = it->kind == MS_IK_COPY,
+            .copy_kind = it->copy_kind,
+            .name = it->name,
+            .stream_id = s->id,
+            .start_ns = it->start_ns,
+            .end_ns = now,
+            .bytes = it->bytes,
+        };
+        d->tracer(d->tracer_user, &rec);
+    }
+    /* Only a stream's head is ever in progress. */
+    s->head = it->next;
+    if (s->head == NULL)
+        s->tail = NULL;
+    s->queued--;
+    s->last_done_ns = now;
+    ms_capture_unref(d, it->cap);
+    ms_pool_item_put(d, it);
+    if (s->destroyed && s->queued == 0)
+        d->sweep = true;
+}
+
+/* Free destroyed streams that have drained, keeping creation order. */
+static void sweep_streams(ms_simdev *d)
+{
+    size_t k = 0;
+    for (size_t i = 0; i < d->n_streams; i++) {
+        ms_simstream *s = d->streams[i];
+        if (s->destroyed && s->queued == 0)
+            free(s);
+        else
+            d->streams[k++] = s;
+    }
+    d->n_streams = k;
+    d->sweep = false;
+}
+
+static void advance_all(ms_simdev *d)
+{
+    for (size_t i = 0; i < d->n_streams; i++)
+        ms_simstream_advance(d->streams[i]);
+}
+
+void ms_simdev_settle(ms_simdev *d, ms_simstream *changed)
+{
+    if (d->settling) {
+        d->resettle = true;
+        return;
+    }
+    d->settling = true;
+    d->captures_done = false;
+    if (changed != NULL)
+        ms_simstream_advance(changed);
+    else
+        advance_all(d);
+    do {
+        d->resettle = false;
+        /* A record that ran may release waits on any stream, and what
+         * those streams then run may complete further records. */
+        while (d->captures_done || d->resettle) {
+            d->captures_done = false;
+            d->resettle = false;
+            advance_all(d);
+        }
+        ms_serial_engine_dispatch(&d->compute);
+        ms_serial_engine_dispatch(&d->comm);
+    } while (d->resettle || d->captures_done);
+    if (d->sweep)
+        sweep_streams(d);
+    d->settling = false;
+}
+
+void ms_simdev_kick(ms_simdev *d, int64_t t)
+{
+    if (d->kick_pending && d->kick_at == t)
+        return;
+    if (ms_sim_schedule(d->sim, t, ms_simdev_kick_event, d) != MS_OK) {
+        d->fault = MS_ENOMEM;
+        return;
+    }
+    d->kick_pending = true;
+    d->kick_at = t;
+}
+
+void ms_simdev_kick_event(ms_sim *sim, void *arg)
+{
+    ms_simdev *d = arg;
+    if (d->kick_at == ms_sim_clock(sim))
+        d->kick_pending = false;
+    d->in_kick = true;
+    ms_simdev_settle(d, NULL);
+    d->in_kick = false;
+}
+
+bool ms_simdev_defer_dispatch(ms_simdev *d)
+{
+    /* Items that become ready at the same instant compete by priority, so a
+     * serial engine waits for everything else due now before it chooses
+     * (a kick event scheduled now runs after them). */
+    if (d->in_kick)
+        return false;
+    int64_t t;
+    int64_t now = ms_sim_clock(d->sim);
+    if (!ms_sim_peek(d->sim, &t) || t != now)
+        return false;
+    ms_simdev_kick(d, now);
+    return true;
+}

@@ -1,0 +1,170 @@
+/* sim/: the structures of a simulated device, shared by its models (stream.c,
+ * device_event.c, serial_engine.c, copy_engine.c, work_pool.c, device.c).
+ * Nothing outside sim/ includes this. */
+#ifndef MEMSIM_SIM_DEVICE_MODEL_H
+#define MEMSIM_SIM_DEVICE_MODEL_H
+
+#include <math.h>
+#include <stddef.h>
+
+#include "memsim/sim.h"
+
+/* Round a fractional duration up to whole ns, forgiving float noise so that
+ * 100000.0000001 stays 100000 (the cost model and the copy engine agree). */
+static inline int64_t ms_ceil_ns(double t)
+{
+    return (int64_t)ceil(t - 1e-6);
+}
+
+typedef enum ms_item_kind { MS_IK_KERNEL = 0, MS_IK_COPY, MS_IK_RECORD, MS_IK_WAIT } ms_item_kind;
+
+/* Where an item runs once it is at the head of its stream. */
+typedef enum ms_item_res {
+    MS_RES_NONE = 0,   /* event record / wait: instantaneous */
+    MS_RES_COMPUTE,    /* compute-class kernels, D2D copies */
+    MS_RES_COMM,       /* collectives, SENDs, RECVs from unattached peers */
+    MS_RES_P2P_RECV,   /* RECV from an attached peer: waits for the SEND */
+    MS_RES_COPY_H2D,
+    MS_RES_COPY_D2H
+} ms_item_res;
+
+typedef enum ms_item_state {
+    MS_IS_QUEUED = 0, /* not yet at the head, or not yet issued */
+    MS_IS_READY,      /* at the head, waiting for its serial engine */
+    MS_IS_RUNNING,    /* started (a copy or kernel in progress) */
+    MS_IS_WAITING     /* a wait or p2p receive blocked on something else */
+} ms_item_state;
+
+/* A capture made by one event record; shared by the event (its latest),
+ * the record item, and wait items that saw it. */
+typedef struct ms_capture {
+    uint32_t refs;
+    bool done;
+    int64_t time_ns;
+    struct ms_capture *next_free;
+} ms_capture;
+
+typedef struct ms_work_item {
+    struct ms_work_item *next; /* stream FIFO; free list */
+    struct ms_work_item *link; /* copy engine lists */
+    ms_simstream *stream;
+    uint8_t kind, res, state;
+    bool arrival_kicked; /* a kick is scheduled for its issue time */
+    int64_t issue_ns, ready_ns, start_ns;
+    int64_t dur_ns;      /* kernels: cost; copies: latency */
+    double remaining_ns; /* H2D/D2H copies: exclusive link time still to move */
+    int64_t lat_end_ns;
+    uint64_t seq, tag, bytes;
+    const char *name;
+    ms_copy_kind copy_kind;
+    ms_comm_kind comm;
+    int peer, p2p_tag;
+    ms_capture *cap; /* record / wait */
+} ms_work_item;
+
+/* A device resource that runs one item at a time (compute engine, comm link). */
+typedef struct ms_serial_engine {
+    ms_simdev *dev;
+    ms_item_res res;
+    ms_work_item *current;
+    uint32_t n_ready; /* stream heads waiting for this engine */
+} ms_serial_engine;
+
+/* One direction of the full-duplex host link. */
+typedef struct ms_copy_engine {
+    ms_simdev *dev;
+    ms_copy_kind dir;
+    ms_work_item *lat_head, *lat_tail; /* in their latency phase, FIFO */
+    ms_work_item *act_head, *act_tail; /* sharing the bandwidth */
+    uint32_t n_active;
+    int64_t last_update_ns;
+    int64_t wake_at;
+    bool wake_pending;
+} ms_copy_engine;
+
+struct ms_simstream {
+    ms_simdev *dev;
+    uint64_t id;
+    int priority;
+    ms_work_item *head, *tail;
+    uint32_t queued, not_started;
+    int64_t last_done_ns;
+    bool destroyed; /* freed by the device once drained */
+};
+
+struct ms_simevent {
+    ms_simdev *dev;
+    ms_capture *latest;
+    struct ms_simevent *prev, *next; /* the device's open events */
+};
+
+typedef struct ms_slab {
+    struct ms_slab *next;
+} ms_slab;
+
+struct ms_simdev {
+    ms_sim *sim;
+    int index;
+    ms_device_spec spec;
+    ms_cost_model *cm;
+    ms_simstream **streams; /* creation order, destroyed ones until drained */
+    size_t n_streams, cap_streams;
+    uint64_t next_stream_id;
+    ms_serial_engine compute, comm;
+    ms_copy_engine copy[2]; /* [MS_COPY_H2D], [MS_COPY_D2H] */
+    uint64_t hbm_used, hbm_peak;
+    uint64_t next_seq;
+    ms_work_item *free_items;
+    ms_capture *free_caps;
+    ms_slab *slabs;
+    ms_simevent *events;
+    ms_work_tracer tracer;
+    void *tracer_user;
+    int64_t kick_at;
+    bool kick_pending;
+    bool in_kick;   /* dispatch now: same-time readiness has been collected */
+    bool settling;
+    bool resettle;
+    bool captures_done; /* a record ran: waits on other streams may go on */
+    bool sweep;     /* a destroyed stream may have drained */
+    ms_status fault; /* sticky: the engine could not grow inside a callback */
+};
+
+/* work_pool.c: items and captures come from per-device slabs. */
+ms_work_item *ms_pool_item_get(ms_simdev *d);
+void ms_pool_item_put(ms_simdev *d, ms_work_item *it);
+ms_capture *ms_pool_capture_get(ms_simdev *d);
+void ms_capture_unref(ms_simdev *d, ms_capture *c);
+void ms_pool_free_all(ms_simdev *d);
+
+/* device.c */
+/* Bring the device up to date at the engine's clock: advance stream heads
+ * (only `changed`'s when it is given and no event record completes, else
+ * every stream's), then start what the serial engines can run. */
+void ms_simdev_settle(ms_simdev *d, ms_simstream *changed);
+/* Settle d at time t from inside the engine. */
+void ms_simdev_kick(ms_simdev *d, int64_t t);
+/* An item finished now: report it, pop it off its stream, recycle it. */
+void ms_simdev_finish_item(ms_simdev *d, ms_work_item *it);
+/* True if some other event is due at the engine's current time, so the
+ * dispatch of a serial engine should wait for it (see serial_engine.c). */
+bool ms_simdev_defer_dispatch(ms_simdev *d);
+
+/* stream.c */
+/* Advance s's head as far as it can go now; true if anything changed. */
+bool ms_simstream_advance(ms_simstream *s);
+
+/* serial_engine.c */
+void ms_serial_engine_init(ms_serial_engine *e, ms_simdev *d, ms_item_res res);
+void ms_serial_engine_dispatch(ms_serial_engine *e);
+void ms_serial_engine_done(ms_sim *sim, void *arg);
+
+/* copy_engine.c */
+void ms_copy_engine_init(ms_copy_engine *ce, ms_simdev *d, ms_copy_kind dir);
+void ms_copy_engine_start(ms_copy_engine *ce, ms_work_item *it);
+void ms_copy_engine_wake(ms_sim *sim, void *arg);
+
+/* device.c's kick handler (an engine event). */
+void ms_simdev_kick_event(ms_sim *sim, void *arg);
+
+#endif

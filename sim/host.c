@@ -1,0 +1,198 @@
+/* Host threads.  Each device is driven by one host thread with its own
+ * virtual clock, which runs ahead of the device: async calls cost host time
+ * and return; only blocking calls wait for device time.
+ *
+ * Several host threads may share one engine (pipeline stages in one run).
+ * They are simulated one call at a time, so the engine must never get ahead
+ * of a host that may still issue work: that work would have to start in the
+ * engine's past.  A host therefore runs the engine only up to the smallest
+ * clock of the other active hosts (conservative parallel discrete-event
+ * simulation, Chandy & Misra 1979).  A host blocked in a wait it cannot finish
+ * under that bound is parked: it issues nothing until its condition holds,
+ * so it stops bounding the others, and it wakes (becomes active at the device
+ * time its condition became true) as soon as the condition holds. */
+#include <stdlib.h>
+
+#include "sim_private.h"
+
+typedef enum ms_host_state { MS_HOST_ACTIVE = 0, MS_HOST_PARKED, MS_HOST_IDLE } ms_host_state;
+
+struct ms_simhost {
+    ms_sim *sim;
+    int64_t now;
+    ms_host_state state;
+    ms_simhost_cond cond; /* while parked */
+    const void *cond_ctx;
+    ms_simhost *prev, *next;
+};
+
+ms_status ms_simhost_create(ms_sim *sim, ms_simhost **out)
+{
+    if (sim == NULL || out == NULL)
+        return MS_EINVAL;
+    ms_simhost *h = calloc(1, sizeof *h);
+    if (h == NULL)
+        return MS_ENOMEM;
+    ms_sim_attachments *a = ms_sim_attached(sim);
+    h->sim = sim;
+    h->prev = a->hosts_tail;
+    if (a->hosts_tail != NULL)
+        a->hosts_tail->next = h;
+    else
+        a->hosts = h;
+    a->hosts_tail = h;
+    a->n_hosts++;
+    *out = h;
+    return MS_OK;
+}
+
+ms_status ms_simhost_destroy(ms_simhost *h)
+{
+    if (h == NULL)
+        return MS_EINVAL;
+    ms_sim_attachments *a = ms_sim_attached(h->sim);
+    if (h->state == MS_HOST_PARKED)
+        a->n_parked--;
+    if (h->prev != NULL)
+        h->prev->next = h->next;
+    else
+        a->hosts = h->next;
+    if (h->next != NULL)
+        h->next->prev = h->prev;
+    else
+        a->hosts_tail = h->prev;
+    a->n_hosts--;
+    free(h);
+    return MS_OK;
+}
+
+ms_status ms_simhost_now(const ms_simhost *h, int64_t *ns)
+{
+    if (h == NULL || ns == NULL)
+        return MS_EINVAL;
+    *ns = h->now;
+    return MS_OK;
+}
+
+ms_status ms_simhost_advance(ms_simhost *h, int64_t ns)
+{
+    if (h == NULL || ns < 0 || ns > INT64_MAX - h->now)
+        return MS_EINVAL;
+    h->now += ns;
+    return MS_OK;
+}
+
+/* How far self may run the engine: the other active hosts' clocks. */
+static int64_t horizon(const ms_simhost *self)
+{
+    int64_t lim = INT64_MAX;
+    if (ms_sim_attached(self->sim)->n_hosts == 1)
+        return lim;
+    for (const ms_simhost *h = ms_sim_attached(self->sim)->hosts; h != NULL; h = h->next)
+        if (h != self && h->state == MS_HOST_ACTIVE && h->now < lim)
+            lim = h->now;
+    return lim;
+}
+
+static bool others_may_issue(const ms_simhost *self)
+{
+    for (const ms_simhost *h = ms_sim_attached(self->sim)->hosts; h != NULL; h = h->next)
+        if (h != self && h->state != MS_HOST_PARKED)
+            return true;
+    return false;
+}
+
+static void make_active(ms_simhost *h, int64_t at)
+{
+    if (h->state == MS_HOST_PARKED)
+        ms_sim_attached(h->sim)->n_parked--;
+    h->state = MS_HOST_ACTIVE;
+    h->cond = NULL;
+    h->cond_ctx = NULL;
+    if (at > h->now)
+        h->now = at;
+}
+
+/* After each engine step: parked hosts whose condition now holds resume at
+ * this device time, and from then on bound the engine again. */
+static void wake_parked(const ms_simhost *self)
+{
+    ms_sim_attachments *a = ms_sim_attached(self->sim);
+    if (a->n_parked == 0)
+        return;
+    int64_t now = ms_sim_clock(self->sim);
+    for (ms_simhost *h = a->hosts; h != NULL; h = h->next)
+        if (h != self && h->state == MS_HOST_PARKED && h->cond(h->cond_ctx))
+            make_active(h, now);
+}
+
+typedef enum ms_run_end { MS_RUN_MET = 0, MS_RUN_DRY, MS_RUN_BOUND } ms_run_end;
+
+static ms_run_end run(ms_simhost *h, int64_t limit, ms_simhost_cond cond, const void *ctx,
+                      bool *stepped)
+{
+    for (;;) {
+        if (cond != NULL && cond(ctx))
+            return MS_RUN_MET;
+        int64_t t;
+        if (!ms_sim_peek(h->sim, &t))
+            return MS_RUN_DRY;
+        if (t > limit || t > horizon(h))
+            return MS_RUN_BOUND;
+        ms_sim_step_one(h->sim);
+        *stepped = true;
+        wake_parked(h);
+    }
+}
+
+ms_status ms_simhost_catch_up(ms_simhost *h)
+{
+    if (h == NULL)
+        return MS_EINVAL;
+    /* A host that was parked or idle did nothing meanwhile: it resumes no
+     * earlier than the device time it finds. */
+    if (h->state != MS_HOST_ACTIVE)
+        make_active(h, ms_sim_clock(h->sim));
+    bool stepped = false;
+    run(h, h->now, NULL, NULL, &stepped);
+    return MS_OK;
+}
+
+ms_status ms_simhost_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx)
+{
+    if (h == NULL || cond == NULL)
+        return MS_EINVAL;
+    if (h->state != MS_HOST_ACTIVE)
+        make_active(h, ms_sim_clock(h->sim));
+    bool stepped = false;
+    switch (run(h, INT64_MAX, cond, ctx, &stepped)) {
+    case MS_RUN_MET:
+        /* It held at the device time of the last event run. */
+        if (stepped && ms_sim_clock(h->sim) > h->now)
+            h->now = ms_sim_clock(h->sim);
+        return MS_OK;
+    case MS_RUN_DRY:
+        if (!others_may_issue(h))
+            return MS_EDEADLOCK; /* nothing left that could make it hold */
+        break;
+    case MS_RUN_BOUND:
+        break;
+    }
+    h->state = MS_HOST_PARKED;
+    h->cond = cond;
+    h->cond_ctx = ctx;
+    ms_sim_attached(h->sim)->n_parked++;
+    return MS_EAGAIN;
+}
+
+ms_status ms_simhost_set_idle(ms_simhost *h)
+{
+    if (h == NULL)
+        return MS_EINVAL;
+    if (h->state == MS_HOST_PARKED)
+        ms_sim_attached(h->sim)->n_parked--;
+    h->state = MS_HOST_IDLE;
+    h->cond = NULL;
+    h->cond_ctx = NULL;
+    return MS_OK;
+}

@@ -1,0 +1,86 @@
+/* Pipeline p2p between devices attached to one engine.  A SEND is eager: it
+ * runs on its device's comm link and, once finished, its data waits in the
+ * receiver's mailbox; a RECV completes when the matching SEND (same source,
+ * destination and tag, taken in FIFO order) has been posted.  The devices
+ * and the mailbox hang off the engine, so nothing here is global. */
+#include <stdlib.h>
+
+#include "device_model.h"
+#include "sim_private.h"
+
+ms_simdev *ms_p2p_find_device(ms_sim *sim, int index)
+{
+    ms_sim_attachments *a = ms_sim_attached(sim);
+    for (size_t i = 0; i < a->n_devs; i++)
+        if (a->devs[i]->index == index)
+            return a->devs[i];
+    return NULL;
+}
+
+ms_status ms_p2p_attach(ms_sim *sim, ms_simdev *d, int index)
+{
+    ms_sim_attachments *a = ms_sim_attached(sim);
+    if (ms_p2p_find_device(sim, index) != NULL)
+        return MS_EINVAL; /* a device index names one device per engine */
+    if (a->n_devs == a->cap_devs) {
+        size_t cap = a->cap_devs ? a->cap_devs * 2 : 4;
+        ms_simdev **v = realloc(a->devs, cap * sizeof *v);
+        if (v == NULL)
+            return MS_ENOMEM;
+        a->devs = v;
+        a->cap_devs = cap;
+    }
+    a->devs[a->n_devs++] = d;
+    return MS_OK;
+}
+
+void ms_p2p_detach(ms_sim *sim, ms_simdev *d, int index)
+{
+    ms_sim_attachments *a = ms_sim_attached(sim);
+    size_t k = 0;
+    for (size_t i = 0; i < a->n_devs; i++)
+        if (a->devs[i] != d)
+            a->devs[k++] = a->devs[i];
+    a->n_devs = k;
+    /* Mail to a device that is gone would be taken by a later device that
+     * reuses its index. */
+    k = 0;
+    for (size_t i = 0; i < a->n_mail; i++)
+        if (a->mail[i].dst != index)
+            a->mail[k++] = a->mail[i];
+    a->n_mail = k;
+}
+
+ms_status ms_p2p_post(ms_sim *sim, int src, int dst, int tag)
+{
+    ms_sim_attachments *a = ms_sim_attached(sim);
+    if (a->n_mail == a->cap_mail) {
+        size_t cap = a->cap_mail ? a->cap_mail * 2 : 16;
+        ms_p2p_delivery *v = realloc(a->mail, cap * sizeof *v);
+        if (v == NULL)
+            return MS_ENOMEM;
+        a->mail = v;
+        a->cap_mail = cap;
+    }
+    a->mail[a->n_mail++] = (ms_p2p_delivery){src, dst, tag};
+    ms_simdev *peer = ms_p2p_find_device(sim, dst);
+    if (peer != NULL)
+        ms_simdev_kick(peer, ms_sim_clock(sim));
+    return MS_OK;
+}
+
+bool ms_p2p_take(ms_sim *sim, int src, int dst, int tag)
+{
+    ms_sim_attachments *a = ms_sim_attached(sim);
+    for (size_t i = 0; i < a->n_mail; i++) {
+        ms_p2p_delivery *m = &a->mail[i];
+        if (m->src == src && m->dst == dst && m->tag == tag) {
+            /* Keep delivery order for the other keys. */
+            for (size_t j = i + 1; j < a->n_mail; j++)
+                a->mail[j - 1] = a->mail[j];
+            a->n_mail--;
+            return true;
+        }
+    }
+    return false;
+}

@@ -1,0 +1,61 @@
+/* A device resource that runs one item at a time: the compute engine (every
+ * compute-class kernel and D2D copy of the device serialises on it) and the
+ * comm link (collectives and p2p sends, which overlap compute as NCCL/HCCL
+ * kernels on their own stream do).  When several streams have a ready head,
+ * the stream with the lower priority number wins (CUDA stream priorities),
+ * then the item that became ready first, then the one issued first. */
+#include "device_model.h"
+#include "sim_private.h"
+
+void ms_serial_engine_init(ms_serial_engine *e, ms_simdev *d, ms_item_res res)
+{
+    *e = (ms_serial_engine){.dev = d, .res = res};
+}
+
+static bool before(const ms_work_item *a, const ms_work_item *b)
+{
+    if (a->stream->priority != b->stream->priority)
+        return a->stream->priority < b->stream->priority;
+    if (a->ready_ns != b->ready_ns)
+        return a->ready_ns < b->ready_ns;
+    return a->seq < b->seq;
+}
+
+void ms_serial_engine_dispatch(ms_serial_engine *e)
+{
+    if (e->current != NULL || e->n_ready == 0)
+        return;
+    ms_simdev *d = e->dev;
+    ms_work_item *best = NULL;
+    for (size_t i = 0; i < d->n_streams; i++) {
+        ms_work_item *it = d->streams[i]->head;
+        if (it != NULL && it->state == MS_IS_READY && it->res == e->res &&
+            (best == NULL || before(it, best)))
+            best = it;
+    }
+    if (best == NULL || ms_simdev_defer_dispatch(d))
+        return;
+    int64_t now = ms_sim_clock(d->sim);
+    best->state = MS_IS_RUNNING;
+    best->start_ns = now;
+    best->stream->not_started--;
+    e->n_ready--;
+    e->current = best;
+    if (ms_sim_schedule(d->sim, now + best->dur_ns, ms_serial_engine_done, e) != MS_OK)
+        d->fault = MS_ENOMEM;
+}
+
+void ms_serial_engine_done(ms_sim *sim, void *arg)
+{
+    ms_serial_engine *e = arg;
+    ms_simdev *d = e->dev;
+    ms_work_item *it = e->current;
+    e->current = NULL;
+    /* An eager send: its data is at the receiver once the send finishes. */
+    if (it->comm == MS_COMM_SEND && ms_p2p_find_device(sim, it->peer) != NULL &&
+        ms_p2p_post(sim, d->index, it->peer, it->p2p_tag) != MS_OK)
+        d->fault = MS_ENOMEM;
+    ms_simstream *s = it->stream;
+    ms_simdev_finish_item(d, it);
+    ms_simdev_settle(d, s);
+}

@@ -1,0 +1,276 @@
+/* Streams: FIFO queues of device work, as CUDA streams and ACL streams.
+ * Only the head item of a stream is ever in progress; it becomes ready once
+ * the device clock reaches its issue time and the item before it finished
+ * (and, for a wait, once the capture it waits for has run). */
+#include <stdlib.h>
+
+#include "device_model.h"
+#include "sim_private.h"
+
+ms_status ms_simstream_create(ms_simdev *d, int priority, ms_simstream **out)
+{
+    if (d == NULL || out == NULL)
+        return MS_EINVAL;
+    if (d->n_streams == d->cap_streams) {
+        size_t cap = d->cap_streams ? d->cap_streams * 2 : 8;
+        ms_simstream **v = realloc(d->streams, cap * sizeof *v);
+        if (v == NULL)
+            return MS_ENOMEM;
+        d->streams = v;
+        d->cap_streams = cap;
+    }
+    ms_simstream *s = calloc(1, sizeof *s);
+    if (s == NULL)
+        return MS_ENOMEM;
+    s->dev = d;
+    s->id = d->next_stream_id++;
+    s->priority = priority;
+    d->streams[d->n_streams++] = s;
+    *out = s;
+    return MS_OK;
+}
+
+ms_status ms_simstream_destroy(ms_simstream *s)
+{
+    if (s == NULL || s->destroyed)
+        return MS_EINVAL;
+    /* cudaStreamDestroy returns at once and the stream's resources are
+     * released once the device has completed its work. */
+    s->destroyed = true;
+    s->dev->sweep = true;
+    if (s->queued == 0 && !s->dev->settling)
+        ms_simdev_settle(s->dev, NULL);
+    return MS_OK;
+}
+
+ms_status ms_simstream_info_get(const ms_simstream *s, ms_simstream_info *out)
+{
+    if (s == NULL || out == NULL)
+        return MS_EINVAL;
+    *out = (ms_simstream_info){s->id, s->priority, s->queued, s->not_started, s->last_done_ns};
+    return MS_OK;
+}
+
+static ms_work_item *item_new(ms_simstream *s, ms_item_kind kind, int64_t issue_ns, uint64_t tag)
+{
+    ms_work_item *it = ms_pool_item_get(s->dev);
+    if (it == NULL)
+        return NULL;
+    *it = (ms_work_item){.stream = s, .kind = (uint8_t)kind, .issue_ns = issue_ns,
+                         .seq = s->dev->next_seq++, .tag = tag};
+    return it;
+}
+
+static void enqueue(ms_simstream *s, ms_work_item *it)
+{
+    if (s->tail != NULL)
+        s->tail->next = it;
+    else
+        s->head = it;
+    s->tail = it;
+    s->queued++;
+    if (it->kind == MS_IK_KERNEL || it->kind == MS_IK_COPY)
+        s->not_started++;
+    /* Only a new head can change what the device does next. */
+    if (s->head == it)
+        ms_simdev_settle(s->dev, s);
+}
+
+static bool usable(const ms_simstream *s)
+{
+    return s != NULL && !s->destroyed;
+}
+
+ms_status ms_simstream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t dur_ns,
+                                   int64_t issue_ns, uint64_t tag)
+{
+    if (!usable(s) || k == NULL || dur_ns < 0 || (unsigned)k->cls >= MS_KC_COUNT)
+        return MS_EINVAL;
+    ms_simdev *d = s->dev;
+    bool p2p = k->cls == MS_KC_COMM && (k->comm == MS_COMM_SEND || k->comm == MS_COMM_RECV);
+    if (p2p && k->peer < 0)
+        return MS_EINVAL;
+    ms_work_item *it = item_new(s, MS_IK_KERNEL, issue_ns, tag);
+    if (it == NULL)
+        return MS_ENOMEM;
+    it->dur_ns = dur_ns;
+    it->name = k->name;
+    it->comm = k->cls == MS_KC_COMM ? k->comm : MS_COMM_NONE;
+    it->bytes = (uint64_t)(k->cls == MS_KC_COMM ? k->comm_bytes : k->bytes);
+    it->peer = k->peer;
+    it->p2p_tag = k->tag;
+    if (k->cls != MS_KC_COMM)
+        it->res = MS_RES_COMPUTE;
+    else if (k->comm == MS_COMM_RECV && ms_p2p_find_device(d->sim, k->peer) != NULL)
+        it->res = MS_RES_P2P_RECV;
+    else
+        it->res = MS_RES_COMM;
+    enqueue(s, it);
+    return MS_OK;
+}
+
+ms_status ms_simstream_launch(ms_simstream *s, const ms_kernel *k, int64_t issue_ns, uint64_t tag)
+{
+    if (!usable(s) || k == NULL)
+        return MS_EINVAL;
+    int64_t dur = 0;
+    ms_status st = ms_cost_kernel_ns(s->dev->cm, k, &dur);
+    if (st != MS_OK)
+        return st;
+    return ms_simstream_launch_timed(s, k, dur, issue_ns, tag);
+}
+
+ms_status ms_simstream_copy(ms_simstream *s, ms_copy_kind kind, uint64_t bytes, int64_t issue_ns,
+                            uint64_t tag)
+{
+    if (!usable(s))
+        return MS_EINVAL;
+    ms_simdev *d = s->dev;
+    int64_t dur = 0;
+    double xfer = 0;
+    ms_item_res res;
+    ms_status st;
+    if (kind == MS_COPY_D2D) {
+        st = ms_cost_copy_ns(d->cm, kind, bytes, &dur);
+        res = MS_RES_COMPUTE; /* a copy kernel: HBM bandwidth on the compute engine */
+    } else {
+        st = ms_cost_copy_parts(d->cm, kind, bytes, &dur, &xfer);
+        res = kind == MS_COPY_H2D ? MS_RES_COPY_H2D : MS_RES_COPY_D2H;
+    }
+    if (st != MS_OK)
+        return st;
+    ms_work_item *it = item_new(s, MS_IK_COPY, issue_ns, tag);
+    if (it == NULL)
+        return MS_ENOMEM;
+    it->res = (uint8_t)res;
+    it->dur_ns = dur;
+    it->remaining_ns = xfer;
+    it->copy_kind = kind;
+    it->bytes = bytes;
+    it->name = "memcpy";
+    enqueue(s, it);
+    return MS_OK;
+}
+
+ms_status ms_simstream_record(ms_simstream *s, ms_simevent *e, int64_t issue_ns)
+{
+    if (!usable(s) || e == NULL || e->dev != s->dev)
+        return MS_EINVAL;
+    ms_simdev *d = s->dev;
+    ms_work_item *it = item_new(s, MS_IK_RECORD, issue_ns, 0);
+    if (it == NULL)
+        return MS_ENOMEM;
+    ms_capture *c = ms_pool_capture_get(d); /* the item's reference */
+    if (c == NULL) {
+        ms_pool_item_put(d, it);
+        return MS_ENOMEM;
+    }
+    c->refs++; /* the event's reference */
+    ms_capture_unref(d, e->latest);
+    e->latest = c;
+    it->cap = c;
+    enqueue(s, it);
+    return MS_OK;
+}
+
+ms_status ms_simstream_wait_event(ms_simstream *s, ms_simevent *e, int64_t issue_ns)
+{
+    if (!usable(s) || e == NULL || e->dev != s->dev)
+        return MS_EINVAL;
+    /* Waiting on an event never recorded is a no-op in CUDA; one whose
+     * capture already ran has nothing left to wait for. */
+    if (e->latest == NULL || e->latest->done)
+        return MS_OK;
+    ms_work_item *it = item_new(s, MS_IK_WAIT, issue_ns, 0);
+    if (it == NULL)
+        return MS_ENOMEM;
+    it->cap = e->latest;
+    it->cap->refs++;
+    enqueue(s, it);
+    return MS_OK;
+}
+
+/* The head just became ready at the device clock. */
+static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
+{
+    ms_simdev *d = s->dev;
+    it->ready_ns = now;
+    switch ((ms_item_res)it->res) {
+    case MS_RES_NONE:
+        if (it->kind == MS_IK_RECORD) {
+            it->cap->done = true;
+            it->cap->time_ns = now;
+            d->captures_done = true;
+        } else if (!it->cap->done) {
+            it->state = MS_IS_WAITING;
+            return false;
+        }
+        ms_simdev_finish_item(d, it);
+        return true;
+    case MS_RES_COMPUTE:
+        it->state = MS_IS_READY; /* the serial engine picks among ready heads */
+        d->compute.n_ready++;
+        return false;
+    case MS_RES_COMM:
+        it->state = MS_IS_READY;
+        d->comm.n_ready++;
+        return false;
+    case MS_RES_P2P_RECV:
+        /* A receive occupies its stream from now until its send arrives. */
+        it->state = MS_IS_WAITING;
+        it->start_ns = now;
+        s->not_started--;
+        return false;
+    default: /* MS_RES_COPY_H2D, MS_RES_COPY_D2H */
+        it->state = MS_IS_RUNNING;
+        it->start_ns = now;
+        s->not_started--;
+        ms_copy_engine_start(&d->copy[it->copy_kind], it);
+        return false;
+    }
+}
+
+/* A blocked head (wait or p2p receive) re-checks what it waits for. */
+static bool unblock_head(ms_simstream *s, ms_work_item *it)
+{
+    ms_simdev *d = s->dev;
+    if (it->kind == MS_IK_WAIT) {
+        if (!it->cap->done)
+            return false;
+    } else if (!ms_p2p_take(d->sim, it->peer, d->index, it->p2p_tag)) {
+        return false;
+    }
+    ms_simdev_finish_item(d, it);
+    return true;
+}
+
+bool ms_simstream_advance(ms_simstream *s)
+{
+    ms_simdev *d = s->dev;
+    int64_t now = ms_sim_clock(d->sim);
+    bool changed = false;
+    for (;;) {
+        ms_work_item *it = s->head;
+        if (it == NULL || it->state == MS_IS_READY || it->state == MS_IS_RUNNING)
+            break;
+        bool popped;
+        if (it->state == MS_IS_WAITING) {
+            popped = unblock_head(s, it);
+        } else if (it->issue_ns > now) {
+            /* Not yet issued by the host: come back when it is. */
+            if (!it->arrival_kicked) {
+                it->arrival_kicked = true;
+                ms_simdev_kick(d, it->issue_ns);
+            }
+            break;
+        } else {
+            popped = start_head(s, it, now);
+            if (!popped && it->state == MS_IS_WAITING && it->res == MS_RES_P2P_RECV)
+                popped = unblock_head(s, it);
+        }
+        if (!popped)
+            break;
+        changed = true;
+    }
+    return changed;
+}

@@ -1,0 +1,666 @@
+/* Unit tests of the mock NPU (backend_mock/): host clock versus device time,
+ * launch queues, memory, determinism, deadlocks and several devices on one
+ * engine.  Every expected figure is derived by hand in a comment. */
+#include <check.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "memsim/backend_mock.h"
+
+/* ---- helpers ----------------------------------------------------------- */
+
+/* A round-number device: 1 PFLOP/s bf16 (a 1e11-FLOP matmul takes 100 us),
+ * 1 TB/s HBM, 10 GB/s host link each way with 2 us latency, 1 us launch
+ * overhead, no kernel overhead, intra-node links 100 GB/s with 5 us latency
+ * (a 1e6 B send takes 10 + 5 = 15 us). */
+static ms_device_spec spec_base(void)
+{
+    ms_device_spec s;
+    memset(&s, 0, sizeof s);
+    strcpy(s.name, "unit");
+    s.hbm_bytes = 1ULL << 30;
+    s.hbm_bw = 1e12;
+    s.peak_flops[MS_DTYPE_BF16] = 1e15;
+    s.h2d_bw = (ms_curve){.n = 1, .x = {0}, .y = {1e10}};
+    s.d2h_bw = (ms_curve){.n = 1, .x = {0}, .y = {1e10}};
+    s.host_link_latency_ns = 2000;
+    s.launch_overhead_ns = 1000;
+    s.launch_queue_depth = 1024;
+    s.devices_per_node = 8;
+    s.intra_node_bw = 1e11;
+    s.intra_node_latency_ns = 5000;
+    s.inter_node_bw = 2.5e10;
+    s.inter_node_latency_ns = 20000;
+    return s;
+}
+
+static ms_kernel matmul(double flops)
+{
+    return (ms_kernel){.name = "matmul", .cls = MS_KC_MATMUL, .dtype = MS_DTYPE_BF16,
+                       .flops = flops};
+}
+
+static ms_kernel p2p(ms_comm_kind kind, int peer, int tag, double bytes)
+{
+    return (ms_kernel){.name = kind == MS_COMM_SEND ? "send" : "recv", .cls = MS_KC_COMM,
+                       .dtype = MS_DTYPE_BF16, .comm = kind, .group_size = 2,
+                       .link = MS_LINK_INTRA_NODE, .comm_bytes = bytes, .peer = peer,
+                       .tag = tag};
+}
+
+enum { TRACE_MAX = 128 };
+typedef struct trace {
+    ms_work_record r[TRACE_MAX];
+    int n;
+} trace;
+
+static void on_work(void *user, const ms_work_record *rec)
+{
+    trace *t = user;
+    if (t->n < TRACE_MAX)
+        t->r[t->n++] = *rec;
+}
+
+static const ms_work_record *by_tag(const trace *t, uint64_t tag)
+{
+    for (int i = 0; i < t->n; i++)
+        if (t->r[i].tag == tag)
+            return &t->r[i];
+    ck_abort_msg("no record with tag %llu", (unsigned long long)tag);
+    return NULL;
+}
+
+static void assert_span(const trace *t, uint64_t tag, int64_t start, int64_t end)
+{
+    const ms_work_record *w = by_tag(t, tag);
+    ck_assert_msg(w->start_ns == start && w->end_ns == end,
+                  "tag %llu ran [%lld, %lld], expected [%lld, %lld]", (unsigned long long)tag,
+                  (long long)w->start_ns, (long long)w->end_ns, (long long)start, (long long)end);
+}
+
+typedef struct rig {
+    ms_sim *sim;
+    ms_backend *be;
+    trace tr;
+} rig;
+
+static void rig_open(rig *r, const ms_device_spec *s)
+{
+    memset(r, 0, sizeof *r);
+    ck_assert_int_eq(ms_sim_create(&r->sim), MS_OK);
+    ck_assert_int_eq(ms_mock_create(r->sim, s, 0, 42, &r->be), MS_OK);
+    ck_assert_int_eq(r->be->ops->set_tracer(r->be->inst, on_work, &r->tr), MS_OK);
+}
+
+static void rig_close(rig *r)
+{
+    ck_assert_int_eq(ms_backend_close(r->be), MS_OK);
+    ck_assert_int_eq(ms_sim_destroy(r->sim), MS_OK);
+}
+
+#define OPS(r) ((r)->be->ops)
+#define INST(r) ((r)->be->inst)
+
+static ms_stream *stream(rig *r, int prio)
+{
+    ms_stream *s = NULL;
+    ck_assert_int_eq(OPS(r)->stream_create(INST(r), prio, &s), MS_OK);
+    return s;
+}
+
+static ms_event *event(rig *r)
+{
+    ms_event *e = NULL;
+    ck_assert_int_eq(OPS(r)->event_create(INST(r), &e), MS_OK);
+    return e;
+}
+
+static void launch(rig *r, ms_kernel k, ms_stream *s, uint64_t tag)
+{
+    ck_assert_int_eq(OPS(r)->launch(INST(r), &k, s, tag), MS_OK);
+}
+
+static int64_t host_now(rig *r)
+{
+    int64_t t = -1;
+    ck_assert_int_eq(OPS(r)->now(INST(r), &t), MS_OK);
+    return t;
+}
+
+static bool query(rig *r, ms_event *e)
+{
+    bool done = false;
+    ck_assert_int_eq(OPS(r)->event_query(INST(r), e, &done), MS_OK);
+    return done;
+}
+
+/* ---- host clock versus device time ------------------------------------ */
+
+START_TEST(host_runs_ahead_of_device)
+{
+    ms_device_spec s = spec_base();
+    rig r;
+    rig_open(&r, &s);
+    ms_stream *a = stream(&r, 0), *b = stream(&r, 0);
+    ms_event *e0 = event(&r), *e1 = event(&r);
+    /* record e0 (host 0 -> 1000; device sees it at 1000); launch a 100 us
+     * kernel (host -> 2000; it runs [2000, 102000]); record e1 (host 3000;
+     * complete when the kernel is, at 102000). */
+    ck_assert_int_eq(OPS(&r)->event_record(INST(&r), e0, a), MS_OK);
+    launch(&r, matmul(1e11), a, 1);
+    ck_assert_int_eq(OPS(&r)->event_record(INST(&r), e1, a), MS_OK);
+    ck_assert_int_eq(host_now(&r), 3000);
+    /* The host is at 3000: e0 (1000) is complete, e1 (102000) is not. */
+    ck_assert(query(&r, e0));
+    ck_assert(!query(&r, e1));
+    int64_t ns = 0;
+    ck_assert_int_eq(OPS(&r)->event_elapsed_ns(INST(&r), e0, e1, &ns), MS_EAGAIN);
+    ck_assert_int_eq(r.tr.n, 0);
+    /* The host clock passes the kernel end without blocking: 99 more async
+     * calls (records on stream b, 1000 ns each) take it to 102000. */
+    ms_event *eb = event(&r);
+    for (int i = 0; i < 98; i++)
+        ck_assert_int_eq(OPS(&r)->event_record(INST(&r), eb, b), MS_OK);
+    ck_assert_int_eq(host_now(&r), 101000);
+    ck_assert(!query(&r, e1));
+    ck_assert_int_eq(OPS(&r)->event_record(INST(&r), eb, b), MS_OK);
+    ck_assert_int_eq(host_now(&r), 102000);
+    ck_assert(query(&r, e1));
+    /* elapsed: 102000 - 1000. */
+    ck_assert_int_eq(OPS(&r)->event_elapsed_ns(INST(&r), e0, e1, &ns), MS_OK);
+    ck_assert_int_eq(ns, 101000);
+    assert_span(&r.tr, 1, 2000, 102000);
+    rig_close(&r);
+}
+END_TEST
+
+START_TEST(synchronize_moves_host_to_completion)
+{
+    ms_device_spec s = spec_base();
+    rig r;
+    rig_open(&r, &s);
+    ms_stream *a = stream(&r, 0);
+    ms_event *e = event(&r), *fresh = event(&r);
+    /* launch at host 0: runs [1000, 101000]; record at host 2000. */
+    launch(&r, matmul(1e11), a, 1);
+    ck_assert_int_eq(OPS(&r)->event_record(INST(&r), e, a), MS_OK);
+    ck_assert(!query(&r, e));
+    ck_assert_int_eq(OPS(&r)->event_synchronize(INST(&r), e), MS_OK);
+    ck_assert_int_eq(host_now(&r), 101000);
+    ck_assert(query(&r, e));
+    /* A never-recorded event is complete; synchronizing on it is immediate;
+     * elapsed with it is invalid. */
+    ck_assert(query(&r, fresh));
+    ck_assert_int_eq(OPS(&r)->event_synchronize(INST(&r), fresh), MS_OK);
+    int64_t ns = 0;
+    ck_assert_int_eq(OPS(&r)->event_elapsed_ns(INST(&r), fresh, e, &ns), MS_EINVAL);
+    /* Another kernel at host 101000: [102000, 202000]; stream sync -> 202000;
+     * a second sync with nothing pending costs nothing. */
+    launch(&r, matmul(1e11), a, 2);
+    ck_assert_int_eq(OPS(&r)->stream_synchronize(INST(&r), a), MS_OK);
+    ck_assert_int_eq(host_now(&r), 202000);
+    ck_assert_int_eq(OPS(&r)->device_synchronize(INST(&r)), MS_OK);
+    ck_assert_int_eq(host_now(&r), 202000);
+    assert_span(&r.tr, 2, 102000, 202000);
+    rig_close(&r);
+}
+END_TEST
+
+START_TEST(full_launch_queue_blocks_the_host)
+{
+    ms_device_spec s = spec_base();
+    s.launch_queue_depth = 2;
+    rig r;
+    rig_open(&r, &s);
+    ms_stream *a = stream(&r, 0);
+    ms_event *e = event(&r);
+    /* L1: host 0 -> 1000, K1 runs [1000, 101000].
+     * L2: device caught up to 1000, K1 started: 0 waiting -> host 2000.
+     * L3: K2 (issued 2000) waits for the engine: 1 waiting -> host 3000.
+     * An event record takes no slot: host 4000.
+     * L4: K2 and K3 wait: the queue (depth 2) is full.  The host blocks until
+     * K2 starts at 101000, then spends its 1000: host 102000; K4 is issued
+     * at 102000 and runs after K3: K2 [101000, 201000], K3 [201000, 301000],
+     * K4 [301000, 401000]. */
+    launch(&r, matmul(1e11), a, 1);
+    ck_assert_int_eq(host_now(&r), 1000);
+    launch(&r, matmul(1e11), a, 2);
+    ck_assert_int_eq(host_now(&r), 2000);
+    launch(&r, matmul(1e11), a, 3);
+    ck_assert_int_eq(host_now(&r), 3000);
+    ck_assert_int_eq(OPS(&r)->event_record(INST(&r), e, a), MS_OK);
+    ck_assert_int_eq(host_now(&r), 4000);
+    launch(&r, matmul(1e11), a, 4);
+    ck_assert_int_eq(host_now(&r), 102000);
+    /* A kernel that cannot be priced fails before blocking (no fp8 peak). */
+    ms_kernel bad = matmul(1e11);
+    bad.dtype = MS_DTYPE_FP8;
+    ck_assert_int_eq(OPS(&r)->launch(INST(&r), &bad, a, 9), MS_EUNSUPPORTED);
+    ck_assert_int_eq(host_now(&r), 102000);
+    ck_assert_int_eq(OPS(&r)->device_synchronize(INST(&r)), MS_OK);
+    ck_assert_int_eq(host_now(&r), 401000);
+    assert_span(&r.tr, 1, 1000, 101000);
+    assert_span(&r.tr, 2, 101000, 201000);
+    assert_span(&r.tr, 3, 201000, 301000);
+    assert_span(&r.tr, 4, 301000, 401000);
+    /* The same holds for copies: D2H of 1e6 B = 102000 ns each. */
+    ck_assert_int_eq(OPS(&r)->memcpy_async(INST(&r), 0, 0, 1000000, MS_COPY_D2H, a, 5), MS_OK);
+    ck_assert_int_eq(OPS(&r)->memcpy_async(INST(&r), 0, 0, 1000000, MS_COPY_D2H, a, 6), MS_OK);
+    ck_assert_int_eq(OPS(&r)->memcpy_async(INST(&r), 0, 0, 1000000, MS_COPY_D2H, a, 7), MS_OK);
+    /* C5 issued at 402000 starts then; C6 (403000) and C7 (404000) wait
+     * behind it; the 4th copy blocks until C6 starts when C5 ends at
+     * 402000 + 102000 = 504000: host 505000. */
+    ck_assert_int_eq(host_now(&r), 404000);
+    ck_assert_int_eq(OPS(&r)->memcpy_async(INST(&r), 0, 0, 1000000, MS_COPY_D2H, a, 8), MS_OK);
+    ck_assert_int_eq(host_now(&r), 505000);
+    rig_close(&r);
+}
+END_TEST
+
+START_TEST(stream_and_tracer_bookkeeping)
+{
+    ms_device_spec s = spec_base();
+    s.launch_overhead_ns = 0;
+    rig r;
+    rig_open(&r, &s);
+    ms_stream *a = stream(&r, 0), *b = stream(&r, -1), *c = stream(&r, 0);
+    uint64_t id = 99;
+    OPS(&r)->stream_id(INST(&r), a, &id);
+    ck_assert_uint_eq(id, 0);
+    OPS(&r)->stream_id(INST(&r), b, &id);
+    ck_assert_uint_eq(id, 1);
+    OPS(&r)->stream_id(INST(&r), c, &id);
+    ck_assert_uint_eq(id, 2);
+    ms_kernel k = matmul(1e11);
+    k.name = "layers.0.mlp.fc1";
+    k.bytes = 4096;
+    launch(&r, k, b, 77);
+    ck_assert_int_eq(OPS(&r)->memcpy_async(INST(&r), 0, 0, 1000000, MS_COPY_H2D, c, 78), MS_OK);
+    /* As cudaStreamDestroy: returns at once, the work still runs. */
+    ck_assert_int_eq(OPS(&r)->stream_destroy(INST(&r), b), MS_OK);
+    ck_assert_int_eq(OPS(&r)->device_synchronize(INST(&r)), MS_OK);
+    /* Completion order: the H2D ends at 102000, the kernel at 100000. */
+    ck_assert_int_eq(r.tr.n, 2);
+    ck_assert_uint_eq(r.tr.r[0].tag, 77);
+    ck_assert_str_eq(r.tr.r[0].name, "layers.0.mlp.fc1");
+    ck_assert_uint_eq(r.tr.r[0].stream_id, 1);
+    ck_assert(!r.tr.r[0].is_copy);
+    ck_assert_uint_eq(r.tr.r[0].bytes, 4096);
+    ck_assert_int_eq(r.tr.r[0].end_ns, 100000);
+    ck_assert_uint_eq(r.tr.r[1].tag, 78);
+    ck_assert(r.tr.r[1].is_copy && r.tr.r[1].copy_kind == MS_COPY_H2D);
+    ck_assert_str_eq(r.tr.r[1].name, "memcpy");
+    ck_assert_uint_eq(r.tr.r[1].stream_id, 2);
+    ck_assert_int_eq(r.tr.r[1].end_ns, 102000);
+    /* Another device's stream, or a bad copy kind, is refused. */
+    ms_backend *other = NULL;
+    ck_assert_int_eq(ms_mock_create(r.sim, &s, 1, 0, &other), MS_OK);
+    ck_assert_int_eq(other->ops->launch(other->inst, &k, a, 1), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->memcpy_async(INST(&r), 0, 0, 1, (ms_copy_kind)7, a, 1), MS_EINVAL);
+    ms_stream *o = NULL;
+    ck_assert_int_eq(other->ops->stream_create(other->inst, 0, &o), MS_OK);
+    other->ops->stream_id(other->inst, o, &id);
+    ck_assert_uint_eq(id, 0); /* ids count per device */
+    /* The same device index twice on one engine is refused. */
+    ms_backend *dup = NULL;
+    ck_assert_int_eq(ms_mock_create(r.sim, &s, 1, 0, &dup), MS_EINVAL);
+    ms_simdev *sd = NULL;
+    ck_assert_int_eq(ms_mock_simdev(other, &sd), MS_OK);
+    ck_assert_ptr_nonnull(sd);
+    ms_backend_close(other);
+    rig_close(&r);
+}
+END_TEST
+
+/* ---- memory ------------------------------------------------------------ */
+
+#define MIB (1ULL << 20)
+#define KIB (1ULL << 10)
+#define DEV0 0x7f0000000000ULL
+
+static void mem_info(rig *r, uint64_t *free_b, uint64_t *total)
+{
+    ck_assert_int_eq(OPS(r)->mem_get_info(INST(r), free_b, total), MS_OK);
+}
+
+START_TEST(device_memory_oom_leaves_state_unchanged)
+{
+    ms_device_spec s = spec_base();
+    s.hbm_bytes = 1 * MIB;
+    rig r;
+    rig_open(&r, &s);
+    uint64_t a = 0, b = 0, c = 0, fr = 0, tot = 0;
+    /* Two 512 KiB segments fill 1 MiB; addresses are first fit from the
+     * device window's base. */
+    ck_assert_int_eq(OPS(&r)->malloc_device(INST(&r), 512 * KIB, &a), MS_OK);
+    ck_assert_int_eq(OPS(&r)->malloc_device(INST(&r), 512 * KIB, &b), MS_OK);
+    ck_assert_uint_eq(a, DEV0);
+    ck_assert_uint_eq(b, DEV0 + 512 * KIB);
+    mem_info(&r, &fr, &tot);
+    ck_assert_uint_eq(fr, 0);
+    ck_assert_uint_eq(tot, 1 * MIB);
+    /* At capacity: MS_ENOMEM, nothing changed. */
+    c = 12345;
+    ck_assert_int_eq(OPS(&r)->malloc_device(INST(&r), 1, &c), MS_ENOMEM);
+    ck_assert_uint_eq(c, 12345);
+    mem_info(&r, &fr, &tot);
+    ck_assert_uint_eq(fr, 0);
+    /* Free the first: 1000 B rounds up to 1024 and reuses the lowest hole. */
+    ck_assert_int_eq(OPS(&r)->free_device(INST(&r), a), MS_OK);
+    ck_assert_int_eq(OPS(&r)->malloc_device(INST(&r), 1000, &c), MS_OK);
+    ck_assert_uint_eq(c, DEV0);
+    mem_info(&r, &fr, &tot);
+    ck_assert_uint_eq(fr, 512 * KIB - 1024);
+    /* 512 KiB no longer fits (512 KiB - 1 KiB free). */
+    ck_assert_int_eq(OPS(&r)->malloc_device(INST(&r), 512 * KIB, &a), MS_ENOMEM);
+    /* Unknown and double frees are invalid. */
+    ck_assert_int_eq(OPS(&r)->free_device(INST(&r), DEV0 + 7), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->free_device(INST(&r), b), MS_OK);
+    ck_assert_int_eq(OPS(&r)->free_device(INST(&r), b), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->malloc_device(INST(&r), 0, &a), MS_EINVAL);
+    rig_close(&r);
+}
+END_TEST
+
+START_TEST(mapped_pages_count_against_capacity)
+{
+    ms_device_spec s = spec_base();
+    s.hbm_bytes = 8 * MIB;
+    rig r;
+    rig_open(&r, &s);
+    uint64_t seg = 0, va = 0, fr = 0, tot = 0;
+    ck_assert_int_eq(OPS(&r)->malloc_device(INST(&r), 2 * MIB, &seg), MS_OK);
+    /* Reserving 16 MiB of address space (more than the device has) costs
+     * no capacity: 6 MiB stay free. */
+    ck_assert_int_eq(OPS(&r)->va_reserve(INST(&r), 16 * MIB, &va), MS_OK);
+    ck_assert_uint_eq(va, DEV0 + 2 * MIB);
+    mem_info(&r, &fr, &tot);
+    ck_assert_uint_eq(fr, 6 * MIB);
+    /* Map two 2 MiB pages: 2 MiB left. */
+    ck_assert_int_eq(OPS(&r)->mem_map(INST(&r), va, 2 * MIB), MS_OK);
+    ck_assert_int_eq(OPS(&r)->mem_map(INST(&r), va + 2 * MIB, 2 * MIB), MS_OK);
+    mem_info(&r, &fr, &tot);
+    ck_assert_uint_eq(fr, 2 * MIB);
+    /* Double map, a range leaving the reservation, an unreserved range. */
+    ck_assert_int_eq(OPS(&r)->mem_map(INST(&r), va + 1 * MIB, 2 * MIB), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->mem_map(INST(&r), va + 15 * MIB, 2 * MIB), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->mem_map(INST(&r), seg, 2 * MIB), MS_EINVAL);
+    /* Over capacity: 4 MiB more does not fit in 2 MiB; nothing changes. */
+    ck_assert_int_eq(OPS(&r)->mem_map(INST(&r), va + 4 * MIB, 4 * MIB), MS_ENOMEM);
+    mem_info(&r, &fr, &tot);
+    ck_assert_uint_eq(fr, 2 * MIB);
+    ck_assert_int_eq(OPS(&r)->mem_map(INST(&r), va + 4 * MIB, 2 * MIB), MS_OK);
+    /* Unmap 1 MiB out of the middle of the mapped 6 MiB: 1 MiB free. */
+    ck_assert_int_eq(OPS(&r)->mem_unmap(INST(&r), va + 3 * MIB, 1 * MIB), MS_OK);
+    mem_info(&r, &fr, &tot);
+    ck_assert_uint_eq(fr, 1 * MIB);
+    /* Unmapping it again, or a range straddling the hole, is invalid. */
+    ck_assert_int_eq(OPS(&r)->mem_unmap(INST(&r), va + 3 * MIB, 1 * MIB), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->mem_unmap(INST(&r), va + 2 * MIB, 2 * MIB), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->mem_unmap(INST(&r), va + 8 * MIB, 1 * MIB), MS_EINVAL);
+    /* A reservation with mapped pages cannot be released; it is not a
+     * segment either. */
+    ck_assert_int_eq(OPS(&r)->va_release(INST(&r), va), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->free_device(INST(&r), va), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->va_release(INST(&r), seg), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->mem_unmap(INST(&r), va, 3 * MIB), MS_OK);
+    ck_assert_int_eq(OPS(&r)->mem_unmap(INST(&r), va + 4 * MIB, 2 * MIB), MS_OK);
+    mem_info(&r, &fr, &tot);
+    ck_assert_uint_eq(fr, 6 * MIB);
+    ck_assert_int_eq(OPS(&r)->va_release(INST(&r), va), MS_OK);
+    ck_assert_int_eq(OPS(&r)->mem_map(INST(&r), va, 2 * MIB), MS_EINVAL);
+    /* The address space is reused: a new 4 MiB segment lands at the old
+     * reservation's start. */
+    uint64_t seg2 = 0;
+    ck_assert_int_eq(OPS(&r)->malloc_device(INST(&r), 4 * MIB, &seg2), MS_OK);
+    ck_assert_uint_eq(seg2, va);
+    rig_close(&r);
+}
+END_TEST
+
+START_TEST(pinned_host_memory_is_bounded)
+{
+    ms_device_spec s = spec_base();
+    s.host_pinned_bytes = 1 * MIB;
+    rig r;
+    rig_open(&r, &s);
+    uint64_t h = 0, h2 = 0, fr = 0, tot = 0;
+    ck_assert_int_eq(OPS(&r)->malloc_host(INST(&r), 1 * MIB, &h), MS_OK);
+    ck_assert_uint_eq(h, DEV0 + (1ULL << 43)); /* the window's upper half */
+    ck_assert_int_eq(OPS(&r)->malloc_host(INST(&r), 1, &h2), MS_ENOMEM);
+    /* Pinned host memory is not device memory. */
+    mem_info(&r, &fr, &tot);
+    ck_assert_uint_eq(fr, tot);
+    ck_assert_int_eq(OPS(&r)->free_host(INST(&r), h + 512), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->free_host(INST(&r), h), MS_OK);
+    ck_assert_int_eq(OPS(&r)->malloc_host(INST(&r), 1 * MIB, &h2), MS_OK);
+    ck_assert_uint_eq(h2, h);
+    rig_close(&r);
+}
+END_TEST
+
+/* ---- determinism ------------------------------------------------------- */
+
+/* A small program: compute and comm streams, swap copies on their own
+ * streams ordered by events, interleaved allocation. */
+static void run_program(trace *out, uint64_t *addrs)
+{
+    ms_device_spec s = spec_base();
+    s.launch_queue_depth = 4;
+    rig r;
+    rig_open(&r, &s);
+    ms_stream *comp = stream(&r, 0), *comm = stream(&r, -1), *out_s = stream(&r, 0),
+              *in_s = stream(&r, 0);
+    ms_event *ev[8];
+    for (int i = 0; i < 8; i++)
+        ev[i] = event(&r);
+    ms_kernel ar = {.name = "allreduce", .cls = MS_KC_COMM, .dtype = MS_DTYPE_BF16,
+                    .comm = MS_COMM_ALLREDUCE, .group_size = 8, .link = MS_LINK_INTRA_NODE,
+                    .comm_bytes = 1e8};
+    for (int i = 0; i < 8; i++) {
+        ck_assert_int_eq(OPS(&r)->malloc_device(INST(&r), (uint64_t)(i + 1) * MIB, &addrs[i]),
+                         MS_OK);
+        launch(&r, matmul(1e10 * (i % 3 + 1)), comp, (uint64_t)i * 10);
+        OPS(&r)->event_record(INST(&r), ev[i], comp);
+        OPS(&r)->stream_wait_event(INST(&r), out_s, ev[i]);
+        OPS(&r)->memcpy_async(INST(&r), 0, addrs[i], (uint64_t)(i + 1) * 100000, MS_COPY_D2H,
+                              out_s, (uint64_t)i * 10 + 1);
+        OPS(&r)->memcpy_async(INST(&r), addrs[i], 0, 300000, MS_COPY_H2D, in_s,
+                              (uint64_t)i * 10 + 2);
+        if (i % 2 == 1) {
+            OPS(&r)->stream_wait_event(INST(&r), comm, ev[i]);
+            launch(&r, ar, comm, (uint64_t)i * 10 + 3);
+        }
+        if (i >= 2)
+            OPS(&r)->free_device(INST(&r), addrs[i - 2]);
+    }
+    ck_assert_int_eq(OPS(&r)->device_synchronize(INST(&r)), MS_OK);
+    *out = r.tr;
+    rig_close(&r);
+}
+
+START_TEST(same_program_twice_gives_identical_records)
+{
+    static trace t1, t2;
+    uint64_t a1[8], a2[8];
+    run_program(&t1, a1);
+    run_program(&t2, a2);
+    /* 8 kernels + 16 copies + 4 allreduces. */
+    ck_assert_int_eq(t1.n, 28);
+    ck_assert_int_eq(t2.n, t1.n);
+    for (int i = 0; i < t1.n; i++) {
+        const ms_work_record *x = &t1.r[i], *y = &t2.r[i];
+        ck_assert_uint_eq(x->tag, y->tag);
+        ck_assert_int_eq(x->start_ns, y->start_ns);
+        ck_assert_int_eq(x->end_ns, y->end_ns);
+        ck_assert_uint_eq(x->stream_id, y->stream_id);
+        ck_assert_uint_eq(x->bytes, y->bytes);
+        ck_assert_str_eq(x->name, y->name);
+        ck_assert(x->is_copy == y->is_copy);
+        if (i > 0)
+            ck_assert_int_ge(x->end_ns, t1.r[i - 1].end_ns); /* completion order */
+    }
+    for (int i = 0; i < 8; i++)
+        ck_assert_uint_eq(a1[i], a2[i]);
+}
+END_TEST
+
+/* ---- deadlock ---------------------------------------------------------- */
+
+START_TEST(waiting_for_work_that_cannot_run_is_a_deadlock)
+{
+    ms_device_spec s = spec_base();
+    s.launch_queue_depth = 1;
+    rig r;
+    rig_open(&r, &s);
+    ms_stream *a = stream(&r, 0);
+    /* A receive from device 0 (this device, attached) that is never sent:
+     * the stream can never drain. */
+    launch(&r, p2p(MS_COMM_RECV, 0, 5, 1e6), a, 1);
+    launch(&r, matmul(1e11), a, 2); /* queued behind it, not started */
+    int64_t before = host_now(&r);
+    ck_assert_int_eq(before, 2000);
+    ck_assert_int_eq(OPS(&r)->stream_synchronize(INST(&r), a), MS_EDEADLOCK);
+    ck_assert_int_eq(OPS(&r)->device_synchronize(INST(&r)), MS_EDEADLOCK);
+    /* The queue (depth 1) is full and its head can never start. */
+    ms_kernel k = matmul(1e11);
+    ck_assert_int_eq(OPS(&r)->launch(INST(&r), &k, a, 3), MS_EDEADLOCK);
+    ck_assert_int_eq(host_now(&r), before);
+    /* The matching send unblocks it: send (15000 ns on the comm link of
+     * another stream) issued at 3000 -> [3000, 18000]; the receive ends at
+     * 18000 and the matmul runs [18000, 118000]. */
+    ms_stream *b = stream(&r, 0);
+    launch(&r, p2p(MS_COMM_SEND, 0, 5, 1e6), b, 4);
+    ck_assert_int_eq(OPS(&r)->device_synchronize(INST(&r)), MS_OK);
+    ck_assert_int_eq(host_now(&r), 118000);
+    assert_span(&r.tr, 4, 3000, 18000);
+    assert_span(&r.tr, 1, 1000, 18000);
+    assert_span(&r.tr, 2, 18000, 118000);
+    rig_close(&r);
+}
+END_TEST
+
+/* ---- several devices on one engine ----------------------------------- */
+
+START_TEST(pipeline_stages_share_an_engine)
+{
+    ms_device_spec s = spec_base();
+    ms_sim *sim = NULL;
+    ms_sim_create(&sim);
+    ms_backend *st[2] = {NULL, NULL};
+    static trace tr[2];
+    memset(tr, 0, sizeof tr);
+    ms_stream *comp[2], *comm[2];
+    ms_event *e[2];
+    for (int d = 0; d < 2; d++) {
+        ck_assert_int_eq(ms_mock_create(sim, &s, d, 7, &st[d]), MS_OK);
+        st[d]->ops->set_tracer(st[d]->inst, on_work, &tr[d]);
+        st[d]->ops->stream_create(st[d]->inst, 0, &comp[d]);
+        st[d]->ops->stream_create(st[d]->inst, -1, &comm[d]);
+        st[d]->ops->event_create(st[d]->inst, &e[d]);
+    }
+    const ms_backend_ops *o0 = st[0]->ops, *o1 = st[1]->ops;
+    void *i0 = st[0]->inst, *i1 = st[1]->inst;
+    /* Stage 0: 100 us forward (host 0 -> 1000: [1000, 101000]), record
+     * (2000), comm waits (3000), send 1e6 B (4000; 15000 ns: [101000,
+     * 116000]).  Stage 1: receive (issued 1000), record (2000), compute waits
+     * (3000), 100 us forward (4000): [116000, 216000].  The calls interleave
+     * as two host threads would, the smaller clock first. */
+    ms_kernel fwd = matmul(1e11), snd = p2p(MS_COMM_SEND, 1, 0, 1e6),
+              rcv = p2p(MS_COMM_RECV, 0, 0, 1e6);
+    ck_assert_int_eq(o0->launch(i0, &fwd, comp[0], 1), MS_OK);
+    ck_assert_int_eq(o1->launch(i1, &rcv, comm[1], 11), MS_OK);
+    ck_assert_int_eq(o0->event_record(i0, e[0], comp[0]), MS_OK);
+    ck_assert_int_eq(o1->event_record(i1, e[1], comm[1]), MS_OK);
+    ck_assert_int_eq(o0->stream_wait_event(i0, comm[0], e[0]), MS_OK);
+    ck_assert_int_eq(o1->stream_wait_event(i1, comp[1], e[1]), MS_OK);
+    ck_assert_int_eq(o0->launch(i0, &snd, comm[0], 2), MS_OK);
+    ck_assert_int_eq(o1->launch(i1, &fwd, comp[1], 12), MS_OK);
+    /* Both hosts are at 4000.  Stage 0's sync may not run the engine past
+     * stage 1's host (4000): MS_EAGAIN, stage 0 parked. */
+    ck_assert_int_eq(o0->device_synchronize(i0), MS_EAGAIN);
+    /* Stage 1's sync runs the engine; at 116000 stage 0's device is idle, so
+     * stage 0 wakes with clock 116000 and bounds the engine again: stage 1
+     * gets MS_EAGAIN at 116000. */
+    ck_assert_int_eq(o1->device_synchronize(i1), MS_EAGAIN);
+    /* Stage 0's retry completes at 116000; its step is done: idle. */
+    ck_assert_int_eq(o0->device_synchronize(i0), MS_OK);
+    int64_t t = 0;
+    o0->now(i0, &t);
+    ck_assert_int_eq(t, 116000);
+    ck_assert_int_eq(ms_mock_set_host_idle(st[0]), MS_OK);
+    ck_assert_int_eq(o1->device_synchronize(i1), MS_OK);
+    o1->now(i1, &t);
+    ck_assert_int_eq(t, 216000);
+    assert_span(&tr[0], 1, 1000, 101000);
+    assert_span(&tr[0], 2, 101000, 116000);
+    assert_span(&tr[1], 11, 1000, 116000);
+    assert_span(&tr[1], 12, 116000, 216000);
+    /* Both stages waiting on receives that no one sends: stage 0 is told to
+     * retry (stage 1 might still send), stage 1 then finds a deadlock. */
+    ms_kernel r0 = p2p(MS_COMM_RECV, 1, 9, 1e6), r1 = p2p(MS_COMM_RECV, 0, 9, 1e6);
+    ck_assert_int_eq(o0->launch(i0, &r0, comm[0], 3), MS_OK);
+    ck_assert_int_eq(o1->launch(i1, &r1, comm[1], 13), MS_OK);
+    ck_assert_int_eq(o0->device_synchronize(i0), MS_EAGAIN);
+    ck_assert_int_eq(o1->device_synchronize(i1), MS_EDEADLOCK);
+    /* Closing a device with pending work leaves the engine usable. */
+    ck_assert_int_eq(ms_backend_close(st[0]), MS_OK);
+    ck_assert_int_eq(ms_mock_set_host_idle(st[1]), MS_OK);
+    ck_assert_int_eq(o1->launch(i1, &fwd, comp[1], 14), MS_OK);
+    ck_assert_int_eq(ms_sim_destroy(sim), MS_EINVAL); /* stage 1 still attached */
+    ck_assert_int_eq(ms_backend_close(st[1]), MS_OK);
+    ck_assert_int_eq(ms_sim_run(sim), MS_OK);
+    ck_assert_int_eq(ms_sim_destroy(sim), MS_OK);
+}
+END_TEST
+
+START_TEST(create_rejects_bad_arguments)
+{
+    ms_device_spec s = spec_base();
+    ms_sim *sim = NULL;
+    ms_sim_create(&sim);
+    ms_backend *b = NULL;
+    ck_assert_int_eq(ms_mock_create(NULL, &s, 0, 0, &b), MS_EINVAL);
+    ck_assert_int_eq(ms_mock_create(sim, &s, -1, 0, &b), MS_EINVAL);
+    s.launch_queue_depth = 0;
+    ck_assert_int_ne(ms_mock_create(sim, &s, 0, 0, &b), MS_OK);
+    ck_assert_ptr_null(b);
+    s = spec_base();
+    ms_backend_config cfg = {.spec = &s, .device = 3, .engine = sim, .seed = 1};
+    ck_assert_int_eq(ms_mock_open(&cfg, &b), MS_OK);
+    ck_assert_int_eq(b->device, 3);
+    ck_assert_str_eq(b->ops->name, "mock");
+    ck_assert_int_eq(ms_backend_close(b), MS_OK);
+    ck_assert_int_eq(ms_sim_destroy(sim), MS_OK);
+}
+END_TEST
+
+static Suite *mock_suite(void)
+{
+    Suite *s = suite_create("mock");
+    TCase *tc = tcase_create("time");
+    tcase_add_test(tc, host_runs_ahead_of_device);
+    tcase_add_test(tc, synchronize_moves_host_to_completion);
+    tcase_add_test(tc, full_launch_queue_blocks_the_host);
+    tcase_add_test(tc, stream_and_tracer_bookkeeping);
+    tcase_add_test(tc, same_program_twice_gives_identical_records);
+    tcase_add_test(tc, waiting_for_work_that_cannot_run_is_a_deadlock);
+    tcase_add_test(tc, pipeline_stages_share_an_engine);
+    tcase_add_test(tc, create_rejects_bad_arguments);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("memory");
+    tcase_add_test(tc, device_memory_oom_leaves_state_unchanged);
+    tcase_add_test(tc, mapped_pages_count_against_capacity);
+    tcase_add_test(tc, pinned_host_memory_is_bounded);
+    suite_add_tcase(s, tc);
+    return s;
+}
+
+int main(void)
+{
+    SRunner *sr = srunner_create(mock_suite());
+    srunner_run_all(sr, CK_NORMAL);
+    int failed = srunner_ntests_failed(sr);
+    srunner_free(sr);
+    return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
