@@ -482,8 +482,9 @@ static ms_status run_action(ms_exec *e, const ms_action *a)
     switch ((ms_act_kind)a->kind) {
     case MS_ACT_FREE: {
         ms_status st = tensor_free(e, a->arg);
-        if (st == MS_OK && e->sched.tensors[a->arg].dropped && e->rt[a->arg].state == TS_ABSENT &&
-            a->op < e->p->segments[e->sched.tensors[a->arg].segment].first_backward_op)
+        const ms_tensor_plan *tp = &e->sched.tensors[a->arg];
+        if (st == MS_OK && tp->dropped && e->rt[a->arg].state == TS_ABSENT &&
+            (int32_t)a->op < e->sched.seg_at[tp->segment])
             e->rt[a->arg].state = TS_DROPPED;
         return st;
     }

@@ -49,6 +49,7 @@ typedef struct ms_schedule {
     uint32_t n, cap;
     ms_tensor_plan *tensors; /* n_tensors */
     uint8_t *seg_recompute;  /* n_segments: 1 if recomputed */
+    int32_t *seg_at;         /* n_segments: op the replay is issued before */
     uint32_t ignored_swaps;  /* swaps overridden by recompute or keep */
 } ms_schedule;
 

@@ -56,10 +56,12 @@ static int32_t first_backward_use(const ms_program_view *p, const ms_tensor *t)
     return MS_NONE;
 }
 
-/* A tensor a recompute of s may drop: produced inside s, needed in backward,
- * and needed there only by s's own layer and micro-batch.  The layer's output
- * is read by the next layer's backward first, so it stays: it is the next
- * layer's checkpoint (Megatron's full recompute keeps exactly the inputs). */
+/* A tensor a recompute of s may drop: made and consumed inside s in forward,
+ * needed in backward only by s's own layer and micro-batch.  What s hands on
+ * to later forward ops is its output: Megatron's checkpoint returns it and
+ * the consumer saves it, so it stays (the attention core's context layer
+ * under selective recompute; a layer's output, the next layer's checkpoint,
+ * under full recompute). */
 static bool droppable(const ms_program_view *p, const ms_segment *s, const ms_tensor *t)
 {
     if (t->persistent || t->producer == MS_NONE || !t->saved_for_backward)
@@ -69,6 +71,8 @@ static bool droppable(const ms_program_view *p, const ms_segment *s, const ms_te
     bool any_backward = false;
     for (uint32_t u = 0; u < t->n_uses; u++) {
         const ms_op *op = &p->ops[t->uses[u]];
+        if (op->phase == MS_PHASE_FORWARD && (t->uses[u] < s->first_op || t->uses[u] > s->last_op))
+            return false;
         if (op->phase != MS_PHASE_BACKWARD)
             continue;
         any_backward = true;
@@ -205,6 +209,7 @@ static ms_status emit_recompute_actions(const ms_program_view *p, ms_schedule *s
         }
         if (at == MS_NONE)
             continue; /* nothing to drop: recomputing would only cost time */
+        s->seg_at[i] = at;
         ms_status st = push(s, (uint32_t)at, MS_ACT_BEFORE, MS_ACT_RECOMPUTE, i);
         if (st != MS_OK)
             return st;
@@ -220,7 +225,8 @@ ms_status ms_schedule_build(const ms_program_view *p, const ms_plan *plan, ms_sc
     ms_schedule_free(s);
     s->tensors = calloc(p->n_tensors ? p->n_tensors : 1, sizeof *s->tensors);
     s->seg_recompute = calloc(p->n_segments ? p->n_segments : 1, 1);
-    if (s->tensors == NULL || s->seg_recompute == NULL) {
+    s->seg_at = calloc(p->n_segments ? p->n_segments : 1, sizeof *s->seg_at);
+    if (s->tensors == NULL || s->seg_recompute == NULL || s->seg_at == NULL) {
         ms_schedule_free(s);
         return MS_ENOMEM;
     }
@@ -262,6 +268,7 @@ ms_status ms_schedule_free(ms_schedule *s)
     free(s->acts);
     free(s->tensors);
     free(s->seg_recompute);
+    free(s->seg_at);
     memset(s, 0, sizeof *s);
     return MS_OK;
 }

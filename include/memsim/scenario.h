@@ -22,6 +22,9 @@ extern "C" {
 
 typedef enum ms_arch { MS_ARCH_LLAMA = 0, MS_ARCH_GPT } ms_arch;
 typedef enum ms_norm { MS_NORM_RMSNORM = 0, MS_NORM_LAYERNORM } ms_norm;
+/* Megatron's --position-embedding-type: rotary (llama) or learned absolute
+ * position embeddings added after the word embeddings (gpt). */
+typedef enum ms_pos_embed { MS_POS_ROPE = 0, MS_POS_LEARNED_ABSOLUTE } ms_pos_embed;
 
 typedef struct ms_model_config {
     ms_arch arch;
@@ -39,6 +42,8 @@ typedef struct ms_model_config {
     double hidden_dropout;     /* > 0 adds dropout masks (gpt) */
     double attention_dropout;
     ms_dtype dtype;            /* activations and low-precision weights */
+    bool add_bias_linear;      /* biases on the linear layers (gpt; llama: none) */
+    ms_pos_embed position_embedding_type;
 } ms_model_config;
 
 typedef struct ms_parallel_config {
@@ -70,8 +75,10 @@ typedef struct ms_scenario {
 } ms_scenario;
 
 /* Load path, applying overrides ("model.seq_length=8192", "steps=4") before
- * validation.  Device files are looked up in the scenario's own directory
- * under devices/, then in the data directories (see ms_data_path in run.h). */
+ * validation.  The device file NAME.lua is looked up in <scenario dir>/devices,
+ * <scenario dir>/../devices, $MEMSIM_DATADIR/scenarios/devices, then the
+ * source and installed data directories (MS_SRCDIR, MS_DATADIR
+ * /scenarios/devices).  Errors name the file (and line, key or field). */
 ms_status ms_scenario_load(const char *path, const char *const *overrides, size_t n_overrides,
                            ms_scenario **out, ms_diag *d);
 ms_status ms_scenario_free(ms_scenario *sc);

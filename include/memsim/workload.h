@@ -64,7 +64,12 @@ typedef struct ms_op {
     ms_stream_role stream;
     const uint32_t *inputs;  /* tensor ids read */
     uint32_t n_inputs;
-    const uint32_t *outputs; /* tensor ids written (allocated by this op) */
+    /* Tensor ids written: the tensors this op allocates (their producer is
+     * this op) and those it updates in place (producer another op or
+     * MS_NONE: grad accumulation into the fp32 main grads, in-place
+     * all-reduces, optimizer updates); an in-place tensor is also among the
+     * inputs, and a later reader depends on this op as on a producer. */
+    const uint32_t *outputs;
     uint32_t n_outputs;
     int32_t segment;         /* innermost recompute segment, or MS_NONE */
     double model_flops;      /* FLOPs that count toward model FLOPs / MFU */
@@ -73,7 +78,12 @@ typedef struct ms_op {
 /* A recompute unit: a contiguous range of forward ops of one micro-batch
  * (a whole layer, or a module inside it such as the attention core).
  * Recomputing it drops the tensors it produces that are saved for backward,
- * keeping its inputs, and re-issues first_op..last_op before first_backward_op. */
+ * keeping its inputs, and re-issues first_op..last_op before first_backward_op.
+ * A tensor whose backward readers are not all of the segment's own layer and
+ * micro-batch stays (a layer's output is the next layer's input), and
+ * first_backward_op is the first backward op reading a dropped tensor.  Per
+ * (layer, micro-batch) the builder makes the layer segment and, inside it,
+ * the two norms, the attention core and the MLP activation. */
 typedef struct ms_segment {
     uint32_t id;
     const char *name;        /* "layers.3" or "layers.3.attention.core" */
@@ -81,7 +91,7 @@ typedef struct ms_segment {
     int32_t micro_batch;
     int32_t parent;          /* enclosing segment (layer), or MS_NONE */
     uint32_t first_op, last_op;
-    const uint32_t *inputs;  /* tensors read but not produced inside */
+    const uint32_t *inputs;  /* tensors read but not produced inside (weights too), ascending */
     uint32_t n_inputs;
     uint32_t first_backward_op;
 } ms_segment;

@@ -1,0 +1,61 @@
+/* Analytic figures of a dense transformer: parameter counts and model FLOPs.
+ *
+ * The FLOPs count only the matmuls (and the two attention batched matmuls),
+ * forward + backward = 3 x forward, as Narayanan et al. 2021 do: for GPT
+ * (MHA, 4h GeLU MLP) it is exactly 72 B s l h^2 (1 + s/(6h) + V/(12 l h)).
+ * Causal masking is ignored, as in that formula.  The workload builder gives
+ * every matmul op the same count, so a program's model_flops x TP sums to
+ * this figure. */
+#include "workload_model.h"
+
+void wm_count(const ms_model_config *m, wm_counts *c)
+{
+    uint64_t h = (uint64_t)m->hidden_size, f = (uint64_t)m->ffn_hidden_size;
+    uint64_t kvw = (uint64_t)m->num_query_groups * (h / (uint64_t)m->num_attention_heads);
+    bool bias = m->add_bias_linear;
+    c->norm = m->normalization == MS_NORM_LAYERNORM ? 2 * h : h;
+    c->q = h * h + (bias ? h : 0);
+    c->kv = h * kvw + (bias ? kvw : 0);
+    c->proj = h * h + (bias ? h : 0);
+    uint64_t up = m->swiglu ? 2 * f : f;
+    c->fc1 = h * up + (bias ? up : 0);
+    c->fc2 = f * h + (bias ? h : 0);
+    c->layer = 2 * c->norm + c->q + 2 * c->kv + c->proj + c->fc1 + c->fc2;
+    c->word = (uint64_t)m->padded_vocab_size * h;
+    c->pos = m->position_embedding_type == MS_POS_LEARNED_ABSOLUTE
+                 ? (uint64_t)m->seq_length * h : 0;
+    c->head = m->untie_embeddings ? c->word : 0;
+}
+
+static bool usable(const ms_model_config *m)
+{
+    return m->num_layers > 0 && m->hidden_size > 0 && m->ffn_hidden_size > 0 &&
+           m->num_attention_heads > 0 && m->num_query_groups > 0 && m->seq_length > 0 &&
+           m->padded_vocab_size > 0 && m->hidden_size % m->num_attention_heads == 0;
+}
+
+ms_status ms_model_param_count(const ms_model_config *m, uint64_t *params)
+{
+    if (m == NULL || params == NULL || !usable(m))
+        return MS_EINVAL;
+    wm_counts c;
+    wm_count(m, &c);
+    *params = c.word + c.pos + (uint64_t)m->num_layers * c.layer + c.norm + c.head;
+    return MS_OK;
+}
+
+ms_status ms_model_step_flops(const ms_model_config *m, uint64_t batch, double *flops)
+{
+    if (m == NULL || flops == NULL || batch == 0 || !usable(m))
+        return MS_EINVAL;
+    double B = (double)batch, s = m->seq_length, h = m->hidden_size, f = m->ffn_hidden_size;
+    double kvw = (double)m->num_query_groups * (h / m->num_attention_heads);
+    double tokens = B * s;
+    /* Forward of one layer: Q and output projections, K and V projections,
+     * scores and attention over values, the MLP's matmuls (3 with SwiGLU). */
+    double layer = 2 * tokens * (2 * h * h + 2 * h * kvw) + 4 * B * s * s * h +
+                   2 * tokens * h * f * (m->swiglu ? 3 : 2);
+    double logits = 2 * tokens * h * m->padded_vocab_size;
+    *flops = 3 * (m->num_layers * layer + logits);
+    return MS_OK;
+}

@@ -1,0 +1,301 @@
+/* The schema reader for scenario and device files (scenario_table.h). */
+#include "scenario_table.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include <lauxlib.h>
+
+const char *st_type_name(st_type t)
+{
+    switch (t) {
+    case ST_INT:
+        return "an integer";
+    case ST_NUM:
+        return "a number";
+    case ST_BOOL:
+        return "a boolean (true or false)";
+    case ST_STR:
+        return "a string";
+    case ST_CURVE:
+        return "a list of {x, y} points";
+    }
+    return "?";
+}
+
+void st_path(const st_schema *schema, int i, char *buf, size_t size)
+{
+    const st_field *f = &schema->fields[i];
+    snprintf(buf, size, "%s%s%s", f->section, f->section[0] ? "." : "", f->key);
+}
+
+int st_find(const st_schema *schema, const char *path)
+{
+    char buf[128];
+    for (int i = 0; i < schema->n; i++) {
+        st_path(schema, i, buf, sizeof buf);
+        if (strcmp(buf, path) == 0)
+            return i;
+    }
+    return -1;
+}
+
+static bool is_section(const st_schema *schema, const char *name)
+{
+    for (int i = 0; i < schema->n; i++)
+        if (schema->fields[i].section[0] && strcmp(schema->fields[i].section, name) == 0)
+            return true;
+    return false;
+}
+
+/* Edit distance of two short keys, for "did you mean" (capped work). */
+static size_t distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 63 || lb > 63)
+        return SIZE_MAX;
+    size_t row[64];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t sub = diag + (a[i - 1] != b[j - 1]);
+            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < best ? sub : best;
+            diag = up;
+        }
+    }
+    return row[lb];
+}
+
+/* The closest known key of a section, if close enough to be a typo. */
+static const char *suggest(const st_schema *schema, const char *section, const char *key)
+{
+    const char *best = NULL;
+    size_t best_d = 3;
+    for (int i = 0; i < schema->n; i++) {
+        const st_field *f = &schema->fields[i];
+        const char *cand = NULL;
+        if (strcmp(f->section, section) == 0)
+            cand = f->key;
+        else if (section[0] == '\0' && f->section[0])
+            cand = f->section;
+        if (cand == NULL)
+            continue;
+        size_t dd = distance(key, cand);
+        if (dd < best_d) {
+            best_d = dd;
+            best = cand;
+        }
+    }
+    return best;
+}
+
+static ms_status unknown_key(const st_schema *schema, const char *section, const char *key,
+                             int more, const char *file, ms_diag *d)
+{
+    const char *hint = suggest(schema, section, key);
+    char extra[96] = "";
+    if (more > 0)
+        snprintf(extra, sizeof extra, " (and %d more)", more);
+    return ms_diag_set(d, MS_EINVAL, "%s: unknown key '%s%s%s'%s%s%s%s", file, section,
+                       section[0] ? "." : "", key, hint ? " (did you mean '" : "",
+                       hint ? hint : "", hint ? "'?)" : "", extra);
+}
+
+/* Every key of the table at idx must be a field (or, at the top level, a
+ * section).  Of several unknown keys the first in byte order is named, so
+ * the message does not depend on Lua's table order. */
+static ms_status check_keys(lua_State *L, int idx, const st_schema *schema, const char *section,
+                            const char *file, ms_diag *d)
+{
+    char first[128] = "";
+    int unknown = 0;
+    idx = lua_absindex(L, idx);
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        lua_pop(L, 1); /* the value */
+        if (lua_type(L, -1) != LUA_TSTRING) {
+            lua_pop(L, 1);
+            return ms_diag_set(d, MS_EINVAL, "%s: %s%s%s has an entry without a name "
+                               "(keys must be names like 'num_layers = 32')", file,
+                               section[0] ? "table '" : "the returned table", section,
+                               section[0] ? "'" : "");
+        }
+        const char *key = lua_tostring(L, -1);
+        char path[128];
+        snprintf(path, sizeof path, "%s%s%s", section, section[0] ? "." : "", key);
+        bool known = st_find(schema, path) >= 0 || (section[0] == '\0' && is_section(schema, key));
+        if (!known && (unknown++ == 0 || strcmp(key, first) < 0))
+            snprintf(first, sizeof first, "%s", key);
+    }
+    if (unknown > 0)
+        return unknown_key(schema, section, first, unknown - 1, file, d);
+    return MS_OK;
+}
+
+static const char *got(lua_State *L, int idx, char *buf, size_t size)
+{
+    int t = lua_type(L, idx);
+    if (t == LUA_TNUMBER)
+        snprintf(buf, size, "%.17g", lua_tonumber(L, idx));
+    else if (t == LUA_TSTRING)
+        snprintf(buf, size, "the string \"%.40s\"", lua_tostring(L, idx));
+    else if (t == LUA_TBOOLEAN)
+        snprintf(buf, size, "%s", lua_toboolean(L, idx) ? "true" : "false");
+    else
+        snprintf(buf, size, "a %s", lua_typename(L, t));
+    return buf;
+}
+
+static ms_status read_curve(lua_State *L, int idx, ms_curve *c, const char *path,
+                            const char *file, ms_diag *d)
+{
+    idx = lua_absindex(L, idx);
+    lua_Integer n = (lua_Integer)lua_rawlen(L, idx);
+    if (n < 1 || n > MS_CURVE_MAX)
+        return ms_diag_set(d, MS_ERANGE, "%s: field '%s' must have 1 to %d {x, y} points "
+                           "(got %lld)", file, path, MS_CURVE_MAX, (long long)n);
+    /* Only the sequence 1..n: a stray named entry is a mistake. */
+    int entries = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        lua_pop(L, 1);
+        entries++;
+    }
+    if (entries != n)
+        return ms_diag_set(d, MS_EINVAL, "%s: field '%s' must be a plain list of {x, y} points",
+                           file, path);
+    c->n = (int)n;
+    for (lua_Integer i = 1; i <= n; i++) {
+        bool ok = lua_rawgeti(L, idx, i) == LUA_TTABLE && lua_rawlen(L, -1) == 2;
+        for (int k = 1; ok && k <= 2; k++) {
+            ok = lua_rawgeti(L, -1, k) == LUA_TNUMBER && isfinite(lua_tonumber(L, -1));
+            (k == 1 ? c->x : c->y)[i - 1] = lua_tonumber(L, -1);
+            lua_pop(L, 1);
+        }
+        lua_pop(L, 1);
+        if (!ok)
+            return ms_diag_set(d, MS_EINVAL, "%s: field '%s' point %lld must be {x, y} with two "
+                               "numbers", file, path, (long long)i);
+    }
+    return MS_OK;
+}
+
+/* Read the value on top of the stack into v as field f. */
+static ms_status read_value(lua_State *L, const st_field *f, st_value *v, const char *path,
+                            const char *file, ms_diag *d)
+{
+    char buf[96];
+    int t = lua_type(L, -1);
+    bool ok = false;
+    switch (f->type) {
+    case ST_INT:
+        if (t == LUA_TNUMBER && lua_isinteger(L, -1)) {
+            v->i = lua_tointeger(L, -1);
+            ok = true;
+        } else if (t == LUA_TNUMBER) {
+            double x = lua_tonumber(L, -1);
+            ok = x == floor(x) && fabs(x) < 0x1p53;
+            v->i = ok ? (int64_t)x : 0;
+        }
+        break;
+    case ST_NUM:
+        ok = t == LUA_TNUMBER && isfinite(lua_tonumber(L, -1));
+        v->n = ok ? lua_tonumber(L, -1) : 0;
+        break;
+    case ST_BOOL:
+        ok = t == LUA_TBOOLEAN;
+        v->b = lua_toboolean(L, -1);
+        break;
+    case ST_STR:
+        ok = t == LUA_TSTRING;
+        if (ok) {
+            size_t len;
+            const char *s = lua_tolstring(L, -1, &len);
+            if (len >= sizeof v->s || strlen(s) != len)
+                return ms_diag_set(d, MS_ERANGE, "%s: field '%s' must be a string of at most "
+                                   "%zu bytes without NULs", file, path, sizeof v->s - 1);
+            memcpy(v->s, s, len + 1);
+        }
+        break;
+    case ST_CURVE:
+        if (t == LUA_TTABLE) {
+            ms_status st = read_curve(L, -1, &v->c, path, file, d);
+            v->set = st == MS_OK;
+            return st;
+        }
+        break;
+    }
+    if (!ok)
+        return ms_diag_set(d, MS_EINVAL, "%s: field '%s' must be %s (got %s)", file, path,
+                           st_type_name(f->type), got(L, -1, buf, sizeof buf));
+    v->set = true;
+    return MS_OK;
+}
+
+/* Push the section table of field f (or the top table), or return false if
+ * the section is absent. */
+static ms_status push_section(lua_State *L, int top, const char *section, bool *present,
+                              const char *file, ms_diag *d)
+{
+    *present = true;
+    if (section[0] == '\0') {
+        lua_pushvalue(L, top);
+        return MS_OK;
+    }
+    lua_pushstring(L, section);
+    int t = lua_rawget(L, top);
+    if (t == LUA_TNIL) {
+        lua_pop(L, 1);
+        *present = false;
+        return MS_OK;
+    }
+    if (t != LUA_TTABLE) {
+        char buf[96];
+        ms_status st = ms_diag_set(d, MS_EINVAL, "%s: field '%s' must be a table (got %s)", file,
+                                   section, got(L, -1, buf, sizeof buf));
+        lua_pop(L, 1);
+        return st;
+    }
+    return MS_OK;
+}
+
+ms_status st_read(lua_State *L, int idx, const st_schema *schema, st_value *vals,
+                  const char *file, ms_diag *d)
+{
+    luaL_checkstack(L, 8, "schema reader");
+    int top = lua_absindex(L, idx);
+    ms_status st = check_keys(L, top, schema, "", file, d);
+    /* Sections, in schema order. */
+    for (int i = 0; st == MS_OK && i < schema->n; i++) {
+        const char *sec = schema->fields[i].section;
+        if (sec[0] == '\0' || (i > 0 && strcmp(schema->fields[i - 1].section, sec) == 0))
+            continue;
+        bool present;
+        st = push_section(L, top, sec, &present, file, d);
+        if (st == MS_OK && present) {
+            st = check_keys(L, -1, schema, sec, file, d);
+            lua_pop(L, 1);
+        }
+    }
+    for (int i = 0; st == MS_OK && i < schema->n; i++) {
+        const st_field *f = &schema->fields[i];
+        bool present;
+        st = push_section(L, top, f->section, &present, file, d);
+        if (st != MS_OK || !present)
+            continue;
+        lua_pushstring(L, f->key);
+        if (lua_rawget(L, -2) != LUA_TNIL) {
+            char path[128];
+            st_path(schema, i, path, sizeof path);
+            st = read_value(L, f, &vals[i], path, file, d);
+        }
+        lua_pop(L, 2);
+    }
+    return st;
+}

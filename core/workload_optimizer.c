@@ -1,0 +1,270 @@
+/* Parameters and the optimizer: the persistent tensors of one rank and the
+ * ops that reduce grads over data parallelism and apply Adam.
+ *
+ * Mixed precision as Megatron does it: 16-bit weights (2 bytes a parameter),
+ * fp32 main grads in the grad buffer (4), fp32 master weights and Adam's two
+ * moments (12): 18 bytes a parameter; with the distributed optimizer the 12
+ * are sharded over the DP group (6 + 12/DP).  An fp32 model has no separate
+ * master copy (16 bytes).  Parameters come in groups (the embedding, each
+ * layer, the final norm, the output layer): one DP collective and one
+ * multi-tensor Adam launch per group. */
+#include "workload_model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define ADAM_FLOPS_PER_PARAM 12.0
+
+static wm_group *group_new(wm *m, const char *name, int32_t layer)
+{
+    wm_group *g = &m->group[m->n_groups++];
+    memset(g, 0, sizeof *g);
+    snprintf(g->name, sizeof g->name, "%s", name);
+    g->layer = layer;
+    g->master = g->exp_avg = g->exp_avg_sq = WB_NO_TENSOR;
+    return g;
+}
+
+/* A weight of `params` parameters on this rank, with its main grad. */
+static wm_param param_new(wm *m, wm_group *g, const char *module, uint64_t params)
+{
+    wm_param p = {.params = params};
+    if (g->n >= WM_GROUP_MAX) {
+        m->b->err = MS_EINTERNAL;
+        return p;
+    }
+    const char *pre = g->layer != MS_NONE ? g->name : "";
+    const char *dot = g->layer != MS_NONE ? "." : "";
+    p.w = wb_persistent(m->b, params * m->es, m->dt, MS_TK_WEIGHT, g->layer, "%s%s%s.weight",
+                        pre, dot, module);
+    p.g = wb_persistent(m->b, params * 4, MS_DTYPE_FP32, MS_TK_GRAD, g->layer, "%s%s%s.main_grad",
+                        pre, dot, module);
+    g->p[g->n++] = p;
+    g->params += params;
+    return p;
+}
+
+static uint64_t shard(const wm *m, uint64_t params)
+{
+    return m->sc->parallel.use_distributed_optimizer ? (params + m->dp - 1) / m->dp : params;
+}
+
+static void group_state(wm *m, wm_group *g)
+{
+    uint64_t bytes = shard(m, g->params) * 4;
+    if (m->dt != MS_DTYPE_FP32)
+        g->master = wb_persistent(m->b, bytes, MS_DTYPE_FP32, MS_TK_OPTIMIZER_STATE, g->layer,
+                                  "optimizer.%s.main_param", g->name);
+    g->exp_avg = wb_persistent(m->b, bytes, MS_DTYPE_FP32, MS_TK_OPTIMIZER_STATE, g->layer,
+                               "optimizer.%s.exp_avg", g->name);
+    g->exp_avg_sq = wb_persistent(m->b, bytes, MS_DTYPE_FP32, MS_TK_OPTIMIZER_STATE, g->layer,
+                                  "optimizer.%s.exp_avg_sq", g->name);
+}
+
+/* One layer's weights on a TP rank: column-parallel weights and biases split
+ * over t; row-parallel weights split, their biases and the norms whole. */
+static void layer_params(wm *m, int local, const wm_counts *c)
+{
+    char name[48];
+    snprintf(name, sizeof name, "layers.%d", m->layer0 + local);
+    wm_group *g = group_new(m, name, m->layer0 + local);
+    const wm_names *nm = &m->nm;
+    wm_layer_params *lp = &m->lp[local];
+    uint64_t t = m->t, hb = m->bias ? m->h : 0;
+    lp->norm1 = param_new(m, g, nm->norm1, c->norm);
+    if (m->llama) {
+        lp->q = param_new(m, g, nm->q, c->q / t);
+        lp->k = param_new(m, g, nm->k, c->kv / t);
+        lp->v = param_new(m, g, nm->v, c->kv / t);
+    } else {
+        lp->qkv = param_new(m, g, nm->qkv, (c->q + 2 * c->kv) / t);
+    }
+    lp->proj = param_new(m, g, nm->proj, (c->proj - hb) / t + hb);
+    lp->norm2 = param_new(m, g, nm->norm2, c->norm);
+    if (m->llama && m->swiglu) {
+        lp->fc1 = param_new(m, g, nm->fc1, c->fc1 / 2 / t);
+        lp->fc3 = param_new(m, g, nm->fc3, c->fc1 / 2 / t);
+    } else {
+        lp->fc1 = param_new(m, g, nm->fc1, c->fc1 / t);
+    }
+    lp->fc2 = param_new(m, g, nm->fc2, (c->fc2 - hb) / t + hb);
+    group_state(m, g);
+}
+
+ms_status wm_params_create(wm *m)
+{
+    wm_counts c;
+    wm_count(&m->sc->model, &c);
+    m->group = calloc((size_t)m->n_layers + 3, sizeof *m->group);
+    m->lp = calloc((size_t)m->n_layers + 1, sizeof *m->lp);
+    if (m->group == NULL || m->lp == NULL)
+        return MS_ENOMEM;
+    m->g_embed = m->g_final = m->g_head = -1;
+    const wm_names *nm = &m->nm;
+    if (m->first) {
+        m->g_embed = m->n_groups;
+        wm_group *g = group_new(m, "embedding", MS_NONE);
+        m->word = param_new(m, g, nm->embed, c.word / m->t); /* vocab-parallel */
+        if (!m->rope)
+            m->pos = param_new(m, g, nm->pos, c.pos);
+        group_state(m, g);
+    }
+    m->g_layer0 = m->n_groups;
+    for (int l = 0; l < m->n_layers; l++)
+        layer_params(m, l, &c);
+    if (m->last) {
+        m->g_final = m->n_groups;
+        wm_group *g = group_new(m, "final_norm", MS_NONE);
+        m->final_norm = param_new(m, g, nm->final_norm, c.norm);
+        group_state(m, g);
+        /* Tied embeddings share the word embedding on a single stage; a last
+         * stage of a pipeline holds its own copy (Megatron). */
+        if (m->sc->model.untie_embeddings || !m->first) {
+            m->g_head = m->n_groups;
+            g = group_new(m, "output_layer", MS_NONE);
+            m->head = param_new(m, g, nm->head, c.word / m->t);
+            group_state(m, g);
+        } else {
+            m->head = m->word;
+        }
+    }
+    return m->b->err;
+}
+
+void wm_params_release(wm *m)
+{
+    free(m->group);
+    free(m->lp);
+    m->group = NULL;
+    m->lp = NULL;
+}
+
+static void group_ids(const wm_group *g, uint32_t *out, bool grads)
+{
+    for (int i = 0; i < g->n; i++)
+        out[i] = grads ? g->p[i].g : g->p[i].w;
+}
+
+/* The DP grad collective of one group, issued as soon as the last
+ * micro-batch's backward has finished with it (Megatron's overlapped
+ * bucket reduction); the grad buffer is reduced in place. */
+void wm_grad_reduce(wm *m, int gi)
+{
+    if (m->dp <= 1 || gi < 0 || m->b->err != MS_OK)
+        return;
+    const wm_group *g = &m->group[gi];
+    uint32_t ids[WM_GROUP_MAX];
+    group_ids(g, ids, true);
+    bool dist = m->sc->parallel.use_distributed_optimizer;
+    char name[96];
+    snprintf(name, sizeof name, "%s.grads.%s", g->name, dist ? "reduce_scatter" : "all_reduce");
+    wm_collective_inplace(m, name, dist ? MS_COMM_REDUCE_SCATTER : MS_COMM_ALLREDUCE, m->dp_group,
+                          m->dp_link, ids, (uint32_t)g->n, (double)(g->params * 4));
+}
+
+static void grad_norm(wm *m)
+{
+    uint32_t n = 0;
+    for (int gi = 0; gi < m->n_groups; gi++)
+        n += (uint32_t)m->group[gi].n;
+    uint32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (ids == NULL) {
+        m->b->err = MS_ENOMEM;
+        return;
+    }
+    uint32_t k = 0;
+    for (int gi = 0; gi < m->n_groups; gi++) {
+        group_ids(&m->group[gi], ids + k, true);
+        k += (uint32_t)m->group[gi].n;
+    }
+    double params = 0;
+    for (int gi = 0; gi < m->n_groups; gi++)
+        params += (double)shard(m, m->group[gi].params);
+    ms_kernel kn = {.name = "l2norm", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
+                    .flops = 2 * params, .bytes = 4 * params, .peer = -1};
+    wb_op_add(m->b, &kn, 0, ids, n, "optimizer.grad_norm");
+    m->grad_norm = wb_out(m->b, "out", 4, MS_DTYPE_FP32, MS_TK_TEMP);
+    /* The norm is summed over the model-parallel group (and the DP group
+     * whose shards the distributed optimizer holds). */
+    int group = m->tp_group * m->n_stages;
+    if (m->sc->parallel.use_distributed_optimizer)
+        group *= m->dp_group;
+    if (group > 1)
+        wm_collective_inplace(m, "optimizer.grad_norm.all_reduce", MS_COMM_ALLREDUCE, group,
+                              group <= m->sc->device.devices_per_node ? MS_LINK_INTRA_NODE
+                                                                      : MS_LINK_INTER_NODE,
+                              &m->grad_norm, 1, 4);
+    free(ids);
+}
+
+/* Multi-tensor Adam over one group's shard: read the grad, read and write
+ * the master weight and both moments, write the 16-bit weight. */
+static void adam(wm *m, const wm_group *g)
+{
+    uint32_t in[3 * WM_GROUP_MAX + 4], n = 0;
+    group_ids(g, in, true);
+    group_ids(g, in + g->n, false);
+    n = (uint32_t)(2 * g->n);
+    if (g->master != WB_NO_TENSOR)
+        in[n++] = g->master;
+    in[n++] = g->exp_avg;
+    in[n++] = g->exp_avg_sq;
+    in[n++] = m->grad_norm;
+    double p = (double)shard(m, g->params);
+    double state = g->master != WB_NO_TENSOR ? 3 : 2;
+    ms_kernel k = {.name = "adam", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
+                   .flops = ADAM_FLOPS_PER_PARAM * p,
+                   .bytes = p * (4 + state * 8 + (double)m->es), .peer = -1};
+    wb_op_add(m->b, &k, 0, in, n, "optimizer.%s.adam", g->name);
+    for (uint32_t i = (uint32_t)g->n; i < n - 1; i++)
+        wb_inplace(m->b, in[i]); /* weights, master, moments */
+    if (m->sc->parallel.use_distributed_optimizer && m->dp > 1) {
+        char name[96];
+        snprintf(name, sizeof name, "optimizer.%s.all_gather", g->name);
+        uint32_t w[WM_GROUP_MAX];
+        group_ids(g, w, false);
+        wm_collective_inplace(m, name, MS_COMM_ALLGATHER, m->dp_group, m->dp_link, w,
+                              (uint32_t)g->n, p * (double)m->es);
+    }
+}
+
+static void zero_grads(wm *m)
+{
+    uint32_t n = 0;
+    for (int gi = 0; gi < m->n_groups; gi++)
+        n += (uint32_t)m->group[gi].n;
+    uint32_t *ids = malloc((n ? n : 1) * sizeof *ids);
+    if (ids == NULL) {
+        m->b->err = MS_ENOMEM;
+        return;
+    }
+    uint32_t k = 0;
+    for (int gi = 0; gi < m->n_groups; gi++) {
+        group_ids(&m->group[gi], ids + k, true);
+        k += (uint32_t)m->group[gi].n;
+    }
+    /* Zeroing the grad buffer for the next step writes it once. */
+    ms_kernel kz = {.name = "memset", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
+                    .flops = 0, .bytes = 0, .peer = -1};
+    for (int gi = 0; gi < m->n_groups; gi++)
+        kz.bytes += 4.0 * (double)m->group[gi].params;
+    wb_op_add(m->b, &kz, 0, ids, n, "optimizer.zero_grad_buffer");
+    for (uint32_t i = 0; i < n; i++)
+        wb_inplace(m->b, ids[i]);
+    free(ids);
+}
+
+void wm_optimizer(wm *m)
+{
+    m->b->phase = MS_PHASE_OPTIMIZER;
+    m->b->micro_batch = MS_NONE;
+    m->b->layer = MS_NONE;
+    grad_norm(m);
+    for (int gi = 0; gi < m->n_groups; gi++) {
+        m->b->layer = m->group[gi].layer;
+        adam(m, &m->group[gi]);
+    }
+    m->b->layer = MS_NONE;
+    zero_grads(m);
+}

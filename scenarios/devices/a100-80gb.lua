@@ -1,0 +1,42 @@
+-- NVIDIA A100 80GB SXM4 (DGX A100 / HGX A100: 8 GPUs a node).
+--
+-- Data sheet (NVIDIA A100 Tensor Core GPU datasheet): 80 GB HBM2e at
+-- 2,039 GB/s; 312 TFLOP/s dense BF16/FP16 tensor core, 19.5 TFLOP/s FP32
+-- (non-tensor), 624 TOPS INT8; NVLink 3: 600 GB/s total, 300 GB/s each way;
+-- PCIe 4.0 x16: 32 GB/s each way nominal, about 25 GB/s reached by pinned
+-- copies.  nvidia-smi reports 81920 MiB = 80 GiB.  Nodes: 8 x 200 Gb/s HDR
+-- InfiniBand, one per GPU.
+--
+-- MODELING ASSUMPTIONS TO CALIBRATE (not measurements): the efficiency and
+-- bandwidth curves, the latencies and overheads.
+return {
+  name = "a100-80gb",
+  hbm_gib = 80,
+  hbm_bandwidth_gbs = 2039,
+  host_pinned_gib = 100,            -- DGX A100: 1-2 TB host RAM for 8 GPUs
+  peak_tflops = { bf16 = 312, fp16 = 312, fp32 = 19.5, int8 = 624 },
+  matmul_efficiency = {
+    {1e8, 0.30}, {1e9, 0.45}, {1e10, 0.62}, {1e11, 0.72}, {1e12, 0.76}, {1e13, 0.78},
+  },
+  attention_efficiency = {
+    {1e8, 0.20}, {1e9, 0.35}, {1e10, 0.52}, {1e11, 0.60}, {1e12, 0.64},
+  },
+  hbm_efficiency = {
+    {65536, 0.08}, {1048576, 0.40}, {16777216, 0.78}, {268435456, 0.88},
+  },
+  h2d_bandwidth = {
+    {4096, 1.0}, {65536, 7.0}, {1048576, 17.0}, {16777216, 23.5}, {268435456, 25.0},
+  },
+  d2h_bandwidth = {
+    {4096, 1.0}, {65536, 7.0}, {1048576, 17.0}, {16777216, 23.5}, {268435456, 25.0},
+  },
+  host_link_latency_us = 8,
+  launch_overhead_us = 5,           -- PyTorch eager dispatch + cudaLaunchKernel
+  kernel_overhead_us = 2,
+  launch_queue_depth = 1024,
+  devices_per_node = 8,
+  intra_node_bandwidth_gbs = 300,   -- NVLink 3 via NVSwitch, each way
+  intra_node_latency_us = 8,
+  inter_node_bandwidth_gbs = 25,    -- HDR InfiniBand 200 Gb/s per GPU
+  inter_node_latency_us = 15,
+}

@@ -1,0 +1,2 @@
+-- Fixture: a scenario must return a table.
+return 42
