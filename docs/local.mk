@@ -1,1 +1,3 @@
-# (fragment: add this part's sources, tests and data here)
+# The user manual ships with the sources (allocator.md, replay.md and
+# scenario-format.md are listed with the parts they document).
+EXTRA_DIST += docs/csv-schemas.md docs/policy-api.md
