@@ -34,6 +34,7 @@ typedef struct ms_alloc_config {
     double memory_fraction;           /* 0: unset (set_per_process_memory_fraction) */
     bool release_lock_on_malloc;      /* accepted, no effect on the model */
     bool pinned_use_host_register;    /* accepted, no effect on the model */
+    unsigned pinned_num_register_threads; /* accepted (power of 2, <= 128), no effect */
 } ms_alloc_config;
 
 /* The defaults of the given flavour. */
@@ -42,6 +43,16 @@ ms_status ms_alloc_config_default(ms_alloc_flavour flavour, ms_alloc_config *cfg
  * max_split_size_mb:128,roundup_power2_divisions:[256:1,>:4]") on top of cfg.
  * An unknown key or bad value is MS_EINVAL naming the key and its offset. */
 ms_status ms_alloc_config_parse(const char *conf, ms_alloc_config *cfg, ms_diag *d);
+
+/* round_size of the flavour (NPU: +32 bytes first, then the same rounding). */
+ms_status ms_alloc_config_round_size(const ms_alloc_config *cfg, uint64_t size, uint64_t *rounded);
+/* get_allocation_size: the segment a rounded request opens (2 MiB, 20 MiB or
+ * a multiple of 2 MiB); exact: the exact_segments rule for large requests. */
+ms_status ms_alloc_config_allocation_size(const ms_alloc_config *cfg, uint64_t rounded, bool exact,
+                                          uint64_t *segment);
+/* PyTorch's format_size: "N bytes" up to 1024, else KiB/MiB/GiB with two
+ * decimals.  Writes at most len bytes including the terminator. */
+ms_status ms_alloc_format_size(uint64_t size, char *buf, size_t len);
 
 /* One statistic, as torch.cuda.memory_stats() reports it. */
 typedef struct ms_stat {
@@ -89,6 +100,8 @@ typedef enum ms_alloc_action {
 
 const char *ms_alloc_action_name(ms_alloc_action a); /* "alloc", "segment_map", ... */
 
+/* For MS_AA_OOM, as in the snapshot's oom entry: addr is the device's free
+ * bytes and size the rounded request. */
 typedef struct ms_alloc_event {
     ms_alloc_action action;
     uint64_t addr;
@@ -114,7 +127,8 @@ ms_status ms_alloc_create(ms_backend *be, const ms_alloc_config *cfg, ms_alloc *
 ms_status ms_alloc_destroy(ms_alloc *a);
 
 /* Allocate size bytes for use on stream in pool; on out of memory returns
- * MS_ENOMEM with the exact CUDA or NPU message in d. */
+ * MS_ENOMEM with the exact CUDA or NPU message in d.  Size 0 gives address 0
+ * and no block.  The backend's stream ids must be below 65536 (MS_ERANGE). */
 ms_status ms_alloc_malloc(ms_alloc *a, uint64_t size, ms_stream *stream, int pool, uint64_t *addr,
                           ms_diag *d);
 ms_status ms_alloc_free(ms_alloc *a, uint64_t addr);
@@ -143,6 +157,8 @@ typedef struct ms_block_info {
     uint64_t stream_id;
     int pool;
     bool expandable;
+    bool pending_free; /* freed, waiting on record_stream events (active_pending_free) */
+    bool small;        /* segment_type 'small' (small pool) */
 } ms_block_info;
 typedef void (*ms_block_visitor)(void *user, const ms_block_info *b);
 ms_status ms_alloc_visit_blocks(const ms_alloc *a, ms_block_visitor fn, void *user);
@@ -159,6 +175,28 @@ typedef struct ms_seed_block {
 } ms_seed_block;
 ms_status ms_alloc_import_segment(ms_alloc *a, uint64_t addr, uint64_t size, ms_stream *stream,
                                   bool expandable, const ms_seed_block *blocks, uint32_t n_blocks);
+
+/* The same with the snapshot's segment_type and a named pool spelled out
+ * (ms_alloc_import_segment infers small = a 2 MiB ordinary segment, or an
+ * expandable range that is not a whole number of 20 MiB pages; pool 0). */
+typedef struct ms_seed_segment {
+    uint64_t addr;
+    uint64_t size;
+    ms_stream *stream;
+    bool expandable;
+    bool small;
+    int pool;
+    const ms_seed_block *blocks;
+    uint32_t n_blocks;
+} ms_seed_segment;
+ms_status ms_alloc_import_seed(ms_alloc *a, const ms_seed_segment *seg);
+
+/* torch.cuda.set_per_process_memory_fraction at run time (0 <= f <= 1):
+ * allowed = f * total device memory from mem_get_info. */
+ms_status ms_alloc_set_memory_fraction(ms_alloc *a, double fraction);
+/* torch.cuda.reset_accumulated_memory_stats: zero allocated/freed counters
+ * and the event counts. */
+ms_status ms_alloc_reset_accumulated_stats(ms_alloc *a);
 
 #ifdef __cplusplus
 }

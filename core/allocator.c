@@ -1,0 +1,245 @@
+/* The caching allocator's entry points: create/destroy, malloc in PyTorch's
+ * order (DeviceCachingAllocator::malloc), free, empty_cache, the memory
+ * fraction and the observer. */
+#include <stdlib.h>
+
+#include "allocator_internal.h"
+
+/* NativeCachingAllocator::allocate refuses anything from 1 EiB up. */
+#define ONE_EXA_BYTE (UINT64_C(1) << 60)
+
+const char *ms_alloc_action_name(ms_alloc_action action)
+{
+    static const char *const names[MS_AA_COUNT] = {
+        [MS_AA_ALLOC] = "alloc",
+        [MS_AA_FREE_REQUESTED] = "free_requested",
+        [MS_AA_FREE_COMPLETED] = "free_completed",
+        [MS_AA_SEGMENT_ALLOC] = "segment_alloc",
+        [MS_AA_SEGMENT_FREE] = "segment_free",
+        [MS_AA_SEGMENT_MAP] = "segment_map",
+        [MS_AA_SEGMENT_UNMAP] = "segment_unmap",
+        [MS_AA_OOM] = "oom",
+    };
+    if ((unsigned)action >= MS_AA_COUNT)
+        return "unknown";
+    return names[action];
+}
+
+void ms_alloc_emit_event(ms_alloc *a, ms_alloc_action action, uint64_t addr, uint64_t size,
+                         uint64_t stream_id, const ms_bpool *pool)
+{
+    ms_alloc_event ev = {action, addr, size, stream_id, pool->owner->id};
+    a->observer(a->observer_user, &ev);
+}
+
+ms_status ms_alloc_set_observer(ms_alloc *a, ms_alloc_observer fn, void *user)
+{
+    if (!a)
+        return MS_EINVAL;
+    a->observer = fn;
+    a->observer_user = user;
+    return MS_OK;
+}
+
+/* setMemoryFraction: allowed = fraction x total device memory. */
+ms_status ms_alloc_set_memory_fraction(ms_alloc *a, double fraction)
+{
+    if (!a || !(fraction >= 0.0 && fraction <= 1.0))
+        return MS_EINVAL;
+    uint64_t free_bytes = 0, total = 0;
+    ms_status st = a->be->ops->mem_get_info(a->be->inst, &free_bytes, &total);
+    if (st != MS_OK)
+        return st;
+    a->allowed_memory_maximum = (uint64_t)(fraction * (double)total);
+    a->set_fraction = true;
+    return MS_OK;
+}
+
+static bool backend_usable(const ms_backend *be)
+{
+    const ms_backend_ops *o = be ? be->ops : NULL;
+    return o && o->mem_get_info && o->malloc_device && o->free_device && o->va_reserve &&
+           o->va_release && o->mem_map && o->mem_unmap && o->stream_synchronize &&
+           o->stream_id && o->event_create && o->event_destroy && o->event_record &&
+           o->event_query && o->event_synchronize && o->device_synchronize;
+}
+
+ms_status ms_alloc_create(ms_backend *be, const ms_alloc_config *cfg, ms_alloc **out)
+{
+    if (!out || !backend_usable(be))
+        return MS_EINVAL;
+    *out = NULL;
+    ms_alloc_config defaults;
+    if (!cfg) {
+        ms_alloc_config_default(MS_ALLOC_CUDA, &defaults);
+        cfg = &defaults;
+    }
+    ms_status st = ms_alloc_config_check(cfg);
+    if (st != MS_OK)
+        return st;
+    ms_alloc *a = calloc(1, sizeof *a);
+    if (!a)
+        return MS_ENOMEM;
+    a->be = be;
+    a->cfg = *cfg;
+    /* memory_stats()["max_split_size"]: SIZE_MAX reads as -1. */
+    a->stats.max_split_size = (int64_t)cfg->max_split_size;
+    int id = 0;
+    st = ms_aindex_init(&a->index);
+    if (st == MS_OK)
+        st = ms_npool_new(a, "default", NULL, &id);
+    if (st == MS_OK && cfg->memory_fraction > 0.0)
+        st = ms_alloc_set_memory_fraction(a, cfg->memory_fraction);
+    if (st != MS_OK) {
+        ms_alloc_destroy(a);
+        return st;
+    }
+    *out = a;
+    return MS_OK;
+}
+
+ms_status ms_alloc_destroy(ms_alloc *a)
+{
+    if (!a)
+        return MS_EINVAL;
+    ms_alloc_events_free(a);
+    ms_status st = ms_alloc_release_all(a);
+    ms_ablock_slabs_free(a);
+    ms_npools_free(a);
+    ms_aindex_free(&a->index);
+    free(a->segs);
+    free(a);
+    return st;
+}
+
+/* ------------------------------------------------------------------ malloc */
+
+/* Steps 3-6 of malloc: garbage collection, a new segment, then the two
+ * release-and-retry rounds. */
+static ms_status new_block(ms_alloc *a, ms_aparams *p, bool *found)
+{
+    ms_status st = MS_OK;
+    if (a->set_fraction && a->cfg.garbage_collection_threshold > 0.0)
+        st = ms_alloc_garbage_collect(a);
+    if (st == MS_OK)
+        st = ms_alloc_alloc_block(a, p, false, found);
+    if (st == MS_OK && !*found) {
+        bool released = false;
+        st = ms_alloc_release_available(a, p, &released);
+        if (st == MS_OK && released)
+            st = ms_alloc_alloc_block(a, p, false, found);
+    }
+    if (st == MS_OK && !*found) {
+        st = ms_alloc_release_cached(a);
+        if (st == MS_OK)
+            st = ms_alloc_alloc_block(a, p, true, found);
+    }
+    return st;
+}
+
+/* get_free_block takes the block out of its set; a block about to be
+ * carved from the front may stay (ms_alloc_split_in_place). */
+static void take_found(ms_alloc *a, ms_aparams *p)
+{
+    bool split = !p->exact && ms_alloc_should_split(a, p->block, p->size);
+    if (ms_alloc_split_in_place(p, split)) {
+        p->in_set = true;
+        return;
+    }
+    ms_bpool_erase(p->pool, p->block);
+}
+
+static ms_status too_big(const ms_alloc *a, ms_diag *d)
+{
+    return ms_diag_set(d, MS_ENOMEM, "%s out of memory. Tried to allocate more than 1EB memory.",
+                       a->cfg.flavour == MS_ALLOC_NPU ? "NPU" : "CUDA");
+}
+
+static ms_status start_params(ms_alloc *a, uint64_t size, ms_stream *stream, int pool,
+                              ms_aparams *p, ms_diag *d)
+{
+    ms_status st = ms_aindex_reserve(&a->index);
+    if (st == MS_OK)
+        st = ms_alloc_process_events(a);
+    if (st == MS_OK)
+        st = a->be->ops->stream_id(a->be->inst, stream, &p->stream_id);
+    if (st != MS_OK)
+        return ms_diag_set(d, st, "ms_alloc_malloc: %s", ms_strerror(st));
+    if (p->stream_id >= MS_ATREE_MAX_STREAM) /* the block sets key streams in 16 bits */
+        return ms_diag_set(d, MS_ERANGE, "ms_alloc_malloc: stream id %llu is not below %llu",
+                           (unsigned long long)p->stream_id,
+                           (unsigned long long)MS_ATREE_MAX_STREAM);
+    ms_npool *np = a->pools[pool];
+    p->size = ms_alloc_round(&a->cfg, size);
+    p->stream = stream;
+    p->pool = ms_npool_class(np, p->size);
+    p->exact = np->opt.exact_segments && !p->pool->is_small;
+    p->alloc_size = ms_alloc_segment_size(p->size, p->exact);
+    return MS_OK;
+}
+
+ms_status ms_alloc_malloc(ms_alloc *a, uint64_t size, ms_stream *stream, int pool, uint64_t *addr,
+                          ms_diag *d)
+{
+    if (!a || !stream || !addr || pool < 0 || pool >= a->n_pools)
+        return ms_diag_set(d, MS_EINVAL, "ms_alloc_malloc: invalid argument");
+    *addr = 0;
+    if (size == 0)
+        return MS_OK; /* a zero-byte tensor has no block */
+    if (size >= ONE_EXA_BYTE)
+        return too_big(a, d);
+    ms_aparams p = {0};
+    ms_status st = start_params(a, size, stream, pool, &p, d);
+    if (st != MS_OK)
+        return st;
+    /* No block, and no device, holds MS_ATREE_MAX_SIZE (128 PiB) or more:
+     * such a request goes straight to the out-of-memory path. */
+    p.block = p.size < MS_ATREE_MAX_SIZE ? ms_alloc_peek_free_block(a, &p) : NULL;
+    bool found = p.block != NULL;
+    if (found)
+        take_found(a, &p);
+    else if (pool == 0)
+        found = ms_alloc_borrow(a, &p);
+    if (!found)
+        st = new_block(a, &p, &found);
+    if (st != MS_OK)
+        return ms_diag_set(d, st, "ms_alloc_malloc: %s", ms_strerror(st));
+    if (!found)
+        return ms_alloc_oom(a, &p, d);
+    ms_alloc_npu_align(a, &p);
+    bool split = !p.exact && ms_alloc_should_split(a, p.block, p.size);
+    st = ms_alloc_found_block(a, &p, size, split, addr);
+    if (st != MS_OK)
+        return ms_diag_set(d, st, "ms_alloc_malloc: %s", ms_strerror(st));
+    return MS_OK;
+}
+
+/* -------------------------------------------------------------------- free */
+
+ms_status ms_alloc_free(ms_alloc *a, uint64_t addr)
+{
+    if (!a)
+        return MS_EINVAL;
+    if (addr == 0)
+        return MS_OK;
+    ms_ablock *b = ms_aindex_take(&a->index, addr);
+    if (!b)
+        return MS_EINVAL; /* "invalid device pointer" */
+    b->allocated = false;
+    ms_stats_pool_dec(a->stats.allocation, b->pool, 1);
+    ms_stats_pool_dec(a->stats.allocated_bytes, b->pool, b->size);
+    ms_alloc_emit(a, MS_AA_FREE_REQUESTED, b->addr, b->requested, b->stream_id, b->pool);
+    if (b->size >= a->cfg.max_split_size)
+        ms_stat_dec(&a->stats.oversize_allocations, 1);
+    if (b->n_uses > 0)
+        return ms_alloc_insert_events(a, b);
+    ms_alloc_free_block(a, b);
+    return MS_OK;
+}
+
+ms_status ms_alloc_empty_cache(ms_alloc *a)
+{
+    if (!a)
+        return MS_EINVAL;
+    return ms_alloc_release_cached(a);
+}

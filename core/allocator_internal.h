@@ -1,0 +1,319 @@
+/* memsim allocator (private): the structures behind ms_alloc and the
+ * functions the allocator_*.c files share.  Names mirror
+ * c10/cuda/CUDACachingAllocator.cpp (Block, BlockPool, alloc_found_block,
+ * free_block, ...) so each rule can be checked against its source. */
+#ifndef MEMSIM_CORE_ALLOCATOR_INTERNAL_H
+#define MEMSIM_CORE_ALLOCATOR_INTERNAL_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include "allocator_tree.h"
+#include "memsim/allocator.h"
+
+/* c10 constants (CUDACachingAllocator.cpp; NPUCachingAllocator.cpp). */
+#define MS_KMIN_BLOCK ((uint64_t)512)
+#define MS_KSMALL_SIZE ((uint64_t)1048576)
+#define MS_KSMALL_BUFFER ((uint64_t)2097152)
+#define MS_KLARGE_BUFFER ((uint64_t)20971520)
+#define MS_KMIN_LARGE_ALLOC ((uint64_t)10485760)
+#define MS_KROUND_LARGE ((uint64_t)2097152)
+#define MS_KNPU_PADDING ((uint64_t)32)
+#define MS_KNPU_ALIGN ((uint64_t)16384) /* torch_npu kAlignRoundLarge */
+#define MS_KMB ((uint64_t)1048576)
+
+struct ms_bpool;
+struct ms_aseg;
+
+/* A stream a block was used on (record_stream). */
+typedef struct ms_ause {
+    ms_stream *stream;
+    uint64_t id;
+} ms_ause;
+
+/* Block: one contiguous range of a segment, allocated or free.  The tree
+ * node and the sort keys share the first cache line (blocks are 64-byte
+ * aligned): the set lookups on the hot path touch nothing else. */
+typedef struct ms_ablock {
+    _Alignas(64) ms_anode node; /* first: pool->blocks (mapped free) or pool->unmapped */
+    uint64_t addr;
+    uint64_t size;
+    uint64_t stream_id;
+    uint64_t requested;
+    struct ms_ablock *prev; /* neighbours in the segment */
+    struct ms_ablock *next;
+    ms_stream *stream;
+    struct ms_bpool *pool;
+    struct ms_aseg *seg;
+    struct ms_ablock *link; /* scratch list (release_blocks), slab free list */
+    int64_t gc_count_base;
+    ms_ause *uses;
+    uint32_t n_uses;
+    uint32_t cap_uses;
+    uint32_t event_count;
+    bool allocated;
+    bool mapped;
+} ms_ablock;
+
+/* BlockPool: the free blocks of one size class of one named pool. */
+typedef struct ms_bpool {
+    ms_atree blocks;   /* (stream, size, addr) */
+    ms_atree unmapped; /* (stream, addr, 0) */
+    bool is_small;
+    struct ms_npool *owner;
+    int64_t get_free_blocks_call_count;
+} ms_bpool;
+
+/* A named pool: small and large block sets of its own. */
+typedef struct ms_npool {
+    char *name;
+    int id;
+    ms_pool_options opt;
+    ms_bpool small;
+    ms_bpool large;
+} ms_npool;
+
+/* A segment: one device malloc, or one expandable VA reservation. */
+typedef struct ms_aseg {
+    uint64_t addr;
+    uint64_t size; /* bytes (ordinary) or reserved VA (expandable) */
+    ms_ablock *head;
+    ms_bpool *pool;
+    ms_stream *stream;
+    uint64_t stream_id;
+    uint32_t index; /* position in ms_alloc.segs */
+    bool expandable;
+    bool imported; /* VA not reserved through the backend */
+    uint64_t page;
+    uint64_t n_pages;
+    uint8_t *page_mapped;
+} ms_aseg;
+
+/* Outstanding record_stream events of one stream, FIFO. */
+typedef struct ms_aevent {
+    ms_event *event;
+    ms_ablock *block;
+} ms_aevent;
+
+typedef struct ms_aqueue {
+    uint64_t stream_id;
+    ms_aevent *items;
+    uint32_t head;
+    uint32_t count;
+    uint32_t cap;
+} ms_aqueue;
+
+/* Allocated blocks by address (open addressing, linear probing); key and
+ * value side by side so a probe touches one cache line. */
+typedef struct ms_aslot {
+    uint64_t addr;
+    struct ms_ablock *block; /* NULL: empty */
+} ms_aslot;
+
+typedef struct ms_aindex {
+    ms_aslot *slots;
+    uint64_t mask;
+    uint64_t count;
+} ms_aindex;
+
+typedef struct ms_aslab {
+    struct ms_aslab *next;
+    ms_ablock blocks[];
+} ms_aslab;
+
+struct ms_alloc {
+    ms_backend *be;
+    ms_alloc_config cfg;
+    ms_alloc_stats stats;
+    ms_npool **pools;
+    int n_pools;
+    int cap_pools;
+    ms_aseg **segs;
+    uint32_t n_segs;
+    uint32_t cap_segs;
+    ms_aindex index;
+    ms_aqueue *queues; /* sorted by stream_id */
+    uint32_t n_queues;
+    uint32_t cap_queues;
+    uint64_t n_outstanding;
+    ms_event **spare_events;
+    uint32_t n_spare_events;
+    uint32_t cap_spare_events;
+    ms_aslab *slabs;
+    ms_ablock *free_blocks;
+    uint64_t total_allocated_memory; /* reserved bytes */
+    uint64_t allowed_memory_maximum;
+    bool set_fraction;
+    bool borrowing;
+    ms_alloc_observer observer;
+    void *observer_user;
+};
+
+/* What one malloc is looking for (AllocParams). */
+typedef struct ms_aparams {
+    uint64_t size;       /* rounded */
+    uint64_t alloc_size; /* segment size if a new one is needed */
+    uint64_t stream_id;
+    ms_stream *stream;
+    ms_bpool *pool;
+    ms_ablock *block;
+    bool exact;  /* own request of an exact_segments pool (large class) */
+    bool in_set; /* block is still in pool->blocks (split in place) */
+} ms_aparams;
+
+/* allocator.c */
+void ms_alloc_emit_event(ms_alloc *a, ms_alloc_action action, uint64_t addr, uint64_t size,
+                         uint64_t stream_id, const ms_bpool *pool);
+
+/* The hot path's small helpers are inline: malloc+free pairs run at several
+ * million a second and a call per statistic would dominate. */
+static inline void ms_alloc_emit(ms_alloc *a, ms_alloc_action action, uint64_t addr,
+                                 uint64_t size, uint64_t stream_id, const ms_bpool *pool)
+{
+    if (a->observer)
+        ms_alloc_emit_event(a, action, addr, size, stream_id, pool);
+}
+
+static inline bool ms_ablock_is_split(const ms_ablock *b)
+{
+    return b->prev != NULL || b->next != NULL;
+}
+
+static inline void ms_aseg_fix_head(ms_ablock *b)
+{
+    if (!b->prev)
+        b->seg->head = b;
+}
+
+/* Statistics (increase_stat / decrease_stat / get_stat_types_for_pool): a
+ * stat moves for the aggregate and for the block set's size class. */
+static inline int ms_alloc_stat_type(const ms_bpool *p)
+{
+    return p->is_small ? MS_STAT_SMALL_POOL : MS_STAT_LARGE_POOL;
+}
+
+static inline void ms_stat_inc(ms_stat *s, uint64_t amount)
+{
+    s->current += (int64_t)amount;
+    if (s->current > s->peak)
+        s->peak = s->current;
+    s->allocated += (int64_t)amount;
+}
+
+static inline void ms_stat_dec(ms_stat *s, uint64_t amount)
+{
+    s->current -= (int64_t)amount;
+    s->freed += (int64_t)amount;
+}
+
+/* free_block nets its inactive_split changes before applying them. */
+static inline void ms_stat_add(ms_stat *s, int64_t delta)
+{
+    if (delta > 0)
+        ms_stat_inc(s, (uint64_t)delta);
+    else if (delta < 0)
+        ms_stat_dec(s, (uint64_t)-delta);
+}
+
+static inline void ms_stats_pool_inc(ms_stat *arr, const ms_bpool *p, uint64_t amount)
+{
+    ms_stat_inc(&arr[MS_STAT_ALL], amount);
+    ms_stat_inc(&arr[ms_alloc_stat_type(p)], amount);
+}
+
+static inline void ms_stats_pool_dec(ms_stat *arr, const ms_bpool *p, uint64_t amount)
+{
+    ms_stat_dec(&arr[MS_STAT_ALL], amount);
+    ms_stat_dec(&arr[ms_alloc_stat_type(p)], amount);
+}
+
+/* allocator_blocks.c: blocks, block sets, split and merge */
+ms_ablock *ms_ablock_new(ms_alloc *a);
+void ms_ablock_recycle(ms_alloc *a, ms_ablock *b);
+void ms_ablock_slabs_free(ms_alloc *a);
+void ms_bpool_insert(ms_bpool *p, ms_ablock *b);
+void ms_bpool_erase(ms_bpool *p, ms_ablock *b);
+void ms_bpool_insert_unmapped(ms_bpool *p, ms_ablock *b);
+void ms_bpool_erase_unmapped(ms_bpool *p, ms_ablock *b);
+ms_ablock *ms_bpool_lower_bound(const ms_bpool *p, uint64_t stream_id, uint64_t size);
+ms_ablock *ms_bpool_next(const ms_ablock *b);
+ms_ablock *ms_bpool_prev(const ms_ablock *b);
+ms_ablock *ms_bpool_first(const ms_bpool *p);
+ms_ablock *ms_bpool_last(const ms_bpool *p);
+uint64_t ms_alloc_try_merge(ms_ablock *dst, ms_ablock *src);
+ms_ablock *ms_alloc_peek_free_block(ms_alloc *a, const ms_aparams *p);
+bool ms_alloc_should_split(const ms_alloc *a, const ms_ablock *b, uint64_t size);
+bool ms_alloc_split_in_place(const ms_aparams *p, bool split);
+ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, bool split,
+                               uint64_t *addr);
+void ms_alloc_free_block(ms_alloc *a, ms_ablock *b);
+void ms_alloc_npu_align(ms_alloc *a, ms_aparams *p);
+
+/* allocator_segments.c: device segments, release and garbage collection */
+ms_aseg *ms_aseg_new(ms_alloc *a, uint64_t addr, uint64_t size, ms_bpool *pool,
+                     ms_stream *stream, uint64_t stream_id);
+void ms_aseg_drop(ms_alloc *a, ms_aseg *s);
+ms_status ms_alloc_alloc_block(ms_alloc *a, ms_aparams *p, bool is_retry, bool *found);
+ms_status ms_alloc_release_block(ms_alloc *a, ms_ablock *b);
+ms_status ms_alloc_release_available(ms_alloc *a, const ms_aparams *p, bool *released);
+ms_status ms_alloc_release_cached(ms_alloc *a);
+ms_status ms_alloc_garbage_collect(ms_alloc *a);
+ms_status ms_alloc_release_all(ms_alloc *a);
+
+/* allocator_expandable.c */
+ms_status ms_alloc_try_expandable(ms_alloc *a, ms_aparams *p, bool *found);
+ms_status ms_alloc_unmap_block(ms_alloc *a, ms_ablock *b);
+ms_status ms_alloc_release_expandable(ms_alloc *a, ms_aseg *s);
+ms_status ms_alloc_give_back_expandable(ms_alloc *a, ms_aseg *s);
+ms_status ms_aseg_new_expandable(ms_alloc *a, ms_bpool *pool, ms_stream *stream,
+                                 uint64_t stream_id, uint64_t base, bool imported,
+                                 ms_aseg **out);
+
+/* allocator_events.c: record_stream deferred frees */
+ms_status ms_alloc_insert_events(ms_alloc *a, ms_ablock *b);
+ms_status ms_alloc_process_events_slow(ms_alloc *a);
+
+/* process_events; nothing to do unless record_stream left events behind. */
+static inline ms_status ms_alloc_process_events(ms_alloc *a)
+{
+    return a->n_outstanding ? ms_alloc_process_events_slow(a) : MS_OK;
+}
+ms_status ms_alloc_sync_events(ms_alloc *a);
+void ms_alloc_events_free(ms_alloc *a);
+ms_status ms_ablock_add_use(ms_ablock *b, ms_stream *s, uint64_t id);
+
+/* allocator_index.c: allocated blocks by address */
+ms_status ms_aindex_init(ms_aindex *ix);
+void ms_aindex_free(ms_aindex *ix);
+ms_status ms_aindex_reserve_n(ms_aindex *ix, uint64_t extra);
+
+/* Room for one more entry; the common case is an inline compare. */
+static inline ms_status ms_aindex_reserve(ms_aindex *ix)
+{
+    if ((ix->count + 1) * 2 <= ix->mask + 1)
+        return MS_OK;
+    return ms_aindex_reserve_n(ix, 1);
+}
+ms_status ms_aindex_put(ms_aindex *ix, ms_ablock *b);
+ms_ablock *ms_aindex_get(const ms_aindex *ix, uint64_t addr);
+ms_ablock *ms_aindex_take(ms_aindex *ix, uint64_t addr);
+
+/* allocator_stats.c: memory_stats() and its resets are public */
+
+/* allocator_conf.c */
+uint64_t ms_alloc_round(const ms_alloc_config *cfg, uint64_t size);
+uint64_t ms_alloc_segment_size(uint64_t rounded, bool exact);
+uint64_t ms_alloc_oversize_limit(const ms_alloc_config *cfg);
+ms_status ms_alloc_config_check(const ms_alloc_config *cfg);
+
+/* allocator_oom.c */
+void ms_alloc_format(uint64_t size, char out[32]);
+ms_status ms_alloc_oom(ms_alloc *a, const ms_aparams *p, ms_diag *d);
+
+/* allocator_pools.c */
+ms_status ms_npool_new(ms_alloc *a, const char *name, const ms_pool_options *opt, int *id);
+void ms_npools_free(ms_alloc *a);
+ms_bpool *ms_npool_class(ms_npool *np, uint64_t rounded);
+bool ms_alloc_borrow(ms_alloc *a, ms_aparams *p);
+
+#endif

@@ -1,0 +1,123 @@
+/* Named pools, each with its own small and large block sets (the two
+ * LcPools of MindSpeed's memory-fragmentation allocator, generalised), and
+ * borrowing: a default-pool request may take an idle block of a lendable
+ * pool while the executor allows it (MindSpeed lets short-lived tensors use
+ * idle long-lived blocks outside the forward pass). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "allocator_internal.h"
+
+static void bpool_init(ms_bpool *b, ms_npool *owner, bool small)
+{
+    memset(b, 0, sizeof *b);
+    b->is_small = small;
+    b->owner = owner;
+}
+
+ms_status ms_npool_new(ms_alloc *a, const char *name, const ms_pool_options *opt, int *id)
+{
+    if (a->n_pools == a->cap_pools) {
+        int cap = a->cap_pools ? a->cap_pools * 2 : 4;
+        ms_npool **pools = realloc(a->pools, (size_t)cap * sizeof *pools);
+        if (!pools)
+            return MS_ENOMEM;
+        a->pools = pools;
+        a->cap_pools = cap;
+    }
+    ms_npool *np = calloc(1, sizeof *np);
+    char *copy = np ? malloc(strlen(name) + 1) : NULL;
+    if (!copy) {
+        free(np);
+        return MS_ENOMEM;
+    }
+    strcpy(copy, name);
+    np->name = copy;
+    np->id = a->n_pools;
+    if (opt)
+        np->opt = *opt;
+    bpool_init(&np->small, np, true);
+    bpool_init(&np->large, np, false);
+    a->pools[a->n_pools++] = np;
+    *id = np->id;
+    return MS_OK;
+}
+
+void ms_npools_free(ms_alloc *a)
+{
+    for (int i = 0; i < a->n_pools; i++) {
+        free(a->pools[i]->name);
+        free(a->pools[i]);
+    }
+    free(a->pools);
+    a->pools = NULL;
+    a->n_pools = 0;
+}
+
+ms_bpool *ms_npool_class(ms_npool *np, uint64_t rounded)
+{
+    return rounded <= MS_KSMALL_SIZE ? &np->small : &np->large;
+}
+
+ms_status ms_alloc_pool_find(const ms_alloc *a, const char *name, int *pool)
+{
+    if (!a || !name || !pool)
+        return MS_EINVAL;
+    for (int i = 0; i < a->n_pools; i++)
+        if (strcmp(a->pools[i]->name, name) == 0) {
+            *pool = i;
+            return MS_OK;
+        }
+    return MS_ENOENT;
+}
+
+ms_status ms_alloc_pool_create(ms_alloc *a, const char *name, const ms_pool_options *opt,
+                               int *pool)
+{
+    int existing = 0;
+    if (!a || !name || !*name || !pool)
+        return MS_EINVAL;
+    if (ms_alloc_pool_find(a, name, &existing) == MS_OK)
+        return MS_EINVAL; /* names are unique */
+    return ms_npool_new(a, name, opt, pool);
+}
+
+ms_status ms_alloc_set_borrowing(ms_alloc *a, bool enabled)
+{
+    if (!a)
+        return MS_EINVAL;
+    a->borrowing = enabled;
+    return MS_OK;
+}
+
+/* The best fit of one lendable pool, by get_free_block's own rules. */
+static ms_ablock *lendable_fit(ms_alloc *a, const ms_aparams *p, ms_bpool *pool)
+{
+    ms_aparams q = *p;
+    q.pool = pool;
+    q.exact = false;
+    return ms_alloc_peek_free_block(a, &q);
+}
+
+/* The smallest idle block, over all lendable pools, that the request may
+ * take; ties go to the lower pool id. */
+bool ms_alloc_borrow(ms_alloc *a, ms_aparams *p)
+{
+    if (!a->borrowing)
+        return false;
+    ms_ablock *best = NULL;
+    for (int i = 1; i < a->n_pools; i++) {
+        ms_npool *np = a->pools[i];
+        if (!np->opt.lendable)
+            continue;
+        ms_ablock *b = lendable_fit(a, p, ms_npool_class(np, p->size));
+        if (b && (!best || b->size < best->size))
+            best = b;
+    }
+    if (!best)
+        return false;
+    p->pool = best->pool;
+    p->block = best;
+    ms_bpool_erase(best->pool, best);
+    return true;
+}
