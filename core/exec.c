@@ -62,6 +62,7 @@ struct ms_exec {
     /* Copies that may still read a device block. */
     ms_inflight_copy *inflight;
     size_t n_inflight, cap_inflight;
+    ms_event *comm_done;     /* re-recorded after every collective */
     ms_event *free_events[64];
     size_t n_free_events;
     bool borrowing;
@@ -245,6 +246,8 @@ static ms_status tensor_free(ms_exec *e, uint32_t t)
     for (int s = 0; s < ST_COUNT; s++) {
         if (s == r->alloc_stream || !(r->used_streams & (1u << s)))
             continue;
+        if (s == ST_COMM && e->cfg.avoid_record_streams)
+            continue; /* compute already waited for the collective */
         ms_status st = ms_alloc_record_stream(e->cfg.alloc, r->addr, e->streams[s]);
         if (st != MS_OK)
             return ms_diag_set(e->diag, st, "record_stream of tensor %u failed", t);
@@ -279,7 +282,7 @@ static ms_status prepare_inputs(ms_exec *e, const ms_op *op, int stream)
         /* Data-loader inputs exist before the step but are not persistent:
          * they arrive just before their first use. */
         if (tn->producer == MS_NONE && !tn->persistent && e->rt[t].state == TS_ABSENT) {
-            ms_status st = tensor_alloc(e, t, stream, op->id);
+            ms_status st = tensor_alloc(e, t, ST_COMPUTE, op->id);
             if (st != MS_OK)
                 return st;
         }
@@ -294,7 +297,10 @@ static ms_status prepare_inputs(ms_exec *e, const ms_op *op, int stream)
     return MS_OK;
 }
 
-static ms_status alloc_outputs(ms_exec *e, const ms_op *op, int stream, bool replay)
+/* Outputs are allocated on the framework's current stream, the compute
+ * stream, even for collectives: that is where torch.empty puts them before
+ * ProcessGroupNCCL/HCCL hands them to its own stream. */
+static ms_status alloc_outputs(ms_exec *e, const ms_op *op, bool replay)
 {
     for (uint32_t i = 0; i < op->n_outputs; i++) {
         uint32_t t = op->outputs[i];
@@ -303,12 +309,36 @@ static ms_status alloc_outputs(ms_exec *e, const ms_op *op, int stream, bool rep
             continue; /* written in place: weights, grads, optimizer state */
         if (e->rt[t].state == TS_ON_DEVICE)
             continue; /* a replay re-makes only what recompute dropped */
-        ms_status st = tensor_alloc(e, t, stream, op->id);
+        ms_status st = tensor_alloc(e, t, ST_COMPUTE, op->id);
         if (st != MS_OK)
             return st;
         e->rt[t].replay_temp =
             replay && !(e->sched.tensors[t].dropped && e->sched.tensors[t].segment != MS_NONE);
     }
+    return MS_OK;
+}
+
+/* work.wait() of a synchronous collective: the compute stream continues only
+ * after it, so its buffers may be freed in compute-stream order.  Collectives
+ * on persistent tensors only (the DP gradient reduction) stay asynchronous. */
+static ms_status wait_for_collective(ms_exec *e, const ms_op *op)
+{
+    bool step_tensors = false;
+    for (uint32_t i = 0; i < op->n_inputs + op->n_outputs; i++) {
+        uint32_t t = i < op->n_inputs ? op->inputs[i] : op->outputs[i - op->n_inputs];
+        step_tensors |= !e->p->tensors[t].persistent;
+    }
+    if (!step_tensors)
+        return MS_OK;
+    ms_status st = get_event(e, &e->comm_done);
+    if (st == MS_OK)
+        st = BE(e, event_record, e->comm_done, e->streams[ST_COMM]);
+    if (st == MS_OK)
+        st = BE(e, stream_wait_event, e->streams[ST_COMPUTE], e->comm_done);
+    if (st != MS_OK)
+        return be_call_failed(e, st, "waiting for a collective");
+    for (uint32_t i = 0; i < op->n_outputs; i++)
+        e->rt[op->outputs[i]].waited |= (uint8_t)(1u << ST_COMPUTE);
     return MS_OK;
 }
 
@@ -325,7 +355,11 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
     }
     ms_status st = prepare_inputs(e, op, stream);
     if (st == MS_OK)
-        st = alloc_outputs(e, op, stream, replay);
+        st = alloc_outputs(e, op, replay);
+    if (st == MS_OK && stream != ST_COMPUTE)
+        for (uint32_t i = 0; i < op->n_outputs; i++)
+            if (!e->p->tensors[op->outputs[i]].persistent)
+                e->rt[op->outputs[i]].used_streams |= (uint8_t)(1u << stream);
     if (st != MS_OK)
         return st;
     ms_alloc_stats s;
@@ -365,6 +399,8 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
             if ((st = record_ready(e, t, stream)) != MS_OK)
                 return st;
     }
+    if (stream == ST_COMM && e->cfg.avoid_record_streams)
+        return wait_for_collective(e, op);
     return MS_OK;
 }
 
@@ -635,6 +671,8 @@ ms_status ms_exec_destroy(ms_exec *e)
         BE(e, event_destroy, e->inflight[i].done);
     for (size_t i = 0; i < e->n_free_events; i++)
         BE(e, event_destroy, e->free_events[i]);
+    if (e->comm_done)
+        BE(e, event_destroy, e->comm_done);
     ms_alloc_set_observer(e->cfg.alloc, NULL, NULL);
     e->cfg.backend->ops->set_tracer(e->cfg.backend->inst, NULL, NULL);
     for (int s = 0; s < ST_COUNT; s++)

@@ -89,7 +89,8 @@ static ms_status sim_device_open(const ms_scenario *sc, const ms_program_view *v
         st = ms_alloc_create(dev->backend, &acfg, &dev->alloc);
     if (st == MS_OK) {
         ms_exec_config ecfg = {.program = view, .backend = dev->backend, .alloc = dev->alloc,
-                               .policy = policy, .record = record, .device = &sc->device};
+                               .policy = policy, .record = record, .device = &sc->device,
+                               .avoid_record_streams = sc->avoid_record_streams};
         st = ms_exec_create(&ecfg, &dev->exec, setup_oom, d);
     }
     if (st != MS_OK)

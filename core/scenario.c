@@ -48,6 +48,7 @@ static const st_field fields[SC_COUNT] = {
     [SC_GBS] = {"parallel", "global_batch_size", ST_INT},
     [SC_ACONF] = {"allocator", "conf", ST_STR},
     [SC_AFLAVOUR] = {"allocator", "flavour", ST_STR},
+    [SC_AVOIDRS] = {"allocator", "avoid_record_streams", ST_BOOL},
 };
 
 static const st_schema schema = {fields, SC_COUNT};

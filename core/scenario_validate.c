@@ -265,6 +265,8 @@ static ms_status run_fields(const vctx *c, ms_scenario *sc)
                            c->file, seed);
     sc->steps = steps;
     sc->seed = (uint64_t)seed;
+    /* TORCH_NCCL_AVOID_RECORD_STREAMS=1, as Megatron-LM and NeMo launch. */
+    sc->avoid_record_streams = bool_field(c, SC_AVOIDRS, true);
     sc->allocator_flavour[0] = '\0'; /* absent: chosen from the device */
     if (c->v[SC_AFLAVOUR].set) {
         if ((st = choice(c, SC_AFLAVOUR, 0, flavours, 2, &flavour)) != MS_OK)

@@ -36,6 +36,10 @@ typedef struct ms_exec_config {
     ms_policy *policy;        /* may be NULL: default pool, no decisions */
     ms_run_record *record;    /* may be NULL */
     const ms_device_spec *device;
+    /* TORCH_NCCL_AVOID_RECORD_STREAMS: collectives hand their buffers back in
+     * stream order (the compute stream waits for each collective, as
+     * work.wait() does) instead of through record_stream. */
+    bool avoid_record_streams;
 } ms_exec_config;
 
 /* Result of one step. */
@@ -44,7 +48,7 @@ typedef struct ms_step_result {
     int32_t oom_op;
     uint32_t oom_tensor;      /* the tensor whose allocation failed */
     uint64_t oom_bytes;       /* its size */
-    char oom_message[512];
+    char oom_message[MS_DIAG_MAX];
     int64_t step_time_ns;
     uint64_t peak_allocated;
     uint64_t peak_reserved;

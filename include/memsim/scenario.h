@@ -69,6 +69,11 @@ typedef struct ms_scenario {
     ms_device_spec device;
     char allocator_conf[512];  /* PYTORCH_CUDA_ALLOC_CONF-style string */
     char allocator_flavour[16];/* "cuda" or "npu" */
+    /* Communication buffers are freed in stream order instead of through
+     * record_stream (TORCH_NCCL_AVOID_RECORD_STREAMS=1; default true). With
+     * record_stream, a host running ahead holds every freed comm buffer until
+     * the device catches up. */
+    bool avoid_record_streams;
     char policy[256];          /* default policy name or path ("none") */
     int steps;                 /* training steps to simulate (>= 1) */
     uint64_t seed;
