@@ -89,7 +89,7 @@ typedef struct ms_run_summary {
     double model_flops_per_step; /* per device */
     bool oom;
     int oom_step;
-    char oom_message[512];
+    char oom_message[MS_DIAG_MAX];
     int64_t num_alloc_retries;
     int64_t num_ooms;
     uint64_t swapped_bytes;    /* D2H bytes per step */
