@@ -44,6 +44,11 @@ typedef struct ms_model_config {
     ms_dtype dtype;            /* activations and low-precision weights */
     bool add_bias_linear;      /* biases on the linear layers (gpt; llama: none) */
     ms_pos_embed position_embedding_type;
+    /* Mixture of experts (Megatron names); num_experts == 0: dense MLP. */
+    int num_experts;           /* --num-experts */
+    int moe_router_topk;       /* --moe-router-topk */
+    int moe_ffn_hidden_size;   /* --moe-ffn-hidden-size (0: ffn_hidden_size) */
+    double moe_capacity_factor;/* --moe-expert-capacity-factor (0: no dropping, top-k x tokens) */
 } ms_model_config;
 
 typedef struct ms_parallel_config {
@@ -58,6 +63,7 @@ typedef struct ms_parallel_config {
     int micro_batch_size;
     int global_batch_size;
     int num_micro_batches;     /* global / (mbs * dp) */
+    int expert_model_parallel_size; /* --expert-model-parallel-size (1 if dense) */
 } ms_parallel_config;
 
 typedef struct ms_scenario {
