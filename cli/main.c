@@ -104,13 +104,10 @@ static int cmd_run(int argc, char **argv)
     if (st != MS_OK)
         return fail("scenario", st, &d);
     int n = a.n_policies ? a.n_policies : 1;
-    ms_run_summary *sums = calloc((size_t)n, sizeof *sums);
-    if (sums == NULL) {
-        ms_scenario_free(sc);
-        return fail("run", MS_ENOMEM, &d);
-    }
+    ms_run_summary *sums = NULL;
     char dir[4096];
     rc = 0;
+    size_t n_rows = 0;
     for (int i = 0; i < n && rc == 0; i++) {
         ms_run_options opt = {.policy = a.n_policies ? a.policies[i] : NULL,
                               .backend = a.backend, .record = true};
@@ -122,24 +119,34 @@ static int cmd_run(int argc, char **argv)
         }
         const ms_run_summary *s;
         const ms_run_record *rec;
-        ms_program_view view;
-        ms_run_summary_get(run, &s);
+        const ms_program_view *views;
+        size_t n_stages, n_views;
+        ms_run_summaries(run, &s, &n_stages);
         ms_run_record_get(run, &rec);
-        ms_run_program_view(run, &view);
-        sums[i] = *s;
-        if (n == 1)
-            snprintf(dir, sizeof dir, "%s", a.out ? a.out : "");
-        if (n == 1 && !a.out)
+        ms_run_program_views(run, &views, &n_views);
+        ms_run_summary *grown = realloc(sums, (n_rows + n_stages) * sizeof *sums);
+        if (grown == NULL) {
+            ms_run_free(run);
+            rc = fail("run", MS_ENOMEM, &d);
+            break;
+        }
+        sums = grown;
+        memcpy(sums + n_rows, s, n_stages * sizeof *s);
+        n_rows += n_stages;
+        if (n == 1 && a.out)
+            snprintf(dir, sizeof dir, "%s", a.out);
+        else if (n == 1)
             snprintf(dir, sizeof dir, "results/%s-%s", sc->name, s->policy);
-        if (n > 1)
-            snprintf(dir, sizeof dir, "%s/%s", a.out ? a.out : "results", s->policy);
-        if (n > 1 && !a.out)
+        else if (a.out)
+            snprintf(dir, sizeof dir, "%s/%s", a.out, s->policy);
+        else
             snprintf(dir, sizeof dir, "results/%s-compare/%s", sc->name, s->policy);
-        st = ms_report_write_csv(dir, s, 1, rec, &view, &d);
+        st = ms_report_write_csv(dir, s, n_stages, rec, views, n_views, &d);
         if (st != MS_OK)
             rc = fail("report", st, &d);
         else if (!a.quiet) {
-            ms_report_print_summary(stdout, s);
+            for (size_t k = 0; k < n_stages; k++)
+                ms_report_print_summary(stdout, &s[k]);
             printf("wrote           %s/{summary,ops,memory,tensors}.csv and trace.json\n", dir);
         }
         ms_run_free(run);
@@ -149,7 +156,7 @@ static int cmd_run(int argc, char **argv)
             snprintf(dir, sizeof dir, "%s/summary.csv", a.out);
         else
             snprintf(dir, sizeof dir, "results/%s-compare/summary.csv", sc->name);
-        st = ms_report_write_summary_csv(dir, sums, (size_t)n, &d);
+        st = ms_report_write_summary_csv(dir, sums, n_rows, &d);
         if (st != MS_OK)
             rc = fail("report", st, &d);
         else if (!a.quiet)

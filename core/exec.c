@@ -711,7 +711,14 @@ static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result 
     ms_status st = e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
     if (st != MS_OK)
         return be_call_failed(e, st, "device_synchronize");
-    res->step_time_ns = host_now(e) - e->step_start;
+    res->start_ns = e->step_start;
+    res->end_ns = host_now(e);
+    res->step_time_ns = res->end_ns - e->step_start;
+    /* Compute-stream kernels never overlap each other, so busy time is
+     * their sum; the rest of the step is the stage's bubble. */
+    for (size_t i = 0; i < e->n_rows; i++)
+        if (e->rows[i].stream_id == e->stream_ids[ST_COMPUTE] && e->rows[i].start_ns >= 0)
+            res->compute_busy_ns += e->rows[i].end_ns - e->rows[i].start_ns;
     ms_alloc_stats s;
     ms_alloc_get_stats(e->cfg.alloc, &s);
     res->peak_allocated = (uint64_t)s.allocated_bytes[MS_STAT_ALL].peak;

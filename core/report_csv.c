@@ -20,7 +20,7 @@ static const char *const summary_cols[] = {
     "optimizer_state_bytes", "peak_activation_bytes", "step_time_ms", "step_time_mean_ms",
     "step_time_sd_ms", "model_tflops_per_device", "mfu", "model_flops_per_step", "oom",
     "oom_step", "num_alloc_retries", "num_ooms", "swapped_bytes_per_step",
-    "recomputed_ops_per_step", "oom_message",
+    "recomputed_ops_per_step", "oom_message", "stage", "bubble_fraction",
 };
 
 static ms_status summary_row(ms_csv_out *w, const ms_run_summary *s)
@@ -54,6 +54,8 @@ static ms_status summary_row(ms_csv_out *w, const ms_run_summary *s)
     S(ms_csv_u64(w, s->swapped_bytes));
     S(ms_csv_u64(w, s->recomputed_ops));
     S(ms_csv_str(w, s->oom_message));
+    S(ms_csv_i64(w, s->stage));
+    S(ms_csv_f64(w, s->bubble_fraction, 4));
     S(ms_csv_end_row(w));
 #undef S
     return st;
@@ -168,8 +170,15 @@ static ms_status tensor_row(ms_csv_out *w, const ms_tensor_row *r, const ms_prog
 
 typedef enum { TABLE_OPS, TABLE_MEM, TABLE_TENSORS } table_kind;
 
+/* Rows name ops and tensors of their own device's program. */
+static const ms_program_view *program_of(const ms_program_view *programs, size_t n, int device)
+{
+    return device >= 0 && (size_t)device < n ? &programs[device] : &programs[0];
+}
+
 static ms_status write_table(const char *dir, const char *file, table_kind kind,
-                             const ms_run_record *rec, const ms_program_view *p, ms_diag *d)
+                             const ms_run_record *rec, const ms_program_view *programs,
+                             size_t n_programs, ms_diag *d)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -184,7 +193,7 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_op_row *r;
             ms_record_op(rec, i, &r);
-            st = ops_row(&w, r, p);
+            st = ops_row(&w, r, program_of(programs, n_programs, r->device));
         }
     } else if (kind == TABLE_MEM) {
         st = ms_csv_header(&w, mem_cols, NCOLS(mem_cols));
@@ -200,7 +209,7 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_tensor_row *r;
             ms_record_tensor(rec, i, &r);
-            st = tensor_row(&w, r, p);
+            st = tensor_row(&w, r, program_of(programs, n_programs, r->device));
         }
     }
     if (st != MS_OK) {
@@ -230,22 +239,23 @@ static ms_status make_dirs(const char *dir, ms_diag *d)
 }
 
 ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
-                              const ms_run_record *record, const ms_program_view *program,
-                              ms_diag *d)
+                              const ms_run_record *record, const ms_program_view *programs,
+                              size_t n_programs, ms_diag *d)
 {
-    if (dir == NULL || summaries == NULL || n_summaries == 0)
+    if (dir == NULL || summaries == NULL || n_summaries == 0 ||
+        (record != NULL && (programs == NULL || n_programs == 0)))
         return MS_EINVAL;
     ms_status st = make_dirs(dir, d);
-    if (st == MS_OK && record != NULL && program != NULL) {
-        st = write_table(dir, "ops.csv", TABLE_OPS, record, program, d);
+    if (st == MS_OK && record != NULL) {
+        st = write_table(dir, "ops.csv", TABLE_OPS, record, programs, n_programs, d);
         if (st == MS_OK)
-            st = write_table(dir, "memory.csv", TABLE_MEM, record, program, d);
+            st = write_table(dir, "memory.csv", TABLE_MEM, record, programs, n_programs, d);
         if (st == MS_OK)
-            st = write_table(dir, "tensors.csv", TABLE_TENSORS, record, program, d);
+            st = write_table(dir, "tensors.csv", TABLE_TENSORS, record, programs, n_programs, d);
         char path[4096];
         snprintf(path, sizeof path, "%s/trace.json", dir);
         if (st == MS_OK)
-            st = ms_report_write_chrome_trace(path, record, program, d);
+            st = ms_report_write_chrome_trace(path, record, programs, n_programs, d);
     }
     /* The summary goes last: its presence says the others are complete. */
     if (st == MS_OK) {
@@ -282,6 +292,9 @@ ms_status ms_report_print_summary(FILE *out, const ms_run_summary *s)
     if (s->swapped_bytes || s->recomputed_ops)
         fprintf(out, "decisions       %.2f GiB swapped, %u ops recomputed per step\n",
                 gib(s->swapped_bytes), s->recomputed_ops);
+    if (s->devices > 1)
+        fprintf(out, "pipeline        stage %d of %d, bubble %.1f%% of the step\n", s->stage,
+                s->devices, 100.0 * s->bubble_fraction);
     if (s->oom)
         fprintf(out, "OOM             at step %d: %s\n", s->oom_step, s->oom_message);
     else

@@ -45,9 +45,10 @@ static int64_t step_offset(const int64_t *ends, int step)
 #define MAX_STEPS 1024
 
 ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *rec,
-                                       const ms_program_view *p, ms_diag *d)
+                                       const ms_program_view *programs, size_t n_programs,
+                                       ms_diag *d)
 {
-    if (path == NULL || rec == NULL || p == NULL)
+    if (path == NULL || rec == NULL || programs == NULL || n_programs == 0)
         return MS_EINVAL;
     size_t n_ops = 0, n_mem = 0;
     ms_record_n_ops(rec, &n_ops);
@@ -76,6 +77,8 @@ ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *re
                    "\"cat\":\"%s\",\"name\":",
                 first ? "" : ",\n", r->device, r->stream_id, (double)(r->start_ns + off) / 1e3,
                 (double)(r->end_ns - r->start_ns) / 1e3, ms_work_kind_name(r->kind));
+        const ms_program_view *p =
+            r->device >= 0 && (size_t)r->device < n_programs ? &programs[r->device] : programs;
         put_json_string(f, row_name(r, p));
         fprintf(f, ",\"args\":{\"step\":%d,\"op\":%u,\"bytes\":%" PRIu64 "}}", r->step, r->op,
                 r->bytes);

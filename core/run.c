@@ -1,8 +1,11 @@
-/* A whole run: scenario + policy -> steps on a backend -> summary and record.
+/* A whole run: scenario + policy -> steps on simulated devices -> summaries
+ * and a run record.
  *
- * This is SmartSwap's outer loop in general form: before every step the
- * policy's plan() sees the last step's profile and decides; an OOM ends the
- * run unless the policy changes its decisions (on_oom or a new plan). */
+ * Every pipeline stage is its own simulated device with its own allocator and
+ * executor; all share one engine, so p2p transfers and the pipeline bubble
+ * come out of the simulation, not a formula.  Before every step the policy's
+ * plan() sees each stage's last profile (SmartSwap's outer loop in general
+ * form); an OOM ends the run unless the decisions change. */
 #include "memsim/exec.h"
 
 #include <gsl/gsl_statistics_double.h>
@@ -11,15 +14,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "cohost.h"
 #include "memsim/backend_mock.h"
 #include "memsim/sim.h"
-
-struct ms_run {
-    ms_run_summary summary;
-    ms_run_record *record;
-    ms_program *program;
-    ms_program_view view;
-};
 
 static bool is_dir(const char *path)
 {
@@ -43,66 +40,85 @@ ms_status ms_data_path(const char *sub, char *buf, size_t n)
     return MS_ENOENT;
 }
 
-/* One simulated device with its own engine, allocator and executor. */
-typedef struct ms_sim_device {
-    ms_sim *engine;
-    ms_backend *backend;
+/* ---- devices ------------------------------------------------------------ */
+
+/* One stage: its program and the simulated device that runs it. */
+typedef struct ms_stage {
+    ms_program *program;
+    ms_program_view view;
+    ms_backend *real;        /* the mock */
+    ms_backend *backend;     /* what the executor calls (wrapped with >1 stage) */
     ms_alloc *alloc;
     ms_exec *exec;
-} ms_sim_device;
+    ms_op_profile *prof;
+    ms_plan plan, prev_plan, oom_plan;
+    ms_profile profile;
+    ms_step_result res;
+    bool setup_oom;
+    int step;
+    ms_diag diag;            /* the stage's own, since stages run interleaved */
+} ms_stage;
 
-static void sim_device_close(ms_sim_device *dev)
+static ms_status alloc_config(const ms_scenario *sc, ms_alloc_config *acfg, ms_diag *d)
 {
-    if (dev->exec)
-        ms_exec_destroy(dev->exec);
-    if (dev->alloc)
-        ms_alloc_destroy(dev->alloc);
-    if (dev->backend)
-        ms_backend_close(dev->backend);
-    if (dev->engine)
-        ms_sim_destroy(dev->engine);
-    memset(dev, 0, sizeof *dev);
-}
-
-static ms_status sim_device_open(const ms_scenario *sc, const ms_program_view *view,
-                                 const char *backend, ms_policy *policy, ms_run_record *record,
-                                 ms_sim_device *dev, bool *setup_oom, ms_diag *d)
-{
-    memset(dev, 0, sizeof *dev);
-    ms_alloc_config acfg;
     ms_alloc_flavour flavour = strcmp(sc->allocator_flavour, "npu") == 0 ? MS_ALLOC_NPU
                                                                          : MS_ALLOC_CUDA;
-    ms_status st = ms_alloc_config_default(flavour, &acfg);
+    ms_status st = ms_alloc_config_default(flavour, acfg);
     if (st == MS_OK && sc->allocator_conf[0] != '\0') {
-        st = ms_alloc_config_parse(sc->allocator_conf, &acfg, d);
+        st = ms_alloc_config_parse(sc->allocator_conf, acfg, d);
         if (st != MS_OK)
             ms_diag_prefix(d, "%s: allocator.conf: ", sc->path);
     }
-    if (st == MS_OK)
-        st = ms_sim_create(&dev->engine);
-    if (st == MS_OK) {
-        ms_backend_config bcfg = {.spec = &sc->device, .device = 0, .engine = dev->engine,
-                                  .seed = sc->seed};
-        st = ms_backend_open(backend, &bcfg, &dev->backend, d);
-    }
-    if (st == MS_OK)
-        st = ms_alloc_create(dev->backend, &acfg, &dev->alloc);
-    if (st == MS_OK) {
-        ms_exec_config ecfg = {.program = view, .backend = dev->backend, .alloc = dev->alloc,
-                               .policy = policy, .record = record, .device = &sc->device,
-                               .avoid_record_streams = sc->avoid_record_streams};
-        st = ms_exec_create(&ecfg, &dev->exec, setup_oom, d);
-    }
-    if (st != MS_OK)
-        sim_device_close(dev);
     return st;
 }
 
-/* ctx:simulate(plan): the candidate runs one step on a fresh device, so a
- * policy can search without disturbing the real run. */
+static void stage_close_device(ms_stage *s)
+{
+    if (s->exec)
+        ms_exec_destroy(s->exec);
+    if (s->alloc)
+        ms_alloc_destroy(s->alloc);
+    if (s->backend && s->backend != s->real)
+        ms_backend_close(s->backend);
+    if (s->real)
+        ms_backend_close(s->real);
+    s->exec = NULL;
+    s->alloc = NULL;
+    s->backend = s->real = NULL;
+}
+
+static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, int device, ms_sim *engine,
+                                   ms_cohost *co, const char *backend, ms_policy *policy,
+                                   ms_run_record *record, ms_diag *d)
+{
+    ms_alloc_config acfg;
+    ms_status st = alloc_config(sc, &acfg, d);
+    ms_backend_config bcfg = {.spec = &sc->device, .device = device, .engine = engine,
+                              .seed = sc->seed};
+    if (st == MS_OK)
+        st = ms_backend_open(backend, &bcfg, &s->real, d);
+    s->backend = s->real;
+    if (st == MS_OK && co != NULL)
+        st = ms_cohost_wrap(co, device, s->real, &s->backend);
+    if (st == MS_OK)
+        st = ms_alloc_create(s->backend, &acfg, &s->alloc);
+    if (st == MS_OK) {
+        ms_exec_config ecfg = {.program = &s->view, .backend = s->backend, .alloc = s->alloc,
+                               .policy = policy, .record = record, .device = &sc->device,
+                               .avoid_record_streams = sc->avoid_record_streams};
+        st = ms_exec_create(&ecfg, &s->exec, &s->setup_oom, d);
+    }
+    return st;
+}
+
+/* ---- ctx:simulate ---------------------------------------------------------- */
+
+/* A candidate plan runs one step of one stage on a fresh device (a RECV from
+ * a stage that is not simulated costs its transfer time), so a policy can
+ * search without disturbing the real run. */
 typedef struct ms_sim_ctx {
     const ms_scenario *sc;
-    const ms_program_view *view;
+    ms_stage *stage;
     const char *backend;
     ms_policy *policy;
 } ms_sim_ctx;
@@ -110,34 +126,47 @@ typedef struct ms_sim_ctx {
 static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *out, ms_diag *d)
 {
     ms_sim_ctx *c = user;
-    ms_sim_device dev;
-    bool setup_oom = false;
-    ms_status st = sim_device_open(c->sc, c->view, c->backend, c->policy, NULL, &dev, &setup_oom,
-                                   d);
-    if (st != MS_OK)
-        return st;
+    ms_stage s = {.view = c->stage->view};
+    ms_sim *engine = NULL;
     memset(out, 0, sizeof *out);
-    ms_op_profile *prof = calloc(c->view->n_ops ? c->view->n_ops : 1, sizeof *prof);
-    if (prof == NULL) {
-        sim_device_close(&dev);
-        return MS_ENOMEM;
-    }
-    ms_step_result res;
-    if (setup_oom) {
+    ms_status st = ms_sim_create(&engine);
+    if (st == MS_OK)
+        st = stage_open_device(c->sc, &s, 0, engine, NULL, c->backend, c->policy, NULL, d);
+    if (st == MS_OK)
+        s.prof = calloc(s.view.n_ops ? s.view.n_ops : 1, sizeof *s.prof);
+    if (st == MS_OK && s.prof == NULL)
+        st = MS_ENOMEM;
+    if (st == MS_OK && s.setup_oom)
         out->oom = true;
-    } else {
-        st = ms_exec_step(dev.exec, 0, plan, prof, &res, d);
-        if (st == MS_OK) {
-            out->oom = res.oom;
-            out->peak_allocated = res.peak_allocated;
-            out->peak_reserved = res.peak_reserved;
-            out->step_time_ns = res.step_time_ns;
-        }
+    else if (st == MS_OK && (st = ms_exec_step(s.exec, 0, plan, s.prof, &s.res, d)) == MS_OK) {
+        out->oom = s.res.oom;
+        out->peak_allocated = s.res.peak_allocated;
+        out->peak_reserved = s.res.peak_reserved;
+        out->step_time_ns = s.res.step_time_ns;
     }
-    free(prof);
-    sim_device_close(&dev);
+    free(s.prof);
+    stage_close_device(&s);
+    if (engine)
+        ms_sim_destroy(engine);
     return st;
 }
+
+/* ---- the run ------------------------------------------------------------- */
+
+struct ms_run {
+    const ms_scenario *sc;
+    int n;                    /* stages */
+    ms_stage *stages;
+    ms_program_view *views;
+    ms_run_summary *summaries;
+    ms_run_record *record;
+    ms_policy *policy;
+    ms_sim *engine;
+    ms_cohost *co;
+    ms_sim_ctx *simctx;
+    double *times_ms;
+    int done_steps;
+};
 
 static bool same_plan(const ms_plan *a, const ms_plan *b)
 {
@@ -145,58 +174,33 @@ static bool same_plan(const ms_plan *a, const ms_plan *b)
            (a->n == 0 || memcmp(a->items, b->items, a->n * sizeof *a->items) == 0);
 }
 
-static void fill_static_summary(ms_run *r, const ms_scenario *sc, const char *policy_name)
+static void fill_static_summary(ms_run *r, int i, const char *policy_name)
 {
-    ms_run_summary *s = &r->summary;
+    const ms_scenario *sc = r->sc;
+    ms_run_summary *s = &r->summaries[i];
+    const ms_program_view *v = &r->stages[i].view;
     snprintf(s->scenario, sizeof s->scenario, "%s", sc->name);
     snprintf(s->policy, sizeof s->policy, "%s", policy_name);
     snprintf(s->device, sizeof s->device, "%s", sc->device.name);
-    s->devices = 1;
+    s->devices = r->n;
+    s->stage = i;
     s->capacity = sc->device.hbm_bytes;
     s->oom_step = -1;
-    for (uint32_t i = 0; i < r->view.n_tensors; i++) {
-        const ms_tensor *t = &r->view.tensors[i];
-        if (!t->persistent)
+    for (uint32_t t = 0; t < v->n_tensors; t++) {
+        const ms_tensor *tn = &v->tensors[t];
+        if (!tn->persistent)
             continue;
-        if (t->kind == MS_TK_WEIGHT)
-            s->weights_bytes += t->bytes;
-        else if (t->kind == MS_TK_GRAD)
-            s->grads_bytes += t->bytes;
-        else if (t->kind == MS_TK_OPTIMIZER_STATE)
-            s->optimizer_bytes += t->bytes;
+        if (tn->kind == MS_TK_WEIGHT)
+            s->weights_bytes += tn->bytes;
+        else if (tn->kind == MS_TK_GRAD)
+            s->grads_bytes += tn->bytes;
+        else if (tn->kind == MS_TK_OPTIMIZER_STATE)
+            s->optimizer_bytes += tn->bytes;
     }
-    s->model_flops_per_step = r->view.model_flops;
+    s->model_flops_per_step = v->model_flops;
 }
 
-static void fill_step_summary(ms_run *r, const ms_scenario *sc, const double *times_ms, int n,
-                              const ms_step_result *last, ms_alloc *alloc)
-{
-    ms_run_summary *s = &r->summary;
-    s->steps = n;
-    if (n > 0) {
-        s->step_time_ms = times_ms[n - 1];
-        /* The first step warms the allocator's cache; steady state is after. */
-        const double *steady = n > 1 ? times_ms + 1 : times_ms;
-        size_t m = n > 1 ? (size_t)n - 1 : 1;
-        s->step_time_mean_ms = gsl_stats_mean(steady, 1, m);
-        s->step_time_sd_ms = m > 1 ? gsl_stats_sd(steady, 1, m) : 0.0;
-        double tflops = r->view.model_flops / (s->step_time_ms * 1e-3) / 1e12;
-        s->model_tflops = tflops;
-        double peak = sc->device.peak_flops[sc->model.dtype];
-        s->mfu = peak > 0 ? tflops * 1e12 / peak : 0.0;
-    }
-    if (last != NULL) {
-        s->swapped_bytes = last->swapped_bytes;
-        s->recomputed_ops = last->recomputed_ops;
-    }
-    ms_alloc_stats st;
-    if (ms_alloc_get_stats(alloc, &st) == MS_OK) {
-        s->num_alloc_retries = st.num_alloc_retries;
-        s->num_ooms = st.num_ooms;
-    }
-}
-
-static void note_peaks(ms_run_summary *s, const ms_step_result *res)
+static void note_step(ms_run_summary *s, const ms_step_result *res, int step)
 {
     if (res->peak_allocated > s->peak_allocated) {
         s->peak_allocated = res->peak_allocated;
@@ -208,87 +212,180 @@ static void note_peaks(ms_run_summary *s, const ms_step_result *res)
         s->peak_active = res->peak_active;
     if (res->peak_activation_bytes > s->peak_activation_bytes)
         s->peak_activation_bytes = res->peak_activation_bytes;
+    if (res->oom && !s->oom) {
+        s->oom = true;
+        s->oom_step = step;
+        snprintf(s->oom_message, sizeof s->oom_message, "%s", res->oom_message);
+    }
 }
 
-typedef struct ms_run_loop {
-    ms_run *run;
-    const ms_scenario *sc;
-    ms_policy *policy;
-    ms_sim_device dev;
-    ms_sim_ctx simctx;
-    ms_op_profile *prof;
-    ms_plan plan, prev_plan, oom_plan;
-    double *times_ms;
-} ms_run_loop;
-
-static ms_status plan_next(ms_run_loop *L, const ms_profile *prof, ms_diag *d)
+static ms_status plan_stage(ms_run *r, ms_stage *s, ms_diag *d)
 {
-    ms_plan_clear(&L->plan);
+    ms_plan_clear(&s->plan);
     ms_status st = MS_OK;
-    if (L->policy != NULL)
-        st = ms_policy_plan(L->policy, prof, simulate_plan, &L->simctx, &L->plan, d);
-    for (uint32_t i = 0; st == MS_OK && i < L->oom_plan.n; i++)
-        st = ms_plan_add(&L->plan, &L->oom_plan.items[i]);
+    if (r->policy != NULL)
+        st = ms_policy_plan(r->policy, &s->profile, simulate_plan, &r->simctx[s - r->stages],
+                            &s->plan, d);
+    for (uint32_t i = 0; st == MS_OK && i < s->oom_plan.n; i++)
+        st = ms_plan_add(&s->plan, &s->oom_plan.items[i]);
     return st;
 }
 
-static ms_status run_steps(ms_run_loop *L, ms_diag *d)
+static ms_status run_stage_step(void *user, int host)
 {
-    ms_run *r = L->run;
-    const ms_scenario *sc = L->sc;
-    ms_profile prof = {.step = -1, .measured = false, .program = r->view, .ops = NULL,
-                       .capacity = sc->device.hbm_bytes, .oom_op = MS_NONE,
-                       .device = &sc->device, .current = &L->plan};
-    ms_step_result res = {0}, last = {0};
-    int done = 0;
-    bool stable = false;
-    for (int step = 0; step < sc->steps; step++) {
-        /* SmartSwap's STABLE stage: once the policy froze its plan, steps
-         * only execute it, until an OOM sends it back to planning. */
-        ms_status st = MS_OK;
-        if (!stable || res.oom)
-            st = plan_next(L, &prof, d);
-        if (st != MS_OK)
-            return st;
-        stable = L->plan.stable;
-        if (step > 0 && res.oom && same_plan(&L->plan, &L->prev_plan))
-            break; /* the same decisions would fail the same way */
-        ms_plan_copy(&L->prev_plan, &L->plan);
-        st = ms_exec_step(L->dev.exec, step, &L->plan, L->prof, &res, d);
-        if (st != MS_OK)
-            return st;
-        note_peaks(&r->summary, &res);
-        prof = (ms_profile){.step = step, .measured = true, .program = r->view, .ops = L->prof,
-                            .peak_allocated = res.peak_allocated,
-                            .peak_reserved = res.peak_reserved,
-                            .capacity = sc->device.hbm_bytes, .step_time_ns = res.step_time_ns,
-                            .oom = res.oom, .oom_op = res.oom_op, .device = &sc->device,
-                            .current = &L->prev_plan};
-        if (res.oom) {
-            if (!r->summary.oom) {
-                r->summary.oom = true;
-                r->summary.oom_step = step;
-                snprintf(r->summary.oom_message, sizeof r->summary.oom_message, "%s",
-                         res.oom_message);
-            }
-            bool handled = false;
-            if (L->policy != NULL && res.oom_op != MS_NONE) {
-                ms_oom_request req = {.bytes = res.oom_bytes, .tensor = res.oom_tensor,
-                                      .op = (uint32_t)res.oom_op,
-                                      .allocated = res.peak_allocated,
-                                      .reserved = res.peak_reserved,
-                                      .capacity = sc->device.hbm_bytes};
-                st = ms_policy_on_oom(L->policy, &req, &prof, &L->oom_plan, &handled, d);
-                if (st != MS_OK)
-                    return st;
-            }
-            continue;
+    ms_run *r = user;
+    ms_stage *s = &r->stages[host];
+    ms_diag_clear(&s->diag);
+    return ms_exec_step(s->exec, s->step, &s->plan, s->prof, &s->res, &s->diag);
+}
+
+static void stage_step_done(void *user, int host)
+{
+    ms_run *r = user;
+    /* A finished host must not bound how far the others run the engine. */
+    ms_mock_set_host_idle(r->stages[host].real);
+}
+
+static ms_status execute_stages(ms_run *r, int step, ms_diag *d)
+{
+    ms_status st = MS_OK;
+    for (int i = 0; i < r->n; i++)
+        r->stages[i].step = step;
+    if (r->n == 1)
+        st = run_stage_step(r, 0);
+    else
+        st = ms_cohost_run(r->co, run_stage_step, stage_step_done, r);
+    for (int i = 0; i < r->n && st != MS_OK; i++)
+        if (r->stages[i].diag.code != MS_OK) {
+            ms_diag_set(d, r->stages[i].diag.code, "stage %d: %s", i, r->stages[i].diag.msg);
+            break;
         }
-        L->times_ms[done++] = (double)res.step_time_ns / 1e6;
-        last = res;
+    return st;
+}
+
+static void profile_after(ms_run *r, ms_stage *s, int step)
+{
+    const ms_scenario *sc = r->sc;
+    s->profile = (ms_profile){.step = step, .measured = true, .program = s->view, .ops = s->prof,
+                              .peak_allocated = s->res.peak_allocated,
+                              .peak_reserved = s->res.peak_reserved,
+                              .capacity = sc->device.hbm_bytes,
+                              .step_time_ns = s->res.step_time_ns, .oom = s->res.oom,
+                              .oom_op = s->res.oom_op, .device = &sc->device,
+                              .current = &s->prev_plan};
+}
+
+static ms_status handle_oom(ms_run *r, ms_stage *s, ms_diag *d)
+{
+    bool handled = false;
+    if (r->policy == NULL || s->res.oom_op == MS_NONE)
+        return MS_OK;
+    ms_oom_request req = {.bytes = s->res.oom_bytes, .tensor = s->res.oom_tensor,
+                          .op = (uint32_t)s->res.oom_op, .allocated = s->res.peak_allocated,
+                          .reserved = s->res.peak_reserved, .capacity = r->sc->device.hbm_bytes};
+    return ms_policy_on_oom(r->policy, &req, &s->profile, &s->oom_plan, &handled, d);
+}
+
+/* Plans for every stage; false in *go if every stage that ran out of memory
+ * would repeat the same decisions (and so fail the same way). */
+static ms_status plan_step(ms_run *r, int step, bool *stable, bool *go, ms_diag *d)
+{
+    bool any_oom = false, any_change = false;
+    *go = true;
+    for (int i = 0; i < r->n; i++) {
+        ms_stage *s = &r->stages[i];
+        bool oomed = step > 0 && s->res.oom;
+        any_oom |= oomed;
+        /* SmartSwap's STABLE stage: a frozen plan is only executed, until an
+         * OOM sends the policy back to planning. */
+        if (!*stable || oomed) {
+            ms_status st = plan_stage(r, s, d);
+            if (st != MS_OK)
+                return st;
+        }
+        any_change |= oomed && !same_plan(&s->plan, &s->prev_plan);
     }
-    fill_step_summary(r, sc, L->times_ms, done, done ? &last : NULL, L->dev.alloc);
+    if (any_oom && !any_change) {
+        *go = false;
+        return MS_OK;
+    }
+    bool all_stable = true;
+    for (int i = 0; i < r->n; i++) {
+        all_stable &= r->stages[i].plan.stable;
+        ms_plan_copy(&r->stages[i].prev_plan, &r->stages[i].plan);
+    }
+    *stable = all_stable;
     return MS_OK;
+}
+
+static ms_status run_steps(ms_run *r, ms_diag *d)
+{
+    bool stable = false;
+    for (int step = 0; step < r->sc->steps; step++) {
+        bool go;
+        ms_status st = plan_step(r, step, &stable, &go, d);
+        if (st != MS_OK)
+            return st;
+        if (!go)
+            break;
+        if ((st = execute_stages(r, step, d)) != MS_OK)
+            return st;
+        bool oom = false;
+        int64_t start = 0, end = 0;
+        for (int i = 0; i < r->n; i++) {
+            ms_stage *s = &r->stages[i];
+            note_step(&r->summaries[i], &s->res, step);
+            profile_after(r, s, step);
+            oom |= s->res.oom;
+            if (i == 0 || s->res.start_ns < start)
+                start = s->res.start_ns;
+            if (i == 0 || s->res.end_ns > end)
+                end = s->res.end_ns;
+        }
+        for (int i = 0; oom && i < r->n; i++)
+            if (r->stages[i].res.oom && (st = handle_oom(r, &r->stages[i], d)) != MS_OK)
+                return st;
+        if (oom)
+            continue;
+        /* The pipeline's step lasts from the first host's start to the last
+         * device's finish. */
+        double step_ms = (double)(end - start) / 1e6;
+        r->times_ms[r->done_steps++] = step_ms;
+        for (int i = 0; i < r->n; i++) {
+            ms_run_summary *s = &r->summaries[i];
+            const ms_step_result *res = &r->stages[i].res;
+            s->swapped_bytes = res->swapped_bytes;
+            s->recomputed_ops = res->recomputed_ops;
+            s->bubble_fraction = step_ms > 0 ? 1.0 - (double)res->compute_busy_ns / 1e6 / step_ms
+                                             : 0.0;
+        }
+    }
+    return MS_OK;
+}
+
+static void fill_times(ms_run *r)
+{
+    int n = r->done_steps;
+    for (int i = 0; i < r->n; i++) {
+        ms_run_summary *s = &r->summaries[i];
+        s->steps = n;
+        if (n == 0)
+            continue;
+        s->step_time_ms = r->times_ms[n - 1];
+        /* The first step warms the allocator's cache; steady state is after. */
+        const double *steady = n > 1 ? r->times_ms + 1 : r->times_ms;
+        size_t m = n > 1 ? (size_t)n - 1 : 1;
+        s->step_time_mean_ms = gsl_stats_mean(steady, 1, m);
+        s->step_time_sd_ms = m > 1 ? gsl_stats_sd(steady, 1, m) : 0.0;
+        s->model_tflops = s->model_flops_per_step / (s->step_time_ms * 1e-3) / 1e12;
+        double peak = r->sc->device.peak_flops[r->sc->model.dtype];
+        s->mfu = peak > 0 ? s->model_tflops * 1e12 / peak : 0.0;
+        ms_alloc_stats st;
+        if (ms_alloc_get_stats(r->stages[i].alloc, &st) == MS_OK) {
+            s->num_alloc_retries = st.num_alloc_retries;
+            s->num_ooms = st.num_ooms;
+        }
+    }
 }
 
 static ms_status open_policy(const ms_scenario *sc, const ms_run_options *opt, ms_policy **pol,
@@ -308,6 +405,83 @@ static ms_status open_policy(const ms_scenario *sc, const ms_run_options *opt, m
     return ms_policy_load(name, lib_dir, NULL, pol, d);
 }
 
+static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
+{
+    const char *backend = opt->backend ? opt->backend : "mock";
+    const char *pname = "none";
+    ms_status st = ms_policy_name(r->policy, &pname);
+    if (st == MS_OK)
+        st = ms_sim_create(&r->engine);
+    if (st == MS_OK && r->n > 1)
+        st = ms_cohost_create(r->n, &r->co);
+    for (int i = 0; st == MS_OK && i < r->n; i++) {
+        ms_stage *s = &r->stages[i];
+        st = ms_program_build(r->sc, i, &s->program, d);
+        if (st == MS_OK)
+            st = ms_program_get_view(s->program, &s->view);
+        if (st != MS_OK)
+            break;
+        r->views[i] = s->view;
+        fill_static_summary(r, i, pname);
+        ms_plan_init(&s->plan);
+        ms_plan_init(&s->prev_plan);
+        ms_plan_init(&s->oom_plan);
+        s->prof = calloc(s->view.n_ops ? s->view.n_ops : 1, sizeof *s->prof);
+        if (s->prof == NULL)
+            st = MS_ENOMEM;
+        s->profile = (ms_profile){.step = -1, .measured = false, .program = s->view,
+                                  .capacity = r->sc->device.hbm_bytes, .oom_op = MS_NONE,
+                                  .device = &r->sc->device, .current = &s->plan};
+        r->simctx[i] = (ms_sim_ctx){.sc = r->sc, .stage = s, .backend = backend,
+                                    .policy = r->policy};
+        if (st == MS_OK)
+            st = stage_open_device(r->sc, s, i, r->engine, r->co, backend, r->policy, r->record,
+                                   d);
+    }
+    return st;
+}
+
+static bool any_setup_oom(ms_run *r, ms_diag *d)
+{
+    bool any = false;
+    for (int i = 0; i < r->n; i++) {
+        if (!r->stages[i].setup_oom)
+            continue;
+        /* Weights, grads and optimizer state alone do not fit. */
+        ms_run_summary *s = &r->summaries[i];
+        s->oom = true;
+        s->oom_step = 0;
+        snprintf(s->oom_message, sizeof s->oom_message, "%s",
+                 d && d->msg[0] ? d->msg : "out of memory at setup");
+        any = true;
+    }
+    if (any && d)
+        ms_diag_clear(d);
+    return any;
+}
+
+static void close_devices(ms_run *r)
+{
+    for (int i = 0; r->stages && i < r->n; i++) {
+        ms_stage *s = &r->stages[i];
+        stage_close_device(s);
+        ms_plan_free(&s->plan);
+        ms_plan_free(&s->prev_plan);
+        ms_plan_free(&s->oom_plan);
+        free(s->prof);
+        s->prof = NULL;
+    }
+    if (r->co)
+        ms_cohost_destroy(r->co);
+    if (r->engine)
+        ms_sim_destroy(r->engine);
+    if (r->policy)
+        ms_policy_free(r->policy);
+    r->co = NULL;
+    r->engine = NULL;
+    r->policy = NULL;
+}
+
 ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,
                          ms_diag *d)
 {
@@ -315,54 +489,30 @@ ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_ru
         return MS_EINVAL;
     *out = NULL;
     ms_run *r = calloc(1, sizeof *r);
-    ms_run_loop L = {.run = r, .sc = sc};
     if (r == NULL)
         return MS_ENOMEM;
-    const char *backend = opt->backend ? opt->backend : "mock";
-    const char *pname = "none";
-    ms_status st = ms_program_build(sc, 0, &r->program, d);
-    if (st == MS_OK)
-        st = ms_program_get_view(r->program, &r->view);
-    if (st == MS_OK)
-        st = open_policy(sc, opt, &L.policy, d);
-    if (st == MS_OK)
-        st = ms_policy_name(L.policy, &pname);
+    r->sc = sc;
+    r->n = sc->parallel.pipeline_model_parallel_size > 0 ? sc->parallel.pipeline_model_parallel_size
+                                                         : 1;
+    r->stages = calloc((size_t)r->n, sizeof *r->stages);
+    r->views = calloc((size_t)r->n, sizeof *r->views);
+    r->summaries = calloc((size_t)r->n, sizeof *r->summaries);
+    r->simctx = calloc((size_t)r->n, sizeof *r->simctx);
+    r->times_ms = calloc((size_t)sc->steps + 1, sizeof *r->times_ms);
+    ms_status st = (r->stages && r->views && r->summaries && r->simctx && r->times_ms)
+                       ? MS_OK
+                       : MS_ENOMEM;
     if (st == MS_OK && opt->record)
         st = ms_record_create(&r->record);
-    if (st == MS_OK) {
-        fill_static_summary(r, sc, pname);
-        L.prof = calloc(r->view.n_ops ? r->view.n_ops : 1, sizeof *L.prof);
-        L.times_ms = calloc((size_t)sc->steps + 1, sizeof *L.times_ms);
-        ms_plan_init(&L.plan);
-        ms_plan_init(&L.prev_plan);
-        ms_plan_init(&L.oom_plan);
-        if (L.prof == NULL || L.times_ms == NULL)
-            st = MS_ENOMEM;
-    }
-    bool setup_oom = false;
     if (st == MS_OK)
-        st = sim_device_open(sc, &r->view, backend, L.policy, r->record, &L.dev, &setup_oom, d);
-    L.simctx = (ms_sim_ctx){.sc = sc, .view = &r->view, .backend = backend, .policy = L.policy};
-    if (st == MS_OK && setup_oom) {
-        /* Weights, grads and optimizer state alone do not fit. */
-        r->summary.oom = true;
-        r->summary.oom_step = 0;
-        snprintf(r->summary.oom_message, sizeof r->summary.oom_message, "%s",
-                 d ? d->msg : "out of memory at setup");
-        if (d)
-            ms_diag_clear(d);
-    } else if (st == MS_OK) {
-        st = run_steps(&L, d);
-    }
-    sim_device_close(&L.dev);
-    /* The policy name lives in the policy: copy done in fill_static_summary. */
-    if (L.policy)
-        ms_policy_free(L.policy);
-    ms_plan_free(&L.plan);
-    ms_plan_free(&L.prev_plan);
-    ms_plan_free(&L.oom_plan);
-    free(L.prof);
-    free(L.times_ms);
+        st = open_policy(sc, opt, &r->policy, d);
+    if (st == MS_OK)
+        st = open_stages(r, opt, d);
+    if (st == MS_OK && !any_setup_oom(r, d))
+        st = run_steps(r, d);
+    if (st == MS_OK)
+        fill_times(r);
+    close_devices(r);
     if (st != MS_OK) {
         ms_run_free(r);
         return st;
@@ -375,11 +525,27 @@ ms_status ms_run_free(ms_run *r)
 {
     if (r == NULL)
         return MS_EINVAL;
+    close_devices(r);
+    for (int i = 0; r->stages && i < r->n; i++)
+        if (r->stages[i].program)
+            ms_program_free(r->stages[i].program);
     if (r->record)
         ms_record_free(r->record);
-    if (r->program)
-        ms_program_free(r->program);
+    free(r->stages);
+    free(r->views);
+    free(r->summaries);
+    free(r->simctx);
+    free(r->times_ms);
     free(r);
+    return MS_OK;
+}
+
+ms_status ms_run_summaries(const ms_run *r, const ms_run_summary **s, size_t *n)
+{
+    if (r == NULL || s == NULL || n == NULL)
+        return MS_EINVAL;
+    *s = r->summaries;
+    *n = (size_t)r->n;
     return MS_OK;
 }
 
@@ -387,7 +553,7 @@ ms_status ms_run_summary_get(const ms_run *r, const ms_run_summary **s)
 {
     if (r == NULL || s == NULL)
         return MS_EINVAL;
-    *s = &r->summary;
+    *s = &r->summaries[0];
     return MS_OK;
 }
 
@@ -399,10 +565,11 @@ ms_status ms_run_record_get(const ms_run *r, const ms_run_record **rec)
     return MS_OK;
 }
 
-ms_status ms_run_program_view(const ms_run *r, ms_program_view *view)
+ms_status ms_run_program_views(const ms_run *r, const ms_program_view **views, size_t *n)
 {
-    if (r == NULL || view == NULL)
+    if (r == NULL || views == NULL || n == NULL)
         return MS_EINVAL;
-    *view = r->view;
+    *views = r->views;
+    *n = (size_t)r->n;
     return MS_OK;
 }

@@ -57,6 +57,9 @@ typedef struct ms_step_result {
     uint64_t peak_activation_bytes;
     uint64_t swapped_bytes;
     uint32_t recomputed_ops;
+    int64_t start_ns;          /* host clock when the step began */
+    int64_t end_ns;            /* host clock when the device finished it */
+    int64_t compute_busy_ns;   /* device time the compute stream was busy */
 } ms_step_result;
 
 /* Create the executor: streams, and the persistent tensors (weights, grads,
@@ -82,9 +85,12 @@ typedef struct ms_run ms_run;
 ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,
                          ms_diag *d);
 ms_status ms_run_free(ms_run *r);
-ms_status ms_run_summary_get(const ms_run *r, const ms_run_summary **s);
+/* One summary per pipeline stage (n == pipeline_model_parallel_size). */
+ms_status ms_run_summaries(const ms_run *r, const ms_run_summary **s, size_t *n);
+ms_status ms_run_summary_get(const ms_run *r, const ms_run_summary **s); /* stage 0 */
 ms_status ms_run_record_get(const ms_run *r, const ms_run_record **rec);
-ms_status ms_run_program_view(const ms_run *r, ms_program_view *view);
+/* The step program of every stage, indexed by device. */
+ms_status ms_run_program_views(const ms_run *r, const ms_program_view **views, size_t *n);
 
 /* Find a shipped data directory ("policies_lua", "scenarios/devices"):
  * $MEMSIM_DATADIR/sub, then the source tree, then the installed pkgdatadir. */

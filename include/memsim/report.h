@@ -94,6 +94,8 @@ typedef struct ms_run_summary {
     int64_t num_ooms;
     uint64_t swapped_bytes;    /* D2H bytes per step */
     uint32_t recomputed_ops;   /* per step */
+    int stage;                 /* pipeline stage (= device) this row is of */
+    double bubble_fraction;    /* idle share of this stage's compute stream */
 } ms_run_summary;
 
 typedef struct ms_run_record ms_run_record;
@@ -117,13 +119,14 @@ ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row
  * temporary name and renamed, so a failed run never leaves a partial CSV
  * that looks complete. */
 ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
-                              const ms_run_record *record, const ms_program_view *program,
-                              ms_diag *d);
+                              const ms_run_record *record, const ms_program_view *programs,
+                              size_t n_programs, ms_diag *d);
 ms_status ms_report_write_summary_csv(const char *path, const ms_run_summary *summaries, size_t n,
                                       ms_diag *d);
 /* trace.json: Chrome Trace Event Format (open in Perfetto). */
 ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *record,
-                                       const ms_program_view *program, ms_diag *d);
+                                       const ms_program_view *programs, size_t n_programs,
+                                       ms_diag *d);
 /* The console summary. */
 ms_status ms_report_print_summary(FILE *out, const ms_run_summary *s);
 

@@ -73,11 +73,12 @@ static void run_into(const char *scenario, const char *policy, const char *dir)
     ck_assert_msg(ms_run_execute(sc, &opt, &run, &d) == MS_OK, "%s", d.msg);
     const ms_run_summary *s;
     const ms_run_record *rec;
-    ms_program_view view;
-    ms_run_summary_get(run, &s);
+    const ms_program_view *views;
+    size_t n, nv;
+    ms_run_summaries(run, &s, &n);
     ms_run_record_get(run, &rec);
-    ms_run_program_view(run, &view);
-    ck_assert_msg(ms_report_write_csv(dir, s, 1, rec, &view, &d) == MS_OK, "%s", d.msg);
+    ms_run_program_views(run, &views, &nv);
+    ck_assert_msg(ms_report_write_csv(dir, s, n, rec, views, nv, &d) == MS_OK, "%s", d.msg);
     ms_run_free(run);
     ms_scenario_free(sc);
 }
@@ -168,6 +169,75 @@ START_TEST(cli_policy_error_has_position)
 }
 END_TEST
 
+/* Field `col` (0-based) of CSV line `line` (0 = header); plain fields only. */
+static void csv_field(const char *text, int line, int col, char *out, size_t n)
+{
+    const char *p = text;
+    for (int l = 0; l < line && p; l++) {
+        p = strchr(p, '\n');
+        if (p)
+            p++;
+    }
+    ck_assert_ptr_nonnull(p);
+    for (int c = 0; c < col; c++) {
+        p = strchr(p, ',');
+        ck_assert_ptr_nonnull(p);
+        p++;
+    }
+    size_t len = strcspn(p, ",\n");
+    ck_assert_uint_lt(len, n);
+    memcpy(out, p, len);
+    out[len] = '\0';
+}
+
+/* Issue 3: lifetime pools vs the default pools, side by side in summary.csv.
+ * The lifetime pools keep long-lived tensors out of the default pool's
+ * split blocks, so the reserved - allocated gap at the allocated peak
+ * shrinks. */
+START_TEST(cli_compares_lifetime_pools_side_by_side)
+{
+    char err[4096], args[1024];
+    snprintf(args, sizeof args,
+             "run scenarios/llama2-7b.lua --policy none --policy lifetime_pools --out %s/cmp",
+             tmpdir);
+    ck_assert_msg(run_memsim(args, err, sizeof err) == 0, "%s", err);
+    char path[800], a[64], b[64], gap_none[64], gap_pools[64];
+    snprintf(path, sizeof path, "%s/cmp/summary.csv", tmpdir);
+    size_t n = 0;
+    char *s = read_file(path, &n);
+    ck_assert_ptr_nonnull(s);
+    csv_field(s, 0, 9, a, sizeof a);
+    ck_assert_str_eq(a, "reserved_minus_allocated_at_peak_bytes");
+    csv_field(s, 1, 1, a, sizeof a);
+    csv_field(s, 2, 1, b, sizeof b);
+    ck_assert_str_eq(a, "none");
+    ck_assert_str_eq(b, "lifetime_pools");
+    csv_field(s, 1, 9, gap_none, sizeof gap_none);
+    csv_field(s, 2, 9, gap_pools, sizeof gap_pools);
+    ck_assert_msg(strtoull(gap_pools, NULL, 10) < strtoull(gap_none, NULL, 10),
+                  "gap with lifetime pools %s, default %s", gap_pools, gap_none);
+    free(s);
+    /* Each policy's details sit in its own folder. */
+    snprintf(path, sizeof path, "%s/cmp/lifetime_pools/memory.csv", tmpdir);
+    ck_assert_int_eq(access(path, F_OK), 0);
+}
+END_TEST
+
+/* The default run's summary is a regression golden: any change to the
+ * models shows up here.  Regenerate deliberately with
+ *   ./memsim run scenarios/llama2-7b.lua --out /tmp/g &&
+ *   cp /tmp/g/summary.csv tests/golden/llama2-7b-none.summary.csv */
+START_TEST(llama2_7b_summary_matches_golden)
+{
+    char dir[700], path[800], golden[800];
+    snprintf(dir, sizeof dir, "%s/golden", tmpdir);
+    run_into("scenarios/llama2-7b.lua", "none", dir);
+    snprintf(path, sizeof path, "%s/summary.csv", dir);
+    snprintf(golden, sizeof golden, "%s/tests/golden/llama2-7b-none.summary.csv", srcdir());
+    assert_same_file(path, golden);
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -177,6 +247,8 @@ static Suite *run_suite(void)
     tcase_add_test(tc, cli_default_run_writes_reports);
     tcase_add_test(tc, cli_bad_scenarios);
     tcase_add_test(tc, cli_policy_error_has_position);
+    tcase_add_test(tc, cli_compares_lifetime_pools_side_by_side);
+    tcase_add_test(tc, llama2_7b_summary_matches_golden);
     suite_add_tcase(s, tc);
     return s;
 }

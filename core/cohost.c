@@ -1,0 +1,295 @@
+/* Cooperative host threads: see cohost.h. */
+#include "cohost.h"
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define DRIVER (-1)
+
+typedef struct ms_cohost_thread {
+    ms_cohost *c;
+    int index;
+    pthread_t tid;
+    bool started, finished, parked;
+    ms_status result;
+    ms_backend *real;   /* for the clock the scheduler orders by */
+} ms_cohost_thread;
+
+struct ms_cohost {
+    int n;
+    ms_cohost_thread *threads;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int running;        /* host allowed to run, or DRIVER */
+    bool in_run;
+    ms_cohost_body body;
+    ms_cohost_done done;
+    void *user;
+};
+
+/* Hand the baton to `to` and wait until it comes back to `me`. */
+static void hand_over(ms_cohost *c, int me, int to)
+{
+    pthread_mutex_lock(&c->mu);
+    c->running = to;
+    pthread_cond_broadcast(&c->cv);
+    while (c->running != me)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+}
+
+static ms_status park(ms_cohost *c, int host)
+{
+    if (!c->in_run)
+        return MS_EAGAIN; /* called outside a run: nobody to yield to */
+    c->threads[host].parked = true;
+    hand_over(c, host, DRIVER);
+    return MS_OK;
+}
+
+static void *thread_main(void *arg)
+{
+    ms_cohost_thread *t = arg;
+    ms_cohost *c = t->c;
+    pthread_mutex_lock(&c->mu);
+    while (c->running != t->index)
+        pthread_cond_wait(&c->cv, &c->mu);
+    pthread_mutex_unlock(&c->mu);
+    t->result = c->body(c->user, t->index);
+    if (c->done)
+        c->done(c->user, t->index);
+    pthread_mutex_lock(&c->mu);
+    t->finished = true;
+    c->running = DRIVER;
+    pthread_cond_broadcast(&c->cv);
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+static int64_t host_clock(const ms_cohost_thread *t)
+{
+    int64_t now = 0;
+    if (t->real != NULL)
+        t->real->ops->now(t->real->inst, &now);
+    return now;
+}
+
+/* The unparked host with the smallest clock (ties: lowest index); when all
+ * are parked, the parked ones get another try: someone moved since. */
+static int pick_next(ms_cohost *c)
+{
+    for (int pass = 0; pass < 2; pass++) {
+        int best = DRIVER;
+        int64_t best_clock = 0;
+        for (int i = 0; i < c->n; i++) {
+            ms_cohost_thread *t = &c->threads[i];
+            if (t->finished || (pass == 0 && t->parked))
+                continue;
+            int64_t clk = host_clock(t);
+            if (best == DRIVER || clk < best_clock) {
+                best = i;
+                best_clock = clk;
+            }
+        }
+        if (best != DRIVER)
+            return best;
+        for (int i = 0; i < c->n; i++)
+            c->threads[i].parked = false;
+    }
+    return DRIVER;
+}
+
+ms_status ms_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done, void *user)
+{
+    if (c == NULL || body == NULL || c->in_run)
+        return MS_EINVAL;
+    c->body = body;
+    c->done = done;
+    c->user = user;
+    c->in_run = true;
+    c->running = DRIVER;
+    ms_status st = MS_OK;
+    for (int i = 0; i < c->n; i++) {
+        ms_cohost_thread *t = &c->threads[i];
+        t->finished = t->parked = false;
+        t->result = MS_OK;
+        t->started = pthread_create(&t->tid, NULL, thread_main, t) == 0;
+        if (!t->started) {
+            t->finished = true;
+            t->result = MS_ENOMEM;
+        }
+    }
+    for (;;) {
+        int next = pick_next(c);
+        if (next == DRIVER)
+            break;
+        /* A host that ran clears the others' parked marks: it may have
+         * produced what they wait for. */
+        for (int i = 0; i < c->n; i++)
+            if (i != next)
+                c->threads[i].parked = false;
+        hand_over(c, DRIVER, next);
+    }
+    for (int i = 0; i < c->n; i++) {
+        if (c->threads[i].started)
+            pthread_join(c->threads[i].tid, NULL);
+        if (st == MS_OK && c->threads[i].result != MS_OK)
+            st = c->threads[i].result;
+    }
+    c->in_run = false;
+    return st;
+}
+
+ms_status ms_cohost_create(int n_hosts, ms_cohost **out)
+{
+    if (n_hosts < 1 || out == NULL)
+        return MS_EINVAL;
+    ms_cohost *c = calloc(1, sizeof *c);
+    if (c == NULL)
+        return MS_ENOMEM;
+    c->threads = calloc((size_t)n_hosts, sizeof *c->threads);
+    if (c->threads == NULL) {
+        free(c);
+        return MS_ENOMEM;
+    }
+    c->n = n_hosts;
+    for (int i = 0; i < n_hosts; i++) {
+        c->threads[i].c = c;
+        c->threads[i].index = i;
+    }
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_cond_init(&c->cv, NULL);
+    *out = c;
+    return MS_OK;
+}
+
+ms_status ms_cohost_destroy(ms_cohost *c)
+{
+    if (c == NULL || c->in_run)
+        return MS_EINVAL;
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->cv);
+    free(c->threads);
+    free(c);
+    return MS_OK;
+}
+
+/* ---- the wrapping backend: forward every call, park on MS_EAGAIN ------ */
+
+typedef struct ms_cohost_proxy {
+    ms_cohost *c;
+    int host;
+    ms_backend *real;
+} ms_cohost_proxy;
+
+#define RETRY(w, call)                                                                  \
+    do {                                                                                \
+        ms_status st_;                                                                  \
+        while ((st_ = (call)) == MS_EAGAIN)                                             \
+            if (park((w)->c, (w)->host) != MS_OK)                                       \
+                return MS_EAGAIN;                                                       \
+        return st_;                                                                     \
+    } while (0)
+
+#define FWD(name, params, ...)                                                         \
+    static ms_status w_##name params                                                   \
+    {                                                                                  \
+        ms_cohost_proxy *w = inst;                                                      \
+        RETRY(w, w->real->ops->name(w->real->inst, __VA_ARGS__));                      \
+    }
+#define FWD0(name)                                                                     \
+    static ms_status w_##name(void *inst)                                              \
+    {                                                                                  \
+        ms_cohost_proxy *w = inst;                                                      \
+        RETRY(w, w->real->ops->name(w->real->inst));                                   \
+    }
+
+FWD(mem_get_info, (void *inst, uint64_t *f, uint64_t *t), f, t)
+FWD(malloc_device, (void *inst, uint64_t b, uint64_t *a), b, a)
+FWD(free_device, (void *inst, uint64_t a), a)
+FWD(malloc_host, (void *inst, uint64_t b, uint64_t *a), b, a)
+FWD(free_host, (void *inst, uint64_t a), a)
+FWD(va_reserve, (void *inst, uint64_t b, uint64_t *a), b, a)
+FWD(va_release, (void *inst, uint64_t a), a)
+FWD(mem_map, (void *inst, uint64_t a, uint64_t b), a, b)
+FWD(mem_unmap, (void *inst, uint64_t a, uint64_t b), a, b)
+FWD(stream_create, (void *inst, int p, ms_stream **s), p, s)
+FWD(stream_destroy, (void *inst, ms_stream *s), s)
+FWD(stream_synchronize, (void *inst, ms_stream *s), s)
+FWD(stream_id, (void *inst, const ms_stream *s, uint64_t *id), s, id)
+FWD(event_create, (void *inst, ms_event **e), e)
+FWD(event_destroy, (void *inst, ms_event *e), e)
+FWD(event_record, (void *inst, ms_event *e, ms_stream *s), e, s)
+FWD(event_query, (void *inst, ms_event *e, bool *c), e, c)
+FWD(event_synchronize, (void *inst, ms_event *e), e)
+FWD(stream_wait_event, (void *inst, ms_stream *s, ms_event *e), s, e)
+FWD(memcpy_async,
+    (void *inst, uint64_t d, uint64_t s, uint64_t b, ms_copy_kind k, ms_stream *st, uint64_t t),
+    d, s, b, k, st, t)
+FWD(launch, (void *inst, const ms_kernel *k, ms_stream *s, uint64_t t), k, s, t)
+FWD0(device_synchronize)
+FWD(now, (void *inst, int64_t *ns), ns)
+FWD(set_tracer, (void *inst, ms_work_tracer fn, void *user), fn, user)
+
+/* Elapsed time answers MS_EAGAIN for "not yet", which is not a park. */
+static ms_status w_event_elapsed_ns(void *inst, ms_event *a, ms_event *b, int64_t *ns)
+{
+    ms_cohost_proxy *w = inst;
+    return w->real->ops->event_elapsed_ns(w->real->inst, a, b, ns);
+}
+
+static ms_status w_destroy(void *inst)
+{
+    free(inst); /* the real backend belongs to the caller */
+    return MS_OK;
+}
+
+static const ms_backend_ops wrap_ops = {
+    .name = "cohost",
+    .destroy = w_destroy,
+    .mem_get_info = w_mem_get_info,
+    .malloc_device = w_malloc_device,
+    .free_device = w_free_device,
+    .malloc_host = w_malloc_host,
+    .free_host = w_free_host,
+    .va_reserve = w_va_reserve,
+    .va_release = w_va_release,
+    .mem_map = w_mem_map,
+    .mem_unmap = w_mem_unmap,
+    .stream_create = w_stream_create,
+    .stream_destroy = w_stream_destroy,
+    .stream_synchronize = w_stream_synchronize,
+    .stream_id = w_stream_id,
+    .event_create = w_event_create,
+    .event_destroy = w_event_destroy,
+    .event_record = w_event_record,
+    .event_query = w_event_query,
+    .event_synchronize = w_event_synchronize,
+    .event_elapsed_ns = w_event_elapsed_ns,
+    .stream_wait_event = w_stream_wait_event,
+    .memcpy_async = w_memcpy_async,
+    .launch = w_launch,
+    .device_synchronize = w_device_synchronize,
+    .now = w_now,
+    .set_tracer = w_set_tracer,
+};
+
+ms_status ms_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped)
+{
+    if (c == NULL || host < 0 || host >= c->n || real == NULL || wrapped == NULL)
+        return MS_EINVAL;
+    ms_cohost_proxy *w = calloc(1, sizeof *w);
+    ms_backend *b = calloc(1, sizeof *b);
+    if (w == NULL || b == NULL) {
+        free(w);
+        free(b);
+        return MS_ENOMEM;
+    }
+    *w = (ms_cohost_proxy){.c = c, .host = host, .real = real};
+    *b = (ms_backend){.ops = &wrap_ops, .inst = w, .device = real->device};
+    c->threads[host].real = real;
+    *wrapped = b;
+    return MS_OK;
+}
