@@ -1,0 +1,40 @@
+/* libFuzzer target for snapshot import and replay: any input, read as a
+ * pickle snapshot (first byte 0x80) or else as a CSV trace, must either
+ * replay or fail with a message (docs/replay.md, "Fuzzing").  Built by
+ * hand, never by make:
+ *
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude \
+ *       tests/fuzz/fuzz_replay.c core/pickle.c core/snapshot.c core/replay.c \
+ *       core/replay_start.c core/replay_backend.c core/allocator*.c \
+ *       core/status.c core/backend_close.c -lcsv -lm -o fuzz_replay
+ *   ./fuzz_replay -max_len=4096 -max_total_time=300 CORPUS_DIR
+ */
+#include <stddef.h>
+#include <stdint.h>
+
+#include "memsim/trace.h"
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+    ms_snapshot *s = NULL;
+    ms_diag d = {0};
+    const char *name = size > 0 && data[0] == 0x80 ? "fuzz.pickle" : "fuzz.csv";
+    if (ms_snapshot_load_buffer(data, size, name, &s, &d) != MS_OK) {
+        if (d.msg[0] == '\0' || s != NULL)
+            __builtin_trap();
+        return 0;
+    }
+    ms_replay_options o;
+    ms_replay_result r;
+    ms_replay_options_default(&o);
+    /* Small enough that the model's page tables stay small. */
+    o.capacity = 1ULL << 34;
+    if (ms_replay_run(s, &o, &r, &d) == MS_OK)
+        ms_replay_result_free(&r);
+    else if (d.msg[0] == '\0')
+        __builtin_trap();
+    ms_snapshot_free(s);
+    return 0;
+}
