@@ -464,6 +464,14 @@ ms_status ms_mock_set_host_idle(ms_backend *b)
     return ms_simhost_set_idle(m->host);
 }
 
+ms_status ms_mock_host_clock(const ms_backend *b, int64_t *ns)
+{
+    ms_mock *m = mock_of(b);
+    if (m == NULL || ns == NULL)
+        return MS_EINVAL;
+    return ms_simhost_now(m->host, ns);
+}
+
 ms_status ms_mock_simdev(const ms_backend *b, ms_simdev **out)
 {
     ms_mock *m = mock_of(b);

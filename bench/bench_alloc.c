@@ -15,8 +15,12 @@
  *           exact hits.
  *   random  a stress stream: 512 live tensors, each pair frees a random one
  *           and allocates a size drawn from 512 B - 512 MiB.
+ *   snapshot  the alloc/free requests of one device of a real PyTorch memory
+ *           snapshot (memsim replay's input) in recorded order; tensors still
+ *           live at the end are freed so that rounds repeat.
  *
- * Usage: bench_alloc [train|random] [pairs] [seed]   (train 5000000 1) */
+ * Usage: bench_alloc [train|random] [pairs] [seed]   (train 5000000 1)
+ *        bench_alloc snapshot [pairs] FILE [DEVICE] */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,6 +28,7 @@
 #include <time.h>
 
 #include "memsim/allocator.h"
+#include "memsim/trace.h"
 #include "../tests/unit/test_allocator_fake.h"
 
 /* One operation: size > 0 allocates tensor id, size 0 frees it. */
@@ -221,6 +226,48 @@ static int replay(ms_alloc *a, ms_stream *st, const stream *s, uint64_t *addrs)
     return 0;
 }
 
+/* The request stream of one device of a real snapshot: an id per live
+ * address; frees of memory allocated before the trace began are skipped. */
+static int gen_snapshot(stream *s, const char *path, int device)
+{
+    ms_diag d = {0};
+    ms_snapshot *snap = NULL;
+    if (ms_snapshot_load(path, &snap, &d) != MS_OK) {
+        fprintf(stderr, "bench_alloc: %s\n", d.msg);
+        return -1;
+    }
+    const ms_trace_event *ev = NULL;
+    size_t n = 0;
+    if (ms_snapshot_trace(snap, device, &ev, &n) != MS_OK) {
+        fprintf(stderr, "bench_alloc: %s has no device %d\n", path, device);
+        ms_snapshot_free(snap);
+        return -1;
+    }
+    uint64_t *live = calloc(n + 1, sizeof *live); /* address of each id, 0: free */
+    ids ix = {0};
+    for (size_t i = 0; live && i < n; i++) {
+        if (ev[i].action == MS_TA_ALLOC) {
+            uint32_t id = M(s, &ix, ev[i].size ? ev[i].size : 1);
+            if (id <= n)
+                live[id] = ev[i].addr;
+        } else if (ev[i].action == MS_TA_FREE_REQUESTED) {
+            for (uint32_t id = 0; id < ix.next && id <= n; id++)
+                if (live[id] == ev[i].addr) {
+                    live[id] = 0;
+                    F(s, &ix, id);
+                    break;
+                }
+        }
+    }
+    for (uint32_t id = 0; live && id < ix.next && id <= n; id++)
+        if (live[id])
+            F(s, &ix, id);
+    s->ids = ix.next;
+    free(live);
+    ms_snapshot_free(snap);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     const char *mode = argc > 1 ? argv[1] : "train";
@@ -231,6 +278,8 @@ int main(int argc, char **argv)
         gen_train(&s);
     else if (strcmp(mode, "random") == 0)
         gen_random(&s, seed);
+    else if (strcmp(mode, "snapshot") == 0 && argc > 3)
+        gen_snapshot(&s, argv[3], argc > 4 ? atoi(argv[4]) : 0);
     if (s.n == 0 || s.oom || want == 0) {
         fprintf(stderr, "usage: bench_alloc [train|random] [pairs>0] [seed]\n");
         free(s.ops);

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "memsim/exec.h"
+#include "memsim/memory_config.h"
 #include "memsim/report.h"
 #include "memsim/scenario.h"
 #include "replay.h"
@@ -103,6 +104,11 @@ static int cmd_run(int argc, char **argv)
     ms_status st = ms_scenario_load(a.scenario, a.sets, (size_t)a.n_sets, &sc, &d);
     if (st != MS_OK)
         return fail("scenario", st, &d);
+    /* The normalised recompute/swap settings, as MindFormers logs them. */
+    if (!a.quiet && (st = ms_memory_config_print(sc, stdout, &d)) != MS_OK) {
+        ms_scenario_free(sc);
+        return fail("scenario", st, &d);
+    }
     int n = a.n_policies ? a.n_policies : 1;
     ms_run_summary *sums = NULL;
     char dir[4096];

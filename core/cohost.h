@@ -2,8 +2,9 @@
  * (private to core/).
  *
  * Each pipeline stage has a host thread in a real job; here each gets a
- * POSIX thread, but only one ever runs: they hand over explicitly, so a run
- * is as deterministic as a single thread.  A device's backend is wrapped so
+ * coroutine (its own stack, switched with swapcontext): only one ever runs
+ * and they hand over explicitly, so a run is as deterministic as a single
+ * thread.  A device's backend is wrapped so
  * that a call the mock answers with MS_EAGAIN ("another device's host must
  * move first") parks the thread; the scheduler then runs the host whose
  * clock is smallest, as the mock asks for exact timings, and retries the
@@ -22,10 +23,18 @@ typedef ms_status (*ms_cohost_body)(void *user, int host);
 /* Called when a host's body has returned (e.g. ms_mock_set_host_idle). */
 typedef void (*ms_cohost_done)(void *user, int host);
 
-ms_status ms_cohost_create(int n_hosts, ms_cohost **out);
+/* Reads a host's clock for the scheduler without side effects: the
+ * backend's own now() catches up and would wake a parked host. */
+typedef ms_status (*ms_cohost_clock)(const ms_backend *real, int64_t *ns);
+
+ms_status ms_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost **out);
 ms_status ms_cohost_destroy(ms_cohost *c);
 /* Wrap real (not owned) so its MS_EAGAIN answers park host `host`. */
 ms_status ms_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped);
+/* From a host's body: every call that is or becomes parked in this run
+ * returns MS_ECANCELED instead of waiting (the other hosts wait for work
+ * this host will never issue). */
+ms_status ms_cohost_cancel(ms_cohost *c);
 /* Run body(user, h) for every host to completion; returns the first error
  * (by host index) or MS_OK. */
 ms_status ms_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done, void *user);

@@ -10,8 +10,22 @@
 #include "exec_actions.h"
 
 /* Streams the executor drives.  Swaps get their own streams so copies overlap
- * compute, as SmartSwap and MindFormers' swap do. */
-enum { ST_COMPUTE = 0, ST_COMM, ST_SWAP_OUT, ST_SWAP_IN, ST_COUNT };
+ * compute, as SmartSwap and MindFormers' swap do.  Pipeline p2p gets one
+ * stream per direction and neighbour: Megatron posts its sends and receives
+ * together (batch_isend_irecv), so a receive still waiting for one neighbour
+ * never holds up a send to the other; one FIFO for all of them deadlocks
+ * 1F1B from three stages on. */
+enum {
+    ST_COMPUTE = 0,
+    ST_COMM,
+    ST_SWAP_OUT,
+    ST_SWAP_IN,
+    ST_SEND_NEXT,
+    ST_SEND_PREV,
+    ST_RECV_NEXT,
+    ST_RECV_PREV,
+    ST_COUNT
+};
 
 typedef enum ms_tstate { TS_ABSENT = 0, TS_ON_DEVICE, TS_ON_HOST, TS_DROPPED } ms_tstate;
 
@@ -342,10 +356,24 @@ static ms_status wait_for_collective(ms_exec *e, const ms_op *op)
     return MS_OK;
 }
 
+static int stream_of(const ms_exec *e, const ms_op *op)
+{
+    if (op->stream != MS_SR_COMM)
+        return ST_COMPUTE;
+    bool send = op->kernel.comm == MS_COMM_SEND, recv = op->kernel.comm == MS_COMM_RECV;
+    if (!send && !recv)
+        return ST_COMM;
+    int p = e->cfg.pipeline_size > 0 ? e->cfg.pipeline_size : 1;
+    bool next = op->kernel.peer == (e->cfg.backend->device + 1) % p;
+    if (send)
+        return next ? ST_SEND_NEXT : ST_SEND_PREV;
+    return next ? ST_RECV_NEXT : ST_RECV_PREV;
+}
+
 static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
 {
     const ms_op *op = &e->p->ops[id];
-    int stream = op->stream == MS_SR_COMM ? ST_COMM : ST_COMPUTE;
+    int stream = stream_of(e, op);
     bool borrow = op->phase != MS_PHASE_FORWARD;
     if (!replay && borrow != e->borrowing) {
         /* Short-lived tensors may borrow idle long-lived blocks outside the
@@ -417,7 +445,7 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
         return ms_diag_set(e->diag, st, "pinned host memory for swapping tensor %u (%s, %" PRIu64
                            " bytes) is exhausted", t, tn->name, tn->bytes);
     /* The copy starts once the op it follows has run on its stream. */
-    int after_stream = e->p->ops[at_op].stream == MS_SR_COMM ? ST_COMM : ST_COMPUTE;
+    int after_stream = stream_of(e, &e->p->ops[at_op]);
     if ((st = get_event(e, &r->aux_ev)) != MS_OK ||
         (st = BE(e, event_record, r->aux_ev, e->streams[after_stream])) != MS_OK ||
         (st = BE(e, stream_wait_event, e->streams[ST_SWAP_OUT], r->aux_ev)) != MS_OK)
@@ -572,9 +600,9 @@ static void mark_cross_stream(ms_exec *e)
 {
     for (uint32_t t = 0; t < e->p->n_tensors; t++) {
         const ms_tensor *tn = &e->p->tensors[t];
-        int home = tn->producer == MS_NONE ? MS_SR_COMPUTE : (int)e->p->ops[tn->producer].stream;
+        int home = tn->producer == MS_NONE ? ST_COMPUTE : stream_of(e, &e->p->ops[tn->producer]);
         for (uint32_t u = 0; u < tn->n_uses; u++)
-            if ((int)e->p->ops[tn->uses[u]].stream != home)
+            if (stream_of(e, &e->p->ops[tn->uses[u]]) != home)
                 e->rt[t].cross_stream = 1;
     }
 }
@@ -612,7 +640,7 @@ ms_status ms_exec_create(const ms_exec_config *cfg, ms_exec **out, bool *setup_o
     e->kernel_row = calloc(e->p->n_ops ? e->p->n_ops : 1, sizeof *e->kernel_row);
     ms_status st = (e->rt && e->kernel_row) ? MS_OK : MS_ENOMEM;
     /* Swaps run on lower-priority streams so compute is never starved. */
-    static const int priority[ST_COUNT] = {0, 0, 1, 1};
+    static const int priority[ST_COUNT] = {0, 0, 1, 1, 0, 0, 0, 0};
     for (int s = 0; st == MS_OK && s < ST_COUNT; s++) {
         st = BE(e, stream_create, priority[s], &e->streams[s]);
         if (st == MS_OK)
@@ -808,9 +836,9 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
         release_step_tensors(e);
         st = MS_OK;
     }
-    if (st != MS_OK) {
-        release_step_tensors(e);
-        return st;
-    }
-    return finish_step(e, profile, res);
+    if (st == MS_OK)
+        st = finish_step(e, profile, res);
+    if (st != MS_OK)
+        release_step_tensors(e); /* e.g. cancelled: another stage ran out */
+    return st;
 }

@@ -196,21 +196,23 @@ static ms_status emit_tensor_actions(const ms_program_view *p, ms_schedule *s)
  * dropped: the latest point that still has everything ready in time. */
 static ms_status emit_recompute_actions(const ms_program_view *p, ms_schedule *s)
 {
-    for (uint32_t i = 0; i < p->n_segments; i++) {
-        if (!s->seg_recompute[i])
+    /* One pass over the dropped tensors: per-segment scans of every tensor
+     * cost minutes on a 70B pipeline with hundreds of micro-batches. */
+    for (uint32_t i = 0; i < p->n_segments; i++)
+        s->seg_at[i] = MS_NONE;
+    for (uint32_t t = 0; t < p->n_tensors; t++) {
+        if (!s->tensors[t].dropped)
             continue;
-        int32_t at = MS_NONE;
-        for (uint32_t t = 0; t < p->n_tensors; t++) {
-            if (!s->tensors[t].dropped || s->tensors[t].segment != (int32_t)i)
-                continue;
-            int32_t b = first_backward_use(p, &p->tensors[t]);
-            if (b != MS_NONE && (at == MS_NONE || b < at))
-                at = b;
-        }
-        if (at == MS_NONE)
-            continue; /* nothing to drop: recomputing would only cost time */
-        s->seg_at[i] = at;
-        ms_status st = push(s, (uint32_t)at, MS_ACT_BEFORE, MS_ACT_RECOMPUTE, i);
+        int32_t seg = s->tensors[t].segment;
+        int32_t b = first_backward_use(p, &p->tensors[t]);
+        if (b != MS_NONE && (s->seg_at[seg] == MS_NONE || b < s->seg_at[seg]))
+            s->seg_at[seg] = b;
+    }
+    for (uint32_t i = 0; i < p->n_segments; i++) {
+        /* Nothing dropped: recomputing would only cost time. */
+        if (!s->seg_recompute[i] || s->seg_at[i] == MS_NONE)
+            continue;
+        ms_status st = push(s, (uint32_t)s->seg_at[i], MS_ACT_BEFORE, MS_ACT_RECOMPUTE, i);
         if (st != MS_OK)
             return st;
     }

@@ -16,6 +16,7 @@
 
 #include "cohost.h"
 #include "memsim/backend_mock.h"
+#include "memsim/memory_config.h"
 #include "memsim/sim.h"
 
 static bool is_dir(const char *path)
@@ -55,6 +56,7 @@ typedef struct ms_stage {
     ms_profile profile;
     ms_step_result res;
     bool setup_oom;
+    bool cancelled;          /* its step was abandoned for another stage's OOM */
     int step;
     ms_diag diag;            /* the stage's own, since stages run interleaved */
 } ms_stage;
@@ -105,7 +107,8 @@ static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, int devic
     if (st == MS_OK) {
         ms_exec_config ecfg = {.program = &s->view, .backend = s->backend, .alloc = s->alloc,
                                .policy = policy, .record = record, .device = &sc->device,
-                               .avoid_record_streams = sc->avoid_record_streams};
+                               .avoid_record_streams = sc->avoid_record_streams,
+                               .pipeline_size = sc->parallel.pipeline_model_parallel_size};
         st = ms_exec_create(&ecfg, &s->exec, &s->setup_oom, d);
     }
     return st;
@@ -219,6 +222,10 @@ static void note_step(ms_run_summary *s, const ms_step_result *res, int step)
     }
 }
 
+/* The policy decides (its host starts from an empty plan), then the
+ * scenario's own recompute and swap settings (Megatron or MindFormers
+ * vocabulary) are added; the executor applies MindFormers' precedence
+ * whatever the order (recompute over swap, keep over both). */
 static ms_status plan_stage(ms_run *r, ms_stage *s, ms_diag *d)
 {
     ms_plan_clear(&s->plan);
@@ -226,17 +233,30 @@ static ms_status plan_stage(ms_run *r, ms_stage *s, ms_diag *d)
     if (r->policy != NULL)
         st = ms_policy_plan(r->policy, &s->profile, simulate_plan, &r->simctx[s - r->stages],
                             &s->plan, d);
+    if (st == MS_OK)
+        st = ms_memory_config_plan(r->sc, &s->view, &s->plan, d);
     for (uint32_t i = 0; st == MS_OK && i < s->oom_plan.n; i++)
         st = ms_plan_add(&s->plan, &s->oom_plan.items[i]);
     return st;
 }
 
+/* A stage that runs out of memory stops issuing, so the others would wait
+ * forever for its sends: as in a real job, the whole step is lost.  The
+ * others' parked calls are cancelled and their step ends without a result. */
 static ms_status run_stage_step(void *user, int host)
 {
     ms_run *r = user;
     ms_stage *s = &r->stages[host];
     ms_diag_clear(&s->diag);
-    return ms_exec_step(s->exec, s->step, &s->plan, s->prof, &s->res, &s->diag);
+    ms_status st = ms_exec_step(s->exec, s->step, &s->plan, s->prof, &s->res, &s->diag);
+    if (st == MS_OK && s->res.oom && r->co != NULL)
+        ms_cohost_cancel(r->co);
+    if (st == MS_ECANCELED) {
+        s->cancelled = true;
+        ms_diag_clear(&s->diag);
+        return MS_OK;
+    }
+    return st;
 }
 
 static void stage_step_done(void *user, int host)
@@ -249,8 +269,10 @@ static void stage_step_done(void *user, int host)
 static ms_status execute_stages(ms_run *r, int step, ms_diag *d)
 {
     ms_status st = MS_OK;
-    for (int i = 0; i < r->n; i++)
+    for (int i = 0; i < r->n; i++) {
         r->stages[i].step = step;
+        r->stages[i].cancelled = false;
+    }
     if (r->n == 1)
         st = run_stage_step(r, 0);
     else
@@ -345,6 +367,10 @@ static ms_status run_steps(ms_run *r, ms_diag *d)
         for (int i = 0; oom && i < r->n; i++)
             if (r->stages[i].res.oom && (st = handle_oom(r, &r->stages[i], d)) != MS_OK)
                 return st;
+        /* Work abandoned on the other stages is stuck in their streams: a
+         * pipeline that ran out of memory ends the run. */
+        if (oom && r->n > 1)
+            break;
         if (oom)
             continue;
         /* The pipeline's step lasts from the first host's start to the last
@@ -413,7 +439,7 @@ static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
     if (st == MS_OK)
         st = ms_sim_create(&r->engine);
     if (st == MS_OK && r->n > 1)
-        st = ms_cohost_create(r->n, &r->co);
+        st = ms_cohost_create(r->n, ms_mock_host_clock, &r->co);
     for (int i = 0; st == MS_OK && i < r->n; i++) {
         ms_stage *s = &r->stages[i];
         st = ms_program_build(r->sc, i, &s->program, d);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "lua_sandbox.h"
+#include "memory_config.h"
 
 /* Scenario files only build a table: a small budget stops a runaway loop
  * in well under a second. */
@@ -37,6 +38,14 @@ static const st_field fields[SC_COUNT] = {
     [SC_DTYPE] = {"model", "dtype", ST_STR},
     [SC_BIAS] = {"model", "add_bias_linear", ST_BOOL},
     [SC_POS] = {"model", "position_embedding_type", ST_STR},
+    [SC_EXPERTS] = {"model", "num_experts", ST_INT},
+    [SC_TOPK] = {"model", "moe_router_topk", ST_INT},
+    [SC_MOE_FFN] = {"model", "moe_ffn_hidden_size", ST_INT},
+    [SC_MOE_CAP] = {"model", "moe_expert_capacity_factor", ST_NUM},
+    [SC_MOE_CAP_ALIAS] = {"model", "moe_capacity_factor", ST_NUM},
+    [SC_M_GRAN] = {"model", "recompute_granularity", ST_STR},
+    [SC_M_METHOD] = {"model", "recompute_method", ST_STR},
+    [SC_M_NLAYERS] = {"model", "recompute_num_layers", ST_INT},
     [SC_WORLD] = {"parallel", "world_size", ST_INT},
     [SC_TP] = {"parallel", "tensor_model_parallel_size", ST_INT},
     [SC_PP] = {"parallel", "pipeline_model_parallel_size", ST_INT},
@@ -46,9 +55,25 @@ static const st_field fields[SC_COUNT] = {
     [SC_DISTOPT] = {"parallel", "use_distributed_optimizer", ST_BOOL},
     [SC_MBS] = {"parallel", "micro_batch_size", ST_INT},
     [SC_GBS] = {"parallel", "global_batch_size", ST_INT},
+    [SC_EP] = {"parallel", "expert_model_parallel_size", ST_INT},
+    [SC_INTERLEAVE] = {"parallel", "pp_interleave_num", ST_INT},
+    [SC_OFFSET] = {"parallel", "offset", ST_TREE},
     [SC_ACONF] = {"allocator", "conf", ST_STR},
     [SC_AFLAVOUR] = {"allocator", "flavour", ST_STR},
     [SC_AVOIDRS] = {"allocator", "avoid_record_streams", ST_BOOL},
+    [SC_GRAN] = {"recompute", "recompute_granularity", ST_STR},
+    [SC_METHOD] = {"recompute", "recompute_method", ST_STR},
+    [SC_NLAYERS] = {"recompute", "recompute_num_layers", ST_INT},
+    [SC_RC_RECOMPUTE] = {"recompute_config", "recompute", ST_TREE},
+    [SC_RC_SELECT] = {"recompute_config", "select_recompute", ST_TREE},
+    [SC_RC_COMM] = {"recompute_config", "select_comm_recompute", ST_TREE},
+    [SC_RC_POCOMM] = {"recompute_config", "parallel_optimizer_comm_recompute", ST_BOOL},
+    [SC_RC_MPCOMM] = {"recompute_config", "mp_comm_recompute", ST_BOOL},
+    [SC_RC_SLICE] = {"recompute_config", "recompute_slice_activation", ST_BOOL},
+    [SC_SW_SWAP] = {"swap_config", "swap", ST_BOOL},
+    [SC_SW_PREFETCH] = {"swap_config", "default_prefetch", ST_INT},
+    [SC_SW_LAYER] = {"swap_config", "layer_swap", ST_TREE},
+    [SC_SW_OP] = {"swap_config", "op_swap", ST_TREE},
 };
 
 static const st_schema schema = {fields, SC_COUNT};
@@ -161,9 +186,11 @@ ms_status ms_scenario_load(const char *path, const char *const *overrides, size_
         st = sc_validate(vals, path, sc, d);
     if (st == MS_OK)
         st = load_device(sc, d);
+    st_values_release(vals, SC_COUNT);
     free(vals);
     if (st != MS_OK) {
-        free(sc);
+        if (sc != NULL)
+            ms_scenario_free(sc);
         return st;
     }
     *out = sc;
@@ -174,6 +201,7 @@ ms_status ms_scenario_free(ms_scenario *sc)
 {
     if (sc == NULL)
         return MS_EINVAL;
+    mc_free(sc->memory_config);
     free(sc);
     return MS_OK;
 }

@@ -19,8 +19,14 @@ enum sc_field {
     SC_NAME = 0, SC_DEVICE, SC_POLICY, SC_STEPS, SC_SEED,
     SC_ARCH, SC_LAYERS, SC_HIDDEN, SC_FFN, SC_HEADS, SC_GROUPS, SC_SEQ, SC_VOCAB, SC_NORM,
     SC_SWIGLU, SC_UNTIE, SC_FLASH, SC_HDROP, SC_ADROP, SC_DTYPE, SC_BIAS, SC_POS,
-    SC_WORLD, SC_TP, SC_PP, SC_VPP, SC_CP, SC_SP, SC_DISTOPT, SC_MBS, SC_GBS,
+    SC_EXPERTS, SC_TOPK, SC_MOE_FFN, SC_MOE_CAP, SC_MOE_CAP_ALIAS,
+    SC_M_GRAN, SC_M_METHOD, SC_M_NLAYERS,
+    SC_WORLD, SC_TP, SC_PP, SC_VPP, SC_CP, SC_SP, SC_DISTOPT, SC_MBS, SC_GBS, SC_EP,
+    SC_INTERLEAVE, SC_OFFSET,
     SC_ACONF, SC_AFLAVOUR, SC_AVOIDRS,
+    SC_GRAN, SC_METHOD, SC_NLAYERS,
+    SC_RC_RECOMPUTE, SC_RC_SELECT, SC_RC_COMM, SC_RC_POCOMM, SC_RC_MPCOMM, SC_RC_SLICE,
+    SC_SW_SWAP, SC_SW_PREFETCH, SC_SW_LAYER, SC_SW_OP,
     SC_COUNT
 };
 
@@ -33,6 +39,19 @@ ms_status sc_apply_overrides(lua_State *L, int idx, const char *const *overrides
 
 /* Defaults and constraints: vals -> sc (all but the device). */
 ms_status sc_validate(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+
+/* Pipeline layout (core/scenario_layout.c): chunks per stage from
+ * num_layers_per_virtual_pipeline_stage or pp_interleave_num, layers per
+ * chunk from parallel.offset; allocates sc->memory_config. */
+ms_status sc_layout(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+
+/* recompute, recompute_config (core/scenario_recompute.c) and swap_config
+ * (core/scenario_swap.c) into sc->memory_config, after sc_layout. */
+ms_status sc_recompute(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+ms_status sc_swap(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+
+/* Validation helpers shared by the files above (core/scenario_validate.c). */
+const char *sc_path_of(int id, char *buf, size_t size);
 
 /* Find the device file of `device` for the scenario at scenario_path. */
 ms_status sc_device_path(const char *scenario_path, const char *device, char *out, size_t size,

@@ -41,6 +41,18 @@ static ms_status push_value(lua_State *L, const st_field *f, const char *ov, con
     case ST_CURVE:
         return ms_diag_set(d, MS_EINVAL, "override '%s': a list of points cannot be given on "
                            "the command line", ov);
+    case ST_TREE: {
+        /* recompute_config.recompute=false: the scalar forms only. */
+        long long x = strtoll(v, &end, 10);
+        if (strcmp(v, "true") == 0 || strcmp(v, "false") == 0)
+            lua_pushboolean(L, strcmp(v, "true") == 0);
+        else if (*v != '\0' && *end == '\0' && errno == 0)
+            lua_pushinteger(L, (lua_Integer)x);
+        else
+            return ms_diag_set(d, MS_EINVAL, "override '%s': the value must be true, false or an "
+                               "integer (lists and tables go in the scenario file)", ov);
+        return MS_OK;
+    }
     }
     return ms_diag_set(d, MS_EINVAL, "override '%s': the value must be %s", ov,
                        st_type_name(f->type));

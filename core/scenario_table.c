@@ -3,6 +3,7 @@
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -20,6 +21,8 @@ const char *st_type_name(st_type t)
         return "a string";
     case ST_CURVE:
         return "a list of {x, y} points";
+    case ST_TREE:
+        return "a value or a table";
     }
     return "?";
 }
@@ -186,6 +189,215 @@ static ms_status read_curve(lua_State *L, int idx, ms_curve *c, const char *path
     return MS_OK;
 }
 
+/* ---- trees: nested values copied out of the sandbox ------------------- */
+
+/* Deep enough for select_recompute = { { ['p'] = { {1, 2}, {3, 4} } } };
+ * entries capped so a hostile file cannot make the reader allocate much
+ * more than the sandbox's own heap cap. */
+#define TREE_DEPTH 8
+#define TREE_ITEMS (1u << 20)
+
+void st_tree_release(st_tree *t)
+{
+    if (t == NULL)
+        return;
+    for (uint32_t k = 0; t->items != NULL && k < t->n_items; k++)
+        st_tree_release(&t->items[k]);
+    for (uint32_t k = 0; t->keys != NULL && k < t->n_items; k++)
+        free(t->keys[k]);
+    free(t->items);
+    free(t->keys);
+    free(t->s);
+    memset(t, 0, sizeof *t);
+}
+
+void st_values_release(st_value *vals, int n)
+{
+    for (int i = 0; vals != NULL && i < n; i++) {
+        st_tree_release(vals[i].tree);
+        free(vals[i].tree);
+        vals[i].tree = NULL;
+    }
+}
+
+const char *st_tree_describe(const st_tree *t, char *buf, size_t size)
+{
+    switch (t->type) {
+    case STT_BOOL:
+        snprintf(buf, size, "%s", t->b ? "true" : "false");
+        break;
+    case STT_INT:
+        snprintf(buf, size, "%lld", (long long)t->i);
+        break;
+    case STT_NUM:
+        snprintf(buf, size, "%.17g", t->n);
+        break;
+    case STT_STR:
+        snprintf(buf, size, "the string \"%.40s\"", t->s);
+        break;
+    case STT_LIST:
+        snprintf(buf, size, "a list of %u entr%s", t->n_items, t->n_items == 1 ? "y" : "ies");
+        break;
+    case STT_DICT:
+        snprintf(buf, size, "a table with named entries");
+        break;
+    }
+    return buf;
+}
+
+static ms_status read_tree(lua_State *L, int idx, st_tree *t, int depth, const char *path,
+                           const char *file, ms_diag *d);
+
+static ms_status tree_scalar(lua_State *L, int idx, st_tree *t, const char *path,
+                             const char *file, ms_diag *d)
+{
+    char buf[96];
+    switch (lua_type(L, idx)) {
+    case LUA_TBOOLEAN:
+        t->type = STT_BOOL;
+        t->b = lua_toboolean(L, idx);
+        return MS_OK;
+    case LUA_TNUMBER: {
+        double x = lua_tonumber(L, idx);
+        if (lua_isinteger(L, idx) || (x == floor(x) && fabs(x) < 0x1p53)) {
+            t->type = STT_INT;
+            t->i = lua_isinteger(L, idx) ? (int64_t)lua_tointeger(L, idx) : (int64_t)x;
+        } else {
+            t->type = STT_NUM;
+            t->n = x;
+        }
+        return MS_OK;
+    }
+    case LUA_TSTRING: {
+        size_t len;
+        const char *s = lua_tolstring(L, idx, &len);
+        if (len >= ST_STR_MAX || strlen(s) != len)
+            return ms_diag_set(d, MS_ERANGE, "%s: field '%s' must be a string of at most %d "
+                               "bytes without NULs", file, path, ST_STR_MAX - 1);
+        t->type = STT_STR;
+        t->s = malloc(len + 1);
+        if (t->s == NULL)
+            return ms_diag_set(d, MS_ENOMEM, "%s: out of memory reading '%s'", file, path);
+        memcpy(t->s, s, len + 1);
+        return MS_OK;
+    }
+    default:
+        return ms_diag_set(d, MS_EINVAL, "%s: field '%s' must be a boolean, number, string or "
+                           "table (got %s)", file, path, got(L, idx, buf, sizeof buf));
+    }
+}
+
+/* Count the entries of the table at idx and check its keys are all 1..n or
+ * all strings. */
+static ms_status tree_shape(lua_State *L, int idx, uint32_t *n, bool *dict, const char *path,
+                            const char *file, ms_diag *d)
+{
+    lua_Integer len = (lua_Integer)lua_rawlen(L, idx);
+    uint32_t count = 0, strings = 0;
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        lua_pop(L, 1);
+        strings += lua_type(L, -1) == LUA_TSTRING;
+        if (++count > TREE_ITEMS) {
+            lua_pop(L, 1);
+            return ms_diag_set(d, MS_ERANGE, "%s: field '%s' has more than %u entries", file,
+                               path, TREE_ITEMS);
+        }
+    }
+    *n = count;
+    *dict = strings > 0;
+    if ((strings == count && count > 0) || (strings == 0 && len == (lua_Integer)count))
+        return MS_OK;
+    return ms_diag_set(d, MS_EINVAL, "%s: field '%s' must be a list {a, b, ...} or a table of "
+                       "named entries {name = value, ...}, not a mix", file, path);
+}
+
+static int key_order(const void *a, const void *b)
+{
+    const st_tree *x = a, *y = b;
+    return strcmp(x->s, y->s);
+}
+
+/* A dict: read every (key, value) into items, then sort by key.  Each key
+ * is parked in items[k].s while sorting, then moved into keys. */
+static ms_status tree_dict(lua_State *L, int idx, st_tree *t, int depth, const char *path,
+                           const char *file, ms_diag *d)
+{
+    uint32_t k = 0;
+    ms_status st = MS_OK;
+    st_tree *kv = calloc(t->n_items, sizeof *kv); /* key holders */
+    if (kv == NULL)
+        return ms_diag_set(d, MS_ENOMEM, "%s: out of memory reading '%s'", file, path);
+    lua_pushnil(L);
+    while (st == MS_OK && lua_next(L, idx) != 0) {
+        char sub[160];
+        const char *key = lua_tostring(L, -2);
+        snprintf(sub, sizeof sub, "%s['%s']", path, key);
+        kv[k].s = strdup(key);
+        kv[k].n_items = k;
+        st = kv[k].s == NULL ? ms_diag_set(d, MS_ENOMEM, "%s: out of memory", file)
+                             : read_tree(L, lua_gettop(L), &t->items[k], depth + 1, sub, file, d);
+        lua_pop(L, 1);
+        k++;
+    }
+    if (st != MS_OK)
+        lua_pop(L, 1); /* the key lua_next left */
+    if (st == MS_OK) {
+        qsort(kv, t->n_items, sizeof *kv, key_order);
+        st_tree *sorted = calloc(t->n_items, sizeof *sorted);
+        if (sorted == NULL) {
+            st = ms_diag_set(d, MS_ENOMEM, "%s: out of memory reading '%s'", file, path);
+        } else {
+            for (uint32_t j = 0; j < t->n_items; j++) {
+                sorted[j] = t->items[kv[j].n_items];
+                t->keys[j] = kv[j].s;
+                kv[j].s = NULL;
+            }
+            free(t->items);
+            t->items = sorted;
+        }
+    }
+    for (uint32_t j = 0; j < t->n_items; j++)
+        free(kv[j].s);
+    free(kv);
+    return st;
+}
+
+static ms_status read_tree(lua_State *L, int idx, st_tree *t, int depth, const char *path,
+                           const char *file, ms_diag *d)
+{
+    idx = lua_absindex(L, idx);
+    if (lua_type(L, idx) != LUA_TTABLE)
+        return tree_scalar(L, idx, t, path, file, d);
+    if (depth >= TREE_DEPTH)
+        return ms_diag_set(d, MS_ERANGE, "%s: field '%s' nests tables deeper than %d", file,
+                           path, TREE_DEPTH);
+    luaL_checkstack(L, 6, "tree reader");
+    bool dict = false;
+    uint32_t n = 0;
+    ms_status st = tree_shape(L, idx, &n, &dict, path, file, d);
+    if (st != MS_OK)
+        return st;
+    t->type = dict ? STT_DICT : STT_LIST;
+    if (n == 0)
+        return MS_OK;
+    t->items = calloc(n, sizeof *t->items);
+    t->keys = dict ? calloc(n, sizeof *t->keys) : NULL;
+    if (t->items == NULL || (dict && t->keys == NULL))
+        return ms_diag_set(d, MS_ENOMEM, "%s: out of memory reading '%s'", file, path);
+    t->n_items = n;
+    if (dict)
+        return tree_dict(L, idx, t, depth, path, file, d);
+    for (uint32_t k = 0; st == MS_OK && k < n; k++) {
+        char sub[160];
+        snprintf(sub, sizeof sub, "%s[%u]", path, k + 1);
+        lua_rawgeti(L, idx, (lua_Integer)k + 1);
+        st = read_tree(L, -1, &t->items[k], depth + 1, sub, file, d);
+        lua_pop(L, 1);
+    }
+    return st;
+}
+
 /* Read the value on top of the stack into v as field f. */
 static ms_status read_value(lua_State *L, const st_field *f, st_value *v, const char *path,
                             const char *file, ms_diag *d)
@@ -230,6 +442,13 @@ static ms_status read_value(lua_State *L, const st_field *f, st_value *v, const 
             return st;
         }
         break;
+    case ST_TREE:
+        /* Attached before reading so a failure half-way is still freed. */
+        v->tree = calloc(1, sizeof *v->tree);
+        if (v->tree == NULL)
+            return ms_diag_set(d, MS_ENOMEM, "%s: out of memory reading '%s'", file, path);
+        v->set = true;
+        return read_tree(L, -1, v->tree, 0, path, file, d);
     }
     if (!ok)
         return ms_diag_set(d, MS_EINVAL, "%s: field '%s' must be %s (got %s)", file, path,

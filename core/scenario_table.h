@@ -26,8 +26,28 @@ typedef enum st_type {
     ST_NUM,     /* a finite number */
     ST_BOOL,
     ST_STR,
-    ST_CURVE    /* { {x, y}, ... }: 1..MS_CURVE_MAX points */
+    ST_CURVE,   /* { {x, y}, ... }: 1..MS_CURVE_MAX points */
+    ST_TREE     /* any value, nested tables too: read into an st_tree for a
+                   dedicated reader (recompute_config, swap_config) */
 } st_type;
+
+/* A Lua value copied out of the sandbox.  A table becomes a list (keys
+ * exactly 1..n) or a dict (string keys only, sorted bytewise so nothing
+ * depends on Lua's table order); anything else in a table is an error. */
+typedef enum st_tree_type {
+    STT_BOOL = 0, STT_INT, STT_NUM, STT_STR, STT_LIST, STT_DICT
+} st_tree_type;
+
+typedef struct st_tree {
+    st_tree_type type;
+    bool b;
+    int64_t i;
+    double n;
+    char *s;                /* STT_STR */
+    uint32_t n_items;       /* STT_LIST, STT_DICT */
+    struct st_tree *items;
+    char **keys;            /* STT_DICT: keys[k] names items[k] */
+} st_tree;
 
 typedef struct st_field {
     const char *section; /* "" for the top level */
@@ -42,6 +62,7 @@ typedef struct st_value {
     bool b;
     char s[ST_STR_MAX];
     ms_curve c;
+    st_tree *tree;          /* ST_TREE; freed by st_values_release */
 } st_value;
 
 typedef struct st_schema {
@@ -60,5 +81,12 @@ int st_find(const st_schema *schema, const char *path);
 /* The path of field i as users write it: "model.seq_length", "steps". */
 void st_path(const st_schema *schema, int i, char *buf, size_t size);
 const char *st_type_name(st_type t);
+
+/* Free the trees of vals[0..n) (the array itself stays). */
+void st_values_release(st_value *vals, int n);
+/* Free what t holds (not t itself). */
+void st_tree_release(st_tree *t);
+/* "a boolean", "the string \"x\"", "a list", ... for error messages. */
+const char *st_tree_describe(const st_tree *t, char *buf, size_t size);
 
 #endif

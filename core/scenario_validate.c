@@ -20,10 +20,15 @@ typedef struct vctx {
 
 #define REQUIRED INT64_MIN
 
-static const char *path_of(int id, char *buf, size_t size)
+const char *sc_path_of(int id, char *buf, size_t size)
 {
     st_path(sc_schema(), id, buf, size);
     return buf;
+}
+
+static const char *path_of(int id, char *buf, size_t size)
+{
+    return sc_path_of(id, buf, size);
 }
 
 /* An integer field in [lo, hi]; def when absent (REQUIRED: an error). */
@@ -187,26 +192,74 @@ static ms_status parallel_sizes(const vctx *c, ms_parallel_config *p)
 /* What the model must divide into over the parallel layout (Megatron). */
 static ms_status layout(const vctx *c, const ms_model_config *m, const ms_parallel_config *p)
 {
-    int t = p->tensor_model_parallel_size, pp = p->pipeline_model_parallel_size;
+    int t = p->tensor_model_parallel_size;
     ms_status st;
     if ((st = divides(c, SC_HEADS, m->num_attention_heads, SC_TP, t, NULL)) != MS_OK ||
         (st = divides(c, SC_GROUPS, m->num_query_groups, SC_TP, t, NULL)) != MS_OK ||
         (st = divides(c, SC_FFN, m->ffn_hidden_size, SC_TP, t, NULL)) != MS_OK ||
         (st = divides(c, SC_VOCAB, m->padded_vocab_size, SC_TP, t, NULL)) != MS_OK ||
-        (st = divides(c, SC_LAYERS, m->num_layers, SC_PP, pp, NULL)) != MS_OK ||
         (st = divides(c, SC_SEQ, m->seq_length, SC_CP, p->context_parallel_size, NULL)) != MS_OK)
         return st;
+    /* Layers over stages: sc_layout (parallel.offset may make them uneven). */
     if (p->sequence_parallel &&
         (st = divides(c, SC_SEQ, m->seq_length, -1, (int64_t)t * p->context_parallel_size,
                       "tensor x context parallel sizes (sequence parallelism)")) != MS_OK)
         return st;
-    int vpp = p->num_layers_per_virtual_pipeline_stage;
-    if (vpp > 0 && pp < 2)
-        return ms_diag_set(c->d, MS_EINVAL, "%s: parallel.num_layers_per_virtual_pipeline_stage "
-                           "needs parallel.pipeline_model_parallel_size > 1", c->file);
-    if (vpp > 0)
-        return divides(c, SC_LAYERS, m->num_layers / pp, SC_VPP, vpp,
-                       "parallel.num_layers_per_virtual_pipeline_stage (layers per stage)");
+    return MS_OK;
+}
+
+/* Mixture of experts, as Megatron-core checks it.  Experts are sharded over
+ * the expert-parallel group, which Megatron carves out of the ranks of one
+ * stage that share a tensor-parallel rank (data x context parallel), with
+ * each expert's MLP split over TP (expert tensor parallelism = TP). */
+static ms_status moe(const vctx *c, ms_model_config *m, ms_parallel_config *p)
+{
+    char q[96];
+    ms_status st;
+    int experts, ep;
+    if ((st = int_field(c, SC_EXPERTS, 0, 0, 1 << 16, &experts)) != MS_OK ||
+        (st = int_field(c, SC_EP, 1, 1, 1 << 20, &ep)) != MS_OK)
+        return st;
+    if (c->v[SC_MOE_CAP].set && c->v[SC_MOE_CAP_ALIAS].set)
+        return ms_diag_set(c->d, MS_EINVAL, "%s: give one of model.moe_expert_capacity_factor "
+                           "and model.moe_capacity_factor (the same setting)", c->file);
+    int cap_id = c->v[SC_MOE_CAP_ALIAS].set ? SC_MOE_CAP_ALIAS : SC_MOE_CAP;
+    m->num_experts = experts;
+    p->expert_model_parallel_size = ep;
+    m->moe_router_topk = 0;
+    m->moe_ffn_hidden_size = 0;
+    m->moe_capacity_factor = 0;
+    if (experts == 0) {
+        static const int moe_only[] = {SC_TOPK, SC_MOE_FFN, SC_MOE_CAP, SC_MOE_CAP_ALIAS, SC_EP};
+        for (size_t i = 0; i < sizeof moe_only / sizeof moe_only[0]; i++)
+            if (c->v[moe_only[i]].set && (moe_only[i] != SC_EP || ep > 1))
+                return ms_diag_set(c->d, MS_EINVAL, "%s: %s needs model.num_experts > 0",
+                                   c->file, path_of(moe_only[i], q, sizeof q));
+        return MS_OK;
+    }
+    if ((st = int_field(c, SC_TOPK, experts < 2 ? experts : 2, 1, 1 << 16,
+                        &m->moe_router_topk)) != MS_OK ||
+        (st = int_field(c, SC_MOE_FFN, m->ffn_hidden_size, 1, 1 << 24,
+                        &m->moe_ffn_hidden_size)) != MS_OK)
+        return st;
+    if (m->moe_router_topk > experts)
+        return ms_diag_set(c->d, MS_EINVAL, "%s: model.moe_router_topk (%d) must be at most "
+                           "model.num_experts (%d)", c->file, m->moe_router_topk, experts);
+    double cap = c->v[cap_id].set ? c->v[cap_id].n : 0;
+    if (cap < 0)
+        return ms_diag_set(c->d, MS_ERANGE, "%s: field '%s' must be >= 0 (got %g; 0: no token "
+                           "dropping)", c->file, path_of(cap_id, q, sizeof q), cap);
+    m->moe_capacity_factor = cap;
+    if ((st = divides(c, SC_EXPERTS, experts, SC_EP, ep, NULL)) != MS_OK ||
+        (st = divides(c, SC_MOE_FFN, m->moe_ffn_hidden_size, SC_TP,
+                      p->tensor_model_parallel_size, NULL)) != MS_OK)
+        return st;
+    int64_t dcp = (int64_t)p->data_parallel_size * p->context_parallel_size;
+    if (dcp % ep != 0)
+        return ms_diag_set(c->d, MS_EINVAL, "%s: parallel.expert_model_parallel_size (%d) must "
+                           "divide data-parallel x context-parallel size (%" PRId64 "): the "
+                           "expert-parallel group is made of the ranks of one stage that share "
+                           "a tensor-parallel rank (Megatron-core)", c->file, ep, dcp);
     return MS_OK;
 }
 
@@ -288,7 +341,10 @@ ms_status sc_validate(const st_value *vals, const char *file, ms_scenario *sc, m
         return st;
     sc->model.arch = arch == 0 ? MS_ARCH_LLAMA : MS_ARCH_GPT;
     if ((st = model_sizes(&c, &sc->model)) != MS_OK || (st = model_kinds(&c, &sc->model)) != MS_OK ||
-        (st = parallel_sizes(&c, &sc->parallel)) != MS_OK)
+        (st = parallel_sizes(&c, &sc->parallel)) != MS_OK ||
+        (st = layout(&c, &sc->model, &sc->parallel)) != MS_OK ||
+        (st = moe(&c, &sc->model, &sc->parallel)) != MS_OK ||
+        (st = sc_layout(vals, file, sc, d)) != MS_OK || (st = sc_recompute(vals, file, sc, d)) != MS_OK)
         return st;
-    return layout(&c, &sc->model, &sc->parallel);
+    return sc_swap(vals, file, sc, d);
 }

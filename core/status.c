@@ -20,6 +20,7 @@ static const char *const status_names[MS_STATUS_COUNT] = {
     [MS_EUNSUPPORTED] = "unsupported",
     [MS_EMISMATCH] = "replay mismatch",
     [MS_EINTERNAL] = "internal error",
+    [MS_ECANCELED] = "cancelled",
 };
 
 const char *ms_strerror(ms_status s)

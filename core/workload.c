@@ -182,7 +182,7 @@ uint32_t wb_op_add(wb *b, const ms_kernel *k, double model_flops, const uint32_t
                   .layer = b->layer, .stream = k->cls == MS_KC_COMM ? MS_SR_COMM : MS_SR_COMPUTE,
                   .in_off = b->n_ids, .n_in = n_in, .out_off = b->n_ids + n_in,
                   .segment = b->seg_depth > 0 ? b->seg_stack[b->seg_depth - 1] : MS_NONE,
-                  .model_flops = model_flops};
+                  .model_flops = model_flops, .chunk = b->chunk};
     if (n_in)
         memcpy(b->ids + b->n_ids, in, n_in * sizeof *in);
     b->n_ids += n_in;
@@ -239,6 +239,11 @@ void wb_inplace(wb *b, uint32_t t)
         return;
     }
     append_out(b, t);
+}
+
+wb_op *wb_last_op(wb *b)
+{
+    return b->err == MS_OK && b->n_ops > 0 ? &b->ops[b->n_ops - 1] : NULL;
 }
 
 void wb_seg_begin(wb *b, const char *fmt, ...)
@@ -354,7 +359,8 @@ static void build_ops(const wb *b, ms_program *p)
                       .phase = w->phase, .micro_batch = w->micro_batch, .layer = w->layer,
                       .stream = w->stream, .inputs = p->io + w->in_off, .n_inputs = w->n_in,
                       .outputs = p->io + w->out_off, .n_outputs = w->n_out,
-                      .segment = w->segment, .model_flops = w->model_flops};
+                      .segment = w->segment, .model_flops = w->model_flops,
+                      .chunk = w->chunk};
         if (op->kernel.bytes < 0)
             op->kernel.bytes = auto_bytes(b, p->io, w);
         p->model_flops += w->model_flops;

@@ -31,6 +31,7 @@ typedef struct wb_op {
     uint32_t n_in, n_out;
     int32_t segment;
     double model_flops;
+    int32_t chunk;          /* VPP model chunk (0 without interleaving) */
 } wb_op;
 
 typedef struct wb_tensor {
@@ -68,6 +69,7 @@ typedef struct wb {
     ms_phase phase;
     int32_t micro_batch;
     int32_t layer;
+    int32_t chunk;
     int32_t seg_stack[WB_SEG_DEPTH];
     int seg_depth;
 } wb;
@@ -88,6 +90,9 @@ uint32_t wb_op_add(wb *b, const ms_kernel *k, double model_flops, const uint32_t
 uint32_t wb_out(wb *b, const char *suffix, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind);
 /* The last op also writes t in place (t must be among its inputs). */
 void wb_inplace(wb *b, uint32_t t);
+/* The last op appended, to adjust its kernel bytes or model FLOPs (an op
+ * reading a slice of a tensor), or NULL after an error. */
+wb_op *wb_last_op(wb *b);
 
 /* Recompute segments: open/close around forward ops; nesting = parent. */
 void wb_seg_begin(wb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));

@@ -19,6 +19,7 @@
  * instead of the scores, softmax and dropout (the 5 a s^2 b / t term). */
 #include "workload_model.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* FlashAttention's backward re-forms the scores (S = QK^T) before the four
@@ -42,7 +43,7 @@ static uint32_t norm_fwd(wm *m, const char *mod, const char *op, uint32_t x, con
 
 /* y = x + dropout(branch): Megatron's fused bias-dropout-add keeps the
  * 1-byte mask; without dropout a plain add keeps nothing. */
-static uint32_t residual_fwd(wm *m, const char *op, uint32_t branch, uint32_t x, uint32_t *mask)
+uint32_t wm_residual_fwd(wm *m, const char *op, uint32_t branch, uint32_t x, uint32_t *mask)
 {
     double n = (double)(m->rows_act * m->h);
     *mask = WB_NO_TENSOR;
@@ -53,7 +54,7 @@ static uint32_t residual_fwd(wm *m, const char *op, uint32_t branch, uint32_t x,
     return wb_out(m->b, "out", wm_act_bytes(m), m->dt, MS_TK_ACTIVATION);
 }
 
-static uint32_t residual_bwd(wm *m, const char *op, uint32_t dy, uint32_t mask)
+uint32_t wm_residual_bwd(wm *m, const char *op, uint32_t dy, uint32_t mask)
 {
     if (mask == WB_NO_TENSOR)
         return dy; /* the add passes the grad to both branches unchanged */
@@ -72,15 +73,17 @@ static uint64_t kv_width(const wm *m)
     return m->g * m->d / m->t;
 }
 
+/* Attention over this rank's sq = s / cp queries; without context
+ * parallelism (the only case the unfused path builds) sq = s. */
 static uint64_t score_elems(const wm *m)
 {
-    return m->mb * (m->a / m->t) * m->s * m->s;
+    return m->mb * (m->a / m->t) * m->sq * m->sq;
 }
 
 /* One of Q K^T or P V: 2 b (a/t) s^2 d FLOPs. */
 static double core_mm_flops(const wm *m)
 {
-    return 2.0 * (double)m->mb * (double)(m->a / m->t) * (double)m->s * (double)m->s *
+    return 2.0 * (double)m->mb * (double)(m->a / m->t) * (double)m->sq * (double)m->sq *
            (double)m->d;
 }
 
@@ -88,8 +91,8 @@ static ms_kernel core_kernel(const wm *m, const char *kname, ms_kernel_class cls
 {
     ms_kernel k = {.name = kname, .cls = cls, .dtype = m->dt, .flops = flops, .bytes = -1,
                    .peer = -1};
-    k.shape[0] = (int64_t)m->s;
-    k.shape[1] = (int64_t)m->s;
+    k.shape[0] = (int64_t)m->sq;
+    k.shape[1] = (int64_t)m->sq;
     k.shape[2] = (int64_t)m->d;
     k.shape[3] = (int64_t)(m->mb * (m->a / m->t));
     return k;
@@ -119,7 +122,7 @@ static void core_fwd(wm *m, wm_saved *sv)
         ms_kernel k = core_kernel(m, "flash_attention_fwd", MS_KC_ATTENTION, flops);
         wb_op_add(m->b, &k, flops, in, n, "%s", wm_name(m, nm->flash, ""));
         sv->ctx = wb_out(m->b, "out", m->rows * q_width(m) * m->es, m->dt, MS_TK_ACTIVATION);
-        sv->lse = wb_out(m->b, "softmax_lse", m->mb * (m->a / m->t) * m->s * 4, MS_DTYPE_FP32,
+        sv->lse = wb_out(m->b, "softmax_lse", m->mb * (m->a / m->t) * m->sq * 4, MS_DTYPE_FP32,
                          MS_TK_ACTIVATION);
         wb_seg_end(m->b);
         return;
@@ -273,11 +276,14 @@ static void attention_fwd(wm *m, const wm_layer_params *p, wm_saved *sv)
     }
     if (m->rope)
         rope_fwd(m, sv);
-    core_fwd(m, sv);
+    if (m->c > 1)
+        wm_cp_core_fwd(m, sv);
+    else
+        core_fwd(m, sv);
     uint32_t o = wm_matmul(m, wm_name(m, nm->proj_op, ""), sv->ctx, &p->proj, m->rows, m->h,
                            q_width(m));
     o = wm_reduce_out(m, nm->proj, o);
-    sv->res1 = residual_fwd(m, nm->res1, o, sv->x, &sv->mask1);
+    sv->res1 = wm_residual_fwd(m, nm->res1, o, sv->x, &sv->mask1);
 }
 
 /* Returns the grad of the layer input. */
@@ -285,13 +291,16 @@ static uint32_t attention_bwd(wm *m, const wm_layer_params *p, const wm_saved *s
                               uint32_t d_res1)
 {
     const wm_names *nm = &m->nm;
-    uint32_t g = residual_bwd(m, nm->res1, d_res1, sv->mask1);
+    uint32_t g = wm_residual_bwd(m, nm->res1, d_res1, sv->mask1);
     g = wm_gather_out_grad(m, nm->proj, g);
     uint32_t d_ctx = wm_matmul_bwd(m, wm_name(m, nm->proj_op, ".backward"), g, sv->ctx, &p->proj,
                                    m->rows, m->h, q_width(m), WB_NO_TENSOR);
     core_grads cg = {.src = {sv->q, sv->k, sv->v},
                      .grad = {WB_NO_TENSOR, WB_NO_TENSOR, WB_NO_TENSOR}};
-    core_bwd(m, sv, d_ctx, &cg);
+    if (m->c > 1)
+        wm_cp_core_bwd(m, sv, d_ctx, cg.grad);
+    else
+        core_bwd(m, sv, d_ctx, &cg);
     uint32_t gq = cg.grad[0], gk = cg.grad[1], gv = cg.grad[2];
     if (m->rope)
         rope_bwd(m, gq, gk, m->llama ? WB_NO_TENSOR : gv, &gq, &gk);
@@ -321,85 +330,126 @@ static uint64_t ffn_width(const wm *m)
     return m->f / m->t;
 }
 
-static void mlp_act_fwd(wm *m, wm_saved *sv)
+void wm_ffn_names_init(const wm *m, wm_ffn_names *fn, const char *prefix)
 {
-    const wm_names *nm = &m->nm;
-    uint64_t n = m->rows * ffn_width(m);
-    wb_seg_begin(m->b, "layers.%d.%s", m->b->layer, nm->act_seg);
+    if (m->llama) {
+        snprintf(fn->fc1, sizeof fn->fc1, "%sw1", prefix);
+        snprintf(fn->fc1_op, sizeof fn->fc1_op, "%sw1.matmul", prefix);
+        snprintf(fn->fc3, sizeof fn->fc3, "%sw3", prefix);
+        snprintf(fn->fc3_op, sizeof fn->fc3_op, "%sw3.matmul", prefix);
+        snprintf(fn->act_op, sizeof fn->act_op, "%sw1.activation.%s", prefix,
+                 m->swiglu ? "silu" : "gelu");
+        snprintf(fn->mul, sizeof fn->mul, "%smul", prefix);
+        snprintf(fn->fc2, sizeof fn->fc2, "%sw2", prefix);
+        snprintf(fn->fc2_op, sizeof fn->fc2_op, "%sw2.matmul", prefix);
+    } else {
+        snprintf(fn->fc1, sizeof fn->fc1, "%slinear_fc1", prefix);
+        snprintf(fn->fc1_op, sizeof fn->fc1_op, "%slinear_fc1", prefix);
+        snprintf(fn->fc3, sizeof fn->fc3, "%slinear_fc3", prefix); /* unused: gate fused in fc1 */
+        snprintf(fn->fc3_op, sizeof fn->fc3_op, "%slinear_fc3", prefix);
+        snprintf(fn->act_op, sizeof fn->act_op, "%sactivation", prefix);
+        snprintf(fn->mul, sizeof fn->mul, "%smul", prefix);
+        snprintf(fn->fc2, sizeof fn->fc2, "%slinear_fc2", prefix);
+        snprintf(fn->fc2_op, sizeof fn->fc2_op, "%slinear_fc2", prefix);
+    }
+    snprintf(fn->act_seg, sizeof fn->act_seg, "%sactivation", prefix);
+}
+
+/* The activation of rows x width: SiLU(w1 x) * (w3 x) as MindFormers'
+ * llama writes it (two kernels, the SiLU output kept for the product's
+ * backward), Megatron's fused SwiGLU on the 2-wide fc1, or GeLU. */
+void wm_ffn_act_fwd(wm *m, const wm_ffn_names *fn, uint64_t rows, uint64_t width,
+                    wm_ffn_saved *fs)
+{
+    uint64_t n = rows * width;
+    wb_seg_begin(m->b, "layers.%d.%s", m->b->layer, fn->act_seg);
     if (m->llama && m->swiglu) {
-        wm_elementwise(m, wm_name(m, nm->act_op, ""), "silu", MS_KC_ELEMENTWISE, WM_IN(sv->fc1),
+        wm_elementwise(m, wm_name(m, fn->act_op, ""), "silu", MS_KC_ELEMENTWISE, WM_IN(fs->fc1),
                        (double)n, 4);
-        sv->so = wb_out(m->b, "out", n * m->es, m->dt, MS_TK_ACTIVATION);
-        wm_elementwise(m, wm_name(m, nm->mul, ""), "mul", MS_KC_ELEMENTWISE, WM_IN(sv->so, sv->fc3),
+        fs->so = wb_out(m->b, "out", n * m->es, m->dt, MS_TK_ACTIVATION);
+        wm_elementwise(m, wm_name(m, fn->mul, ""), "mul", MS_KC_ELEMENTWISE, WM_IN(fs->so, fs->fc3),
                        (double)n, 1);
     } else {
         /* Megatron fuses the gate into linear_fc1 (2f/t wide) for SwiGLU. */
-        wm_elementwise(m, wm_name(m, nm->act_op, ""), m->swiglu ? "swiglu" : "gelu",
-                       MS_KC_ELEMENTWISE, WM_IN(sv->fc1), (double)n, m->swiglu ? 5 : 8);
+        wm_elementwise(m, wm_name(m, fn->act_op, ""), m->swiglu ? "swiglu" : "gelu",
+                       MS_KC_ELEMENTWISE, WM_IN(fs->fc1), (double)n, m->swiglu ? 5 : 8);
     }
-    sv->act = wb_out(m->b, "out", n * m->es, m->dt, MS_TK_ACTIVATION);
+    fs->act = wb_out(m->b, "out", n * m->es, m->dt, MS_TK_ACTIVATION);
     wb_seg_end(m->b);
+}
+
+/* Grads of fc1's (and w3's) outputs from the grad of the activation. */
+void wm_ffn_act_bwd(wm *m, const wm_ffn_names *fn, uint64_t rows, uint64_t width,
+                    const wm_ffn_saved *fs, uint32_t d_act, uint32_t *d_fc1, uint32_t *d_fc3)
+{
+    uint64_t n = rows * width;
+    *d_fc3 = WB_NO_TENSOR;
+    if (m->llama && m->swiglu) {
+        wm_elementwise(m, wm_name(m, fn->mul, ".backward"), "mul_backward", MS_KC_ELEMENTWISE,
+                       WM_IN(d_act, fs->so, fs->fc3), (double)n, 2);
+        uint32_t d_so = wb_out(m->b, "grad_a", n * m->es, m->dt, MS_TK_TEMP);
+        *d_fc3 = wb_out(m->b, "grad_b", n * m->es, m->dt, MS_TK_TEMP);
+        wm_elementwise(m, wm_name(m, fn->act_op, ".backward"), "silu_backward",
+                       MS_KC_ELEMENTWISE, WM_IN(d_so, fs->fc1), (double)n, 5);
+        *d_fc1 = wb_out(m->b, "grad_in", n * m->es, m->dt, MS_TK_TEMP);
+        return;
+    }
+    wm_elementwise(m, wm_name(m, fn->act_op, ".backward"),
+                   m->swiglu ? "swiglu_backward" : "gelu_backward", MS_KC_ELEMENTWISE,
+                   WM_IN(d_act, fs->fc1), (double)n, m->swiglu ? 6 : 10);
+    *d_fc1 = wb_out(m->b, "grad_in", wm_bytes(m, fs->fc1), m->dt, MS_TK_TEMP);
 }
 
 static void mlp_fwd(wm *m, const wm_layer_params *p, wm_saved *sv)
 {
     const wm_names *nm = &m->nm;
+    const wm_ffn_names *fn = &m->ffn;
+    wm_ffn_saved *fs = &sv->ffn;
     sv->n2 = norm_fwd(m, nm->norm2, nm->norm2_op, sv->res1, &p->norm2);
-    uint32_t in = wm_gather_in(m, nm->mlp_in, sv->n2);
-    uint64_t up = m->swiglu && !m->llama ? 2 * ffn_width(m) : ffn_width(m);
-    sv->fc1 = wm_matmul(m, wm_name(m, nm->fc1_op, ""), in, &p->fc1, m->rows, up, m->h);
-    sv->fc3 = WB_NO_TENSOR;
-    if (m->llama && m->swiglu)
-        sv->fc3 = wm_matmul(m, wm_name(m, nm->fc3_op, ""), in, &p->fc3, m->rows, ffn_width(m),
-                            m->h);
-    mlp_act_fwd(m, sv);
-    uint32_t y = wm_matmul(m, wm_name(m, nm->fc2_op, ""), sv->act, &p->fc2, m->rows, m->h,
-                           ffn_width(m));
-    y = wm_reduce_out(m, nm->fc2, y);
-    sv->out = residual_fwd(m, nm->res2, y, sv->res1, &sv->mask2);
-}
-
-/* Grads of fc1's (and w3's) outputs from the grad of the activation. */
-static void mlp_act_bwd(wm *m, const wm_saved *sv, uint32_t d_act, uint32_t *d_fc1,
-                        uint32_t *d_fc3)
-{
-    const wm_names *nm = &m->nm;
-    uint64_t n = m->rows * ffn_width(m);
-    *d_fc3 = WB_NO_TENSOR;
-    if (m->llama && m->swiglu) {
-        wm_elementwise(m, wm_name(m, nm->mul, ".backward"), "mul_backward", MS_KC_ELEMENTWISE,
-                       WM_IN(d_act, sv->so, sv->fc3), (double)n, 2);
-        uint32_t d_so = wb_out(m->b, "grad_a", n * m->es, m->dt, MS_TK_TEMP);
-        *d_fc3 = wb_out(m->b, "grad_b", n * m->es, m->dt, MS_TK_TEMP);
-        wm_elementwise(m, wm_name(m, nm->act_op, ".backward"), "silu_backward",
-                       MS_KC_ELEMENTWISE, WM_IN(d_so, sv->fc1), (double)n, 5);
-        *d_fc1 = wb_out(m->b, "grad_in", n * m->es, m->dt, MS_TK_TEMP);
+    if (m->moe) {
+        uint32_t y = wm_moe_fwd(m, p, sv);
+        sv->out = wm_residual_fwd(m, nm->res2, y, sv->res1, &sv->mask2);
         return;
     }
-    wm_elementwise(m, wm_name(m, nm->act_op, ".backward"),
-                   m->swiglu ? "swiglu_backward" : "gelu_backward", MS_KC_ELEMENTWISE,
-                   WM_IN(d_act, sv->fc1), (double)n, m->swiglu ? 6 : 10);
-    *d_fc1 = wb_out(m->b, "grad_in", wm_bytes(m, sv->fc1), m->dt, MS_TK_TEMP);
+    uint32_t in = wm_gather_in(m, nm->mlp_in, sv->n2);
+    uint64_t up = m->swiglu && !m->llama ? 2 * ffn_width(m) : ffn_width(m);
+    fs->fc1 = wm_matmul(m, wm_name(m, fn->fc1_op, ""), in, &p->fc1, m->rows, up, m->h);
+    fs->fc3 = WB_NO_TENSOR;
+    if (m->llama && m->swiglu)
+        fs->fc3 = wm_matmul(m, wm_name(m, fn->fc3_op, ""), in, &p->fc3, m->rows, ffn_width(m),
+                            m->h);
+    wm_ffn_act_fwd(m, fn, m->rows, ffn_width(m), fs);
+    uint32_t y = wm_matmul(m, wm_name(m, fn->fc2_op, ""), fs->act, &p->fc2, m->rows, m->h,
+                           ffn_width(m));
+    y = wm_reduce_out(m, nm->fc2, y);
+    sv->out = wm_residual_fwd(m, nm->res2, y, sv->res1, &sv->mask2);
 }
 
 static uint32_t mlp_bwd(wm *m, const wm_layer_params *p, const wm_saved *sv, uint32_t d_out)
 {
     const wm_names *nm = &m->nm;
-    uint32_t g = residual_bwd(m, nm->res2, d_out, sv->mask2);
+    const wm_ffn_names *fn = &m->ffn;
+    const wm_ffn_saved *fs = &sv->ffn;
+    uint32_t g = wm_residual_bwd(m, nm->res2, d_out, sv->mask2);
+    uint32_t dx;
+    if (m->moe) {
+        dx = wm_moe_bwd(m, p, sv, g);
+        return wm_norm_bwd(m, nm->norm2_op, sv->res1, &p->norm2, dx, d_out);
+    }
     g = wm_gather_out_grad(m, nm->fc2, g);
-    uint32_t d_act = wm_matmul_bwd(m, wm_name(m, nm->fc2_op, ".backward"), g, sv->act, &p->fc2,
+    uint32_t d_act = wm_matmul_bwd(m, wm_name(m, fn->fc2_op, ".backward"), g, fs->act, &p->fc2,
                                    m->rows, m->h, ffn_width(m), WB_NO_TENSOR);
     uint32_t d_fc1, d_fc3;
-    mlp_act_bwd(m, sv, d_act, &d_fc1, &d_fc3);
+    wm_ffn_act_bwd(m, fn, m->rows, ffn_width(m), fs, d_act, &d_fc1, &d_fc3);
     uint32_t in = gathered(m) ? wm_gather(m, wm_name(m, nm->mlp_in, ".backward.all_gather"), sv->n2,
                                        MS_TK_COMM_BUFFER)
                               : sv->n2;
     uint64_t up = m->swiglu && !m->llama ? 2 * ffn_width(m) : ffn_width(m);
-    uint32_t dx = WB_NO_TENSOR;
+    dx = WB_NO_TENSOR;
     if (d_fc3 != WB_NO_TENSOR)
-        dx = wm_matmul_bwd(m, wm_name(m, nm->fc3_op, ".backward"), d_fc3, in, &p->fc3, m->rows,
+        dx = wm_matmul_bwd(m, wm_name(m, fn->fc3_op, ".backward"), d_fc3, in, &p->fc3, m->rows,
                            ffn_width(m), m->h, WB_NO_TENSOR);
-    dx = wm_matmul_bwd(m, wm_name(m, nm->fc1_op, ".backward"), d_fc1, in, &p->fc1, m->rows, up,
+    dx = wm_matmul_bwd(m, wm_name(m, fn->fc1_op, ".backward"), d_fc1, in, &p->fc1, m->rows, up,
                        m->h, dx);
     dx = wm_reduce_in_grad(m, nm->mlp_in, dx);
     return wm_norm_bwd(m, nm->norm2_op, sv->res1, &p->norm2, dx, d_out);
@@ -410,7 +460,9 @@ static uint32_t mlp_bwd(wm *m, const wm_layer_params *p, const wm_saved *sv, uin
 uint32_t wm_layer_forward(wm *m, int local, uint32_t x, wm_saved *sv)
 {
     const wm_layer_params *p = &m->lp[local];
+    wm_ffn_saved *ex = sv->ex;
     memset(sv, 0xff, sizeof *sv); /* every id WB_NO_TENSOR until made */
+    sv->ex = ex;
     sv->x = x;
     wb_seg_begin(m->b, "layers.%d", m->b->layer);
     sv->n1 = norm_fwd(m, m->nm.norm1, m->nm.norm1_op, x, &p->norm1);

@@ -1,9 +1,10 @@
-/* The step program of one pipeline stage: for each micro-batch its forward
- * then its backward, then the optimizer once (the order of a single stage;
- * the 1F1B interleaving across stages is the pipeline schedule's business).
- * The first stage owns the embedding, the last the final norm, the output
- * layer and the vocab-parallel cross entropy; stages in between receive
- * their input and send their output (and the grads back) point to point.
+/* The step program of one pipeline stage: the forwards and backwards of its
+ * micro-batches (and model chunks) in the order of Megatron's pipeline
+ * schedule (workload_pipeline.c), then the optimizer once.  The first stage
+ * owns the embedding (in its first chunk), the last the final norm, the
+ * output layer and the vocab-parallel cross entropy (in its last chunk);
+ * every other chunk receives its input and sends its output (and the grads
+ * back) point to point.
  *
  * Op names follow the frameworks users read profiles of: MindFormers' module
  * paths for llama (layers.N.attention.wq.matmul, layers.N.feed_forward.w1.
@@ -80,9 +81,80 @@ typedef struct wm_ends {
 
 /* ---- shapes ------------------------------------------------------------ */
 
-static ms_link_kind link_for(const ms_scenario *sc, int span)
+static ms_link_kind link_for(const ms_scenario *sc, int64_t span)
 {
     return span <= sc->device.devices_per_node ? MS_LINK_INTRA_NODE : MS_LINK_INTER_NODE;
+}
+
+int wm_global_layer(const wm *m, int local)
+{
+    int c = m->chunks - 1;
+    while (c > 0 && local < m->chunk_local0[c])
+        c--;
+    return m->chunk_first[c] + (local - m->chunk_local0[c]);
+}
+
+ms_status wm_layout(wm *m, const ms_scenario *sc, int stage)
+{
+    int chunks = 1;
+    ms_status st = ms_scenario_chunks(sc, &chunks);
+    if (st != MS_OK)
+        return st;
+    m->chunks = chunks;
+    m->chunk_first = calloc((size_t)chunks, sizeof *m->chunk_first);
+    m->chunk_count = calloc((size_t)chunks, sizeof *m->chunk_count);
+    m->chunk_local0 = calloc((size_t)chunks, sizeof *m->chunk_local0);
+    if (m->chunk_first == NULL || m->chunk_count == NULL || m->chunk_local0 == NULL)
+        return MS_ENOMEM;
+    m->n_layers = m->max_lv = 0;
+    for (int c = 0; c < chunks; c++) {
+        st = ms_scenario_chunk_layers(sc, stage, c, &m->chunk_first[c], &m->chunk_count[c]);
+        if (st != MS_OK)
+            return st;
+        if (m->chunk_count[c] < 0 || m->chunk_first[c] < 0 ||
+            m->chunk_first[c] + m->chunk_count[c] > sc->model.num_layers)
+            return MS_ERANGE;
+        m->chunk_local0[c] = m->n_layers;
+        m->n_layers += m->chunk_count[c];
+        if (m->chunk_count[c] > m->max_lv)
+            m->max_lv = m->chunk_count[c];
+    }
+    return MS_OK;
+}
+
+void wm_layout_release(wm *m)
+{
+    free(m->chunk_first);
+    free(m->chunk_count);
+    free(m->chunk_local0);
+    m->chunk_first = m->chunk_count = m->chunk_local0 = NULL;
+}
+
+static void init_parallel(wm *m, const ms_scenario *sc, int stage)
+{
+    const ms_parallel_config *pc = &sc->parallel;
+    int64_t dp = pc->data_parallel_size > 0 ? pc->data_parallel_size : 1;
+    m->t = (uint64_t)pc->tensor_model_parallel_size;
+    m->c = (uint64_t)(pc->context_parallel_size > 0 ? pc->context_parallel_size : 1);
+    /* Grads are averaged over data and context parallel ranks alike, and the
+     * distributed optimizer shards over both (Megatron's dp-cp group). */
+    m->dp = (uint64_t)dp * m->c;
+    m->sp = pc->sequence_parallel;
+    m->tp_group = pc->tensor_model_parallel_size;
+    m->cp_group = (int)m->c;
+    m->dp_group = (int)m->dp;
+    /* Megatron's rank order (tp fastest, then cp, dp, pp): a TP group spans
+     * t consecutive ranks, a CP group t*cp of them, a DP group t*cp*dp. */
+    m->tp_link = link_for(sc, m->tp_group);
+    m->cp_link = link_for(sc, (int64_t)m->t * (int64_t)m->c);
+    m->dp_link = link_for(sc, (int64_t)m->t * (int64_t)m->c * dp);
+    m->stage = stage;
+    m->n_stages = pc->pipeline_model_parallel_size;
+    m->link_prev = wm_stage_link(sc, stage, (stage + m->n_stages - 1) % m->n_stages);
+    m->link_next = wm_stage_link(sc, stage, (stage + 1) % m->n_stages);
+    m->first = stage == 0;
+    m->last = stage == m->n_stages - 1;
+    m->micro_batches = pc->num_micro_batches;
 }
 
 static void init_shapes(wm *m, const ms_scenario *sc, int stage)
@@ -94,7 +166,9 @@ static void init_shapes(wm *m, const ms_scenario *sc, int stage)
     m->nm = m->llama ? llama_names : gpt_names;
     if (m->llama && !md->swiglu)
         m->nm.act_op = "feed_forward.w1.activation.gelu";
+    init_parallel(m, sc, stage);
     m->s = (uint64_t)md->seq_length;
+    m->sq = m->s / m->c;
     m->mb = (uint64_t)pc->micro_batch_size;
     m->h = (uint64_t)md->hidden_size;
     m->a = (uint64_t)md->num_attention_heads;
@@ -102,10 +176,7 @@ static void init_shapes(wm *m, const ms_scenario *sc, int stage)
     m->d = m->h / m->a;
     m->f = (uint64_t)md->ffn_hidden_size;
     m->V = (uint64_t)md->padded_vocab_size;
-    m->t = (uint64_t)pc->tensor_model_parallel_size;
-    m->dp = (uint64_t)(pc->data_parallel_size > 0 ? pc->data_parallel_size : 1);
-    m->sp = pc->sequence_parallel;
-    m->rows = m->s * m->mb;
+    m->rows = m->sq * m->mb;
     m->rows_act = m->sp ? m->rows / m->t : m->rows;
     m->dt = md->dtype;
     m->es = ms_dtype_size(md->dtype);
@@ -116,19 +187,10 @@ static void init_shapes(wm *m, const ms_scenario *sc, int stage)
     m->bias = md->add_bias_linear;
     m->attn_drop = md->attention_dropout > 0;
     m->hidden_drop = md->hidden_dropout > 0;
-    m->tp_group = pc->tensor_model_parallel_size;
-    m->dp_group = (int)m->dp;
-    /* Megatron's rank order (tp fastest, then cp, dp, pp): a TP group spans
-     * t consecutive ranks, a DP group t*cp*dp of them. */
-    m->tp_link = link_for(sc, m->tp_group);
-    m->dp_link = link_for(sc, m->tp_group * pc->context_parallel_size * m->dp_group);
-    m->stage = stage;
-    m->n_stages = pc->pipeline_model_parallel_size;
-    m->n_layers = md->num_layers / m->n_stages;
-    m->layer0 = stage * m->n_layers;
-    m->first = stage == 0;
-    m->last = stage == m->n_stages - 1;
-    m->micro_batches = pc->num_micro_batches;
+    wm_ffn_names_init(m, &m->ffn, m->llama ? "feed_forward." : "mlp.");
+    m->moe = md->num_experts > 0;
+    if (m->moe)
+        wm_moe_shapes(m);
 }
 
 /* ---- first stage: the embedding ------------------------------------------ */
@@ -217,117 +279,125 @@ static uint32_t head_bwd(wm *m, const wm_ends *e)
     return wm_norm_bwd(m, nm->final_norm_op, e->x_last, &m->final_norm, dx, WB_NO_TENSOR);
 }
 
-/* ---- stages in between ----------------------------------------------- */
-
-static uint32_t p2p(wm *m, bool send, bool forward, uint32_t t)
-{
-    int mbi = m->b->micro_batch;
-    int peer = m->stage + (send == forward ? 1 : -1);
-    ms_kernel k = {.name = send ? "send" : "recv", .cls = MS_KC_COMM, .dtype = m->dt,
-                   .bytes = -1, .comm = send ? MS_COMM_SEND : MS_COMM_RECV, .group_size = 2,
-                   .link = link_for(m->sc, m->tp_group * m->sc->parallel.context_parallel_size *
-                                               m->dp_group * m->n_stages),
-                   .comm_bytes = (double)wm_act_bytes(m), .peer = peer,
-                   .tag = 2 * mbi + (forward ? 0 : 1)};
-    const char *name = forward ? (send ? "pipeline.send_forward" : "pipeline.recv_forward")
-                               : (send ? "pipeline.send_backward" : "pipeline.recv_backward");
-    if (send) {
-        wb_op_add(m->b, &k, 0, &t, 1, "%s", name);
-        return t;
-    }
-    wb_op_add(m->b, &k, 0, NULL, 0, "%s", name);
-    return wb_out(m->b, "out", wm_act_bytes(m), m->dt, forward ? MS_TK_ACTIVATION : MS_TK_TEMP);
-}
-
 /* ---- the step ---------------------------------------------------------- */
 
-static void micro_batch(wm *m, int mbi, wm_saved *sv)
+static bool embeds(const wm *m, int chunk)
+{
+    return m->first && chunk == 0;
+}
+
+static bool heads(const wm *m, int chunk)
+{
+    return m->last && chunk == m->chunks - 1;
+}
+
+static void forward_unit(wm *m, const wm_step *st, wm_saved *sv, wm_ends *e)
 {
     wb *b = m->b;
-    wm_ends e = {WB_NO_TENSOR, WB_NO_TENSOR, WB_NO_TENSOR, WB_NO_TENSOR};
-    bool final_mb = mbi == m->micro_batches - 1;
-    b->micro_batch = mbi;
+    *e = (wm_ends){WB_NO_TENSOR, WB_NO_TENSOR, WB_NO_TENSOR, WB_NO_TENSOR};
+    b->micro_batch = st->micro_batch;
+    b->chunk = st->chunk;
     b->phase = MS_PHASE_FORWARD;
     b->layer = MS_NONE;
-    uint32_t x = m->first ? embedding_fwd(m, &e) : p2p(m, false, true, WB_NO_TENSOR);
-    for (int l = 0; l < m->n_layers; l++) {
-        b->layer = m->layer0 + l;
-        x = wm_layer_forward(m, l, x, &sv[l]);
+    uint32_t x = embeds(m, st->chunk) ? embedding_fwd(m, e) : wm_p2p(m, false, true, WB_NO_TENSOR);
+    for (int i = 0; i < m->chunk_count[st->chunk]; i++) {
+        int local = m->chunk_local0[st->chunk] + i;
+        b->layer = m->chunk_first[st->chunk] + i;
+        x = wm_layer_forward(m, local, x, &sv[i]);
     }
     b->layer = MS_NONE;
-    if (m->last)
-        head_fwd(m, x, &e);
+    if (heads(m, st->chunk))
+        head_fwd(m, x, e);
     else
-        p2p(m, true, true, x);
+        wm_p2p(m, true, true, x);
+}
+
+static void backward_unit(wm *m, const wm_step *st, const wm_saved *sv, const wm_ends *e)
+{
+    wb *b = m->b;
+    bool final_mb = st->micro_batch == m->micro_batches - 1;
+    b->micro_batch = st->micro_batch;
+    b->chunk = st->chunk;
     b->phase = MS_PHASE_BACKWARD;
-    uint32_t d = m->last ? head_bwd(m, &e) : p2p(m, false, false, WB_NO_TENSOR);
-    if (final_mb) {
+    b->layer = MS_NONE;
+    bool head = heads(m, st->chunk);
+    uint32_t d = head ? head_bwd(m, e) : wm_p2p(m, false, false, WB_NO_TENSOR);
+    if (final_mb && head) {
         wm_grad_reduce(m, m->g_head);
         wm_grad_reduce(m, m->g_final);
     }
-    for (int l = m->n_layers - 1; l >= 0; l--) {
-        b->layer = m->layer0 + l;
-        d = wm_layer_backward(m, l, &sv[l], d);
+    for (int i = m->chunk_count[st->chunk] - 1; i >= 0; i--) {
+        int local = m->chunk_local0[st->chunk] + i;
+        b->layer = m->chunk_first[st->chunk] + i;
+        d = wm_layer_backward(m, local, &sv[i], d);
         if (final_mb)
-            wm_grad_reduce(m, m->g_layer0 + l);
+            wm_layer_grad_reduce(m, local);
     }
     b->layer = MS_NONE;
-    if (m->first) {
-        embedding_bwd(m, &e, d);
+    if (embeds(m, st->chunk)) {
+        embedding_bwd(m, e, d);
         if (final_mb)
             wm_grad_reduce(m, m->g_embed);
     } else {
-        p2p(m, true, false, d);
+        wm_p2p(m, true, false, d);
     }
 }
 
-static ms_status check_shapes(const ms_scenario *sc, int stage, ms_diag *d)
+/* Per (micro-batch, chunk): what its forward keeps for its backward. */
+typedef struct wm_units {
+    wm_saved *sv;     /* units x max_lv */
+    wm_ends *ends;    /* units */
+    wm_ffn_saved *ex; /* units x max_lv x local experts */
+} wm_units;
+
+static void units_free(wm_units *u)
 {
-    const ms_model_config *md = &sc->model;
-    const ms_parallel_config *pc = &sc->parallel;
-    int t = pc->tensor_model_parallel_size, pp = pc->pipeline_model_parallel_size;
-    if (md->num_layers <= 0 || md->hidden_size <= 0 || md->ffn_hidden_size <= 0 ||
-        md->num_attention_heads <= 0 || md->num_query_groups <= 0 || md->seq_length <= 0 ||
-        md->padded_vocab_size <= 0 || t <= 0 || pp <= 0 || pc->micro_batch_size <= 0 ||
-        pc->num_micro_batches <= 0 || ms_dtype_size(md->dtype) == 0)
-        return ms_diag_set(d, MS_EINVAL, "workload: model and parallel sizes must be > 0");
-    if (stage < 0 || stage >= pp)
-        return ms_diag_set(d, MS_EINVAL, "workload: stage %d outside 0..%d", stage, pp - 1);
-    if (md->hidden_size % md->num_attention_heads || md->num_attention_heads % t ||
-        md->num_query_groups % t || md->num_attention_heads % md->num_query_groups ||
-        md->ffn_hidden_size % t || md->padded_vocab_size % t || md->num_layers % pp ||
-        (pc->sequence_parallel && md->seq_length % t))
-        return ms_diag_set(d, MS_EINVAL, "workload: shapes do not divide over TP %d / PP %d "
-                           "(load the scenario with ms_scenario_load to see which)", t, pp);
-    if (pc->context_parallel_size > 1)
-        return ms_diag_set(d, MS_EUNSUPPORTED,
-                           "workload: context_parallel_size %d: context parallelism is not "
-                           "built yet", pc->context_parallel_size);
-    if (pc->num_layers_per_virtual_pipeline_stage > 0)
-        return ms_diag_set(d, MS_EUNSUPPORTED, "workload: interleaved pipeline stages "
-                           "(num_layers_per_virtual_pipeline_stage) are not built yet");
+    free(u->sv);
+    free(u->ends);
+    free(u->ex);
+}
+
+static ms_status units_alloc(const wm *m, wm_units *u)
+{
+    size_t units = (size_t)m->micro_batches * (size_t)m->chunks;
+    size_t layers = units * (size_t)(m->max_lv > 0 ? m->max_lv : 1);
+    memset(u, 0, sizeof *u);
+    u->sv = calloc(layers, sizeof *u->sv);
+    u->ends = calloc(units, sizeof *u->ends);
+    if (m->moe)
+        u->ex = calloc(layers * m->n_local, sizeof *u->ex);
+    if (u->sv == NULL || u->ends == NULL || (m->moe && u->ex == NULL)) {
+        units_free(u);
+        return MS_ENOMEM;
+    }
+    for (size_t i = 0; m->moe && i < layers; i++)
+        u->sv[i].ex = u->ex + i * m->n_local;
     return MS_OK;
 }
 
-/* Guard the builder's integer sizes: the largest tensor (scores or fp32
- * logits) and the number of ops must stay well inside their types. */
-static ms_status check_limits(const ms_scenario *sc, ms_diag *d)
+static ms_status build_steps(wm *m)
 {
-    const ms_model_config *md = &sc->model;
-    const ms_parallel_config *pc = &sc->parallel;
-    double s = md->seq_length, b = pc->micro_batch_size;
-    double big = fmax(b * md->num_attention_heads * s * s * 4,
-                      fmax(b * s * md->padded_vocab_size * 4, b * s * md->ffn_hidden_size * 8));
-    if (big > 0x1p60)
-        return ms_diag_set(d, MS_ERANGE, "workload: a %.3g-byte tensor is beyond what memsim "
-                           "models", big);
-    double ops = (double)pc->num_micro_batches *
-                 ((double)md->num_layers / pc->pipeline_model_parallel_size * 80 + 40);
-    if (ops > WB_MAX_OPS)
-        return ms_diag_set(d, MS_ERANGE, "workload: about %.3g ops in one step (%d micro-batches "
-                           "x %d layers); the limit is %u", ops, pc->num_micro_batches,
-                           md->num_layers, WB_MAX_OPS);
-    return MS_OK;
+    size_t units = (size_t)m->micro_batches * (size_t)m->chunks;
+    wm_units u;
+    wm_step *steps = malloc(2 * units * sizeof *steps);
+    ms_status st = steps == NULL ? MS_ENOMEM : units_alloc(m, &u);
+    if (st != MS_OK) {
+        free(steps);
+        return st;
+    }
+    wm_schedule(m->n_stages, m->stage, m->micro_batches, m->chunks, steps);
+    for (size_t k = 0; k < 2 * units && m->b->err == MS_OK; k++) {
+        size_t unit = (size_t)steps[k].micro_batch * (size_t)m->chunks + (size_t)steps[k].chunk;
+        wm_saved *sv = u.sv + unit * (size_t)(m->max_lv > 0 ? m->max_lv : 1);
+        if (steps[k].forward)
+            forward_unit(m, &steps[k], sv, &u.ends[unit]);
+        else
+            backward_unit(m, &steps[k], sv, &u.ends[unit]);
+    }
+    m->b->chunk = 0;
+    free(steps);
+    units_free(&u);
+    return m->b->err;
 }
 
 ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, ms_diag *d)
@@ -336,9 +406,7 @@ ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, m
         *out = NULL;
     if (sc == NULL || out == NULL)
         return ms_diag_set(d, MS_EINVAL, "ms_program_build: NULL argument");
-    ms_status st = check_shapes(sc, stage, d);
-    if (st == MS_OK)
-        st = check_limits(sc, d);
+    ms_status st = wm_check_scenario(sc, stage, d);
     if (st != MS_OK)
         return st;
     wb b;
@@ -347,18 +415,17 @@ ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, m
     memset(&m, 0, sizeof m);
     m.b = &b;
     init_shapes(&m, sc, stage);
-    wm_saved *sv = calloc((size_t)m.n_layers + 1, sizeof *sv);
-    st = sv == NULL ? MS_ENOMEM : wm_params_create(&m);
-    for (int mbi = 0; st == MS_OK && mbi < m.micro_batches; mbi++) {
-        micro_batch(&m, mbi, sv);
-        st = b.err;
-    }
+    st = wm_layout(&m, sc, stage);
+    if (st == MS_OK)
+        st = wm_params_create(&m);
+    if (st == MS_OK)
+        st = build_steps(&m);
     if (st == MS_OK) {
         wm_optimizer(&m);
         st = wb_finish(&b, stage, out);
     }
-    free(sv);
     wm_params_release(&m);
+    wm_layout_release(&m);
     wb_release(&b);
     if (st != MS_OK)
         return ms_diag_set(d, st, "workload: building the step program of stage %d failed: %s",

@@ -22,6 +22,8 @@ static wm_group *group_new(wm *m, const char *name, int32_t layer)
     memset(g, 0, sizeof *g);
     snprintf(g->name, sizeof g->name, "%s", name);
     g->layer = layer;
+    g->dp = m->dp;
+    g->dp_link = m->dp_link;
     g->master = g->exp_avg = g->exp_avg_sq = WB_NO_TENSOR;
     return g;
 }
@@ -45,14 +47,15 @@ static wm_param param_new(wm *m, wm_group *g, const char *module, uint64_t param
     return p;
 }
 
-static uint64_t shard(const wm *m, uint64_t params)
+static uint64_t shard(const wm *m, const wm_group *g)
 {
-    return m->sc->parallel.use_distributed_optimizer ? (params + m->dp - 1) / m->dp : params;
+    return m->sc->parallel.use_distributed_optimizer ? (g->params + g->dp - 1) / g->dp
+                                                     : g->params;
 }
 
 static void group_state(wm *m, wm_group *g)
 {
-    uint64_t bytes = shard(m, g->params) * 4;
+    uint64_t bytes = shard(m, g) * 4;
     if (m->dt != MS_DTYPE_FP32)
         g->master = wb_persistent(m->b, bytes, MS_DTYPE_FP32, MS_TK_OPTIMIZER_STATE, g->layer,
                                   "optimizer.%s.main_param", g->name);
@@ -62,13 +65,43 @@ static void group_state(wm *m, wm_group *g)
                                   "optimizer.%s.exp_avg_sq", g->name);
 }
 
+/* One expert of a MoE layer: its own group, since its grads are reduced
+ * over the expert-data-parallel ranks (DP x CP / EP), not the DP group, and
+ * the distributed optimizer shards it over those.  Split over TP like the
+ * dense MLP (Megatron's expert tensor parallel size defaults to TP). */
+static void expert_params(wm *m, int local, int e, const wm_counts *c)
+{
+    char prefix[96], name[160];
+    int layer = wm_global_layer(m, local);
+    snprintf(prefix, sizeof prefix, "%s%d", m->llama ? "feed_forward.experts."
+                                                     : "mlp.experts.local_experts.", e);
+    snprintf(name, sizeof name, "layers.%d.%s", layer, prefix);
+    wm_group *g = group_new(m, name, layer);
+    g->dp = m->edp;
+    g->dp_link = m->edp_link;
+    wm_expert_params *ep = &m->lp[local].ex[e];
+    uint64_t t = m->t, hb = m->bias ? m->h : 0;
+    if (m->llama && m->swiglu) {
+        ep->fc1 = param_new(m, g, "w1", c->efc1 / 2 / t);
+        ep->fc3 = param_new(m, g, "w3", c->efc1 / 2 / t);
+    } else {
+        ep->fc1 = param_new(m, g, m->llama ? "w1" : "linear_fc1", c->efc1 / t);
+    }
+    ep->fc2 = param_new(m, g, m->llama ? "w2" : "linear_fc2", (c->efc2 - hb) / t + hb);
+    group_state(m, g);
+}
+
 /* One layer's weights on a TP rank: column-parallel weights and biases split
- * over t; row-parallel weights split, their biases and the norms whole. */
+ * over t; row-parallel weights split, their biases and the norms whole.  A
+ * MoE layer has the router (h x E, whole on every rank, as Megatron's
+ * TopKRouter) in place of the MLP, and its experts in groups of their own. */
 static void layer_params(wm *m, int local, const wm_counts *c)
 {
     char name[48];
-    snprintf(name, sizeof name, "layers.%d", m->layer0 + local);
-    wm_group *g = group_new(m, name, m->layer0 + local);
+    int layer = wm_global_layer(m, local);
+    snprintf(name, sizeof name, "layers.%d", layer);
+    m->g_layer[local] = m->n_groups;
+    wm_group *g = group_new(m, name, layer);
     const wm_names *nm = &m->nm;
     wm_layer_params *lp = &m->lp[local];
     uint64_t t = m->t, hb = m->bias ? m->h : 0;
@@ -82,24 +115,36 @@ static void layer_params(wm *m, int local, const wm_counts *c)
     }
     lp->proj = param_new(m, g, nm->proj, (c->proj - hb) / t + hb);
     lp->norm2 = param_new(m, g, nm->norm2, c->norm);
-    if (m->llama && m->swiglu) {
+    if (m->moe) {
+        lp->router = param_new(m, g, m->llama ? "feed_forward.router" : "mlp.router", c->router);
+    } else if (m->llama && m->swiglu) {
         lp->fc1 = param_new(m, g, nm->fc1, c->fc1 / 2 / t);
         lp->fc3 = param_new(m, g, nm->fc3, c->fc1 / 2 / t);
+        lp->fc2 = param_new(m, g, nm->fc2, (c->fc2 - hb) / t + hb);
     } else {
         lp->fc1 = param_new(m, g, nm->fc1, c->fc1 / t);
+        lp->fc2 = param_new(m, g, nm->fc2, (c->fc2 - hb) / t + hb);
     }
-    lp->fc2 = param_new(m, g, nm->fc2, (c->fc2 - hb) / t + hb);
     group_state(m, g);
+    for (int e = 0; m->moe && e < (int)m->n_local; e++)
+        expert_params(m, local, e, c);
 }
 
 ms_status wm_params_create(wm *m)
 {
     wm_counts c;
     wm_count(&m->sc->model, &c);
-    m->group = calloc((size_t)m->n_layers + 3, sizeof *m->group);
+    size_t n_local = m->moe ? (size_t)m->n_local : 0;
+    m->group = calloc((size_t)m->n_layers * (1 + n_local) + 3, sizeof *m->group);
     m->lp = calloc((size_t)m->n_layers + 1, sizeof *m->lp);
-    if (m->group == NULL || m->lp == NULL)
+    m->g_layer = calloc((size_t)m->n_layers + 1, sizeof *m->g_layer);
+    if (n_local)
+        m->ex_params = calloc((size_t)m->n_layers * n_local, sizeof *m->ex_params);
+    if (m->group == NULL || m->lp == NULL || m->g_layer == NULL ||
+        (n_local && m->ex_params == NULL))
         return MS_ENOMEM;
+    for (int l = 0; n_local && l < m->n_layers; l++)
+        m->lp[l].ex = m->ex_params + (size_t)l * n_local;
     m->g_embed = m->g_final = m->g_head = -1;
     const wm_names *nm = &m->nm;
     if (m->first) {
@@ -110,7 +155,6 @@ ms_status wm_params_create(wm *m)
             m->pos = param_new(m, g, nm->pos, c.pos);
         group_state(m, g);
     }
-    m->g_layer0 = m->n_groups;
     for (int l = 0; l < m->n_layers; l++)
         layer_params(m, l, &c);
     if (m->last) {
@@ -136,8 +180,12 @@ void wm_params_release(wm *m)
 {
     free(m->group);
     free(m->lp);
+    free(m->g_layer);
+    free(m->ex_params);
     m->group = NULL;
     m->lp = NULL;
+    m->g_layer = NULL;
+    m->ex_params = NULL;
 }
 
 static void group_ids(const wm_group *g, uint32_t *out, bool grads)
@@ -151,16 +199,40 @@ static void group_ids(const wm_group *g, uint32_t *out, bool grads)
  * bucket reduction); the grad buffer is reduced in place. */
 void wm_grad_reduce(wm *m, int gi)
 {
-    if (m->dp <= 1 || gi < 0 || m->b->err != MS_OK)
+    if (gi < 0 || m->b->err != MS_OK || m->group[gi].dp <= 1)
         return;
     const wm_group *g = &m->group[gi];
     uint32_t ids[WM_GROUP_MAX];
     group_ids(g, ids, true);
     bool dist = m->sc->parallel.use_distributed_optimizer;
-    char name[96];
+    char name[160];
     snprintf(name, sizeof name, "%s.grads.%s", g->name, dist ? "reduce_scatter" : "all_reduce");
-    wm_collective_inplace(m, name, dist ? MS_COMM_REDUCE_SCATTER : MS_COMM_ALLREDUCE, m->dp_group,
-                          m->dp_link, ids, (uint32_t)g->n, (double)(g->params * 4));
+    wm_collective_inplace(m, name, dist ? MS_COMM_REDUCE_SCATTER : MS_COMM_ALLREDUCE, (int)g->dp,
+                          g->dp_link, ids, (uint32_t)g->n, (double)(g->params * 4));
+}
+
+void wm_layer_grad_reduce(wm *m, int local)
+{
+    wm_grad_reduce(m, m->g_layer[local]);
+    for (int e = 0; m->moe && e < (int)m->n_local; e++)
+        wm_grad_reduce(m, m->g_layer[local] + 1 + e);
+}
+
+/* Tied embeddings across a pipeline: the first stage's word embedding and
+ * the last stage's output layer are one parameter, their grads summed over
+ * the two stages after the DP reduction (Megatron's finalize_model_grads,
+ * _allreduce_word_embedding_grads). */
+static void embedding_group_reduce(wm *m)
+{
+    if (m->sc->model.untie_embeddings || m->n_stages == 1 || !(m->first || m->last))
+        return;
+    const wm_param *p = m->first ? &m->word : &m->head;
+    char name[160];
+    snprintf(name, sizeof name, "%s.grads.embedding_group.all_reduce",
+             m->first ? m->nm.embed : m->nm.head);
+    wm_collective_inplace(m, name, MS_COMM_ALLREDUCE, 2,
+                          wm_stage_link(m->sc, 0, m->n_stages - 1), &p->g, 1,
+                          (double)(p->params * 4));
 }
 
 static void grad_norm(wm *m)
@@ -180,7 +252,7 @@ static void grad_norm(wm *m)
     }
     double params = 0;
     for (int gi = 0; gi < m->n_groups; gi++)
-        params += (double)shard(m, m->group[gi].params);
+        params += (double)shard(m, &m->group[gi]);
     ms_kernel kn = {.name = "l2norm", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
                     .flops = 2 * params, .bytes = 4 * params, .peer = -1};
     wb_op_add(m->b, &kn, 0, ids, n, "optimizer.grad_norm");
@@ -211,7 +283,7 @@ static void adam(wm *m, const wm_group *g)
     in[n++] = g->exp_avg;
     in[n++] = g->exp_avg_sq;
     in[n++] = m->grad_norm;
-    double p = (double)shard(m, g->params);
+    double p = (double)shard(m, g);
     double state = g->master != WB_NO_TENSOR ? 3 : 2;
     ms_kernel k = {.name = "adam", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
                    .flops = ADAM_FLOPS_PER_PARAM * p,
@@ -219,12 +291,12 @@ static void adam(wm *m, const wm_group *g)
     wb_op_add(m->b, &k, 0, in, n, "optimizer.%s.adam", g->name);
     for (uint32_t i = (uint32_t)g->n; i < n - 1; i++)
         wb_inplace(m->b, in[i]); /* weights, master, moments */
-    if (m->sc->parallel.use_distributed_optimizer && m->dp > 1) {
-        char name[96];
+    if (m->sc->parallel.use_distributed_optimizer && g->dp > 1) {
+        char name[160];
         snprintf(name, sizeof name, "optimizer.%s.all_gather", g->name);
         uint32_t w[WM_GROUP_MAX];
         group_ids(g, w, false);
-        wm_collective_inplace(m, name, MS_COMM_ALLGATHER, m->dp_group, m->dp_link, w,
+        wm_collective_inplace(m, name, MS_COMM_ALLGATHER, (int)g->dp, g->dp_link, w,
                               (uint32_t)g->n, p * (double)m->es);
     }
 }
@@ -260,6 +332,7 @@ void wm_optimizer(wm *m)
     m->b->phase = MS_PHASE_OPTIMIZER;
     m->b->micro_batch = MS_NONE;
     m->b->layer = MS_NONE;
+    embedding_group_reduce(m);
     grad_norm(m);
     for (int gi = 0; gi < m->n_groups; gi++) {
         m->b->layer = m->group[gi].layer;

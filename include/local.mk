@@ -5,3 +5,4 @@ memsiminclude_HEADERS = \
 	include/memsim/scenario.h include/memsim/workload.h include/memsim/policy.h \
 	include/memsim/trace.h include/memsim/exec.h include/memsim/report.h \
 	include/memsim/memsim.h
+memsiminclude_HEADERS += include/memsim/memory_config.h

@@ -63,6 +63,10 @@ ms_status ms_mock_open(const ms_backend_config *cfg, ms_backend **out);
  * stops bounding how far other devices' hosts may run the shared engine.
  * Its next call resumes it at max(its clock, the engine's clock). */
 ms_status ms_mock_set_host_idle(ms_backend *b);
+/* This device's host clock, read without entering the backend: unlike now(),
+ * it neither catches the engine up nor wakes a parked host, so a scheduler
+ * of several hosts can look at every clock without disturbing them. */
+ms_status ms_mock_host_clock(const ms_backend *b, int64_t *ns);
 /* The simulated device behind a mock (HBM peak, cost model, engine).
  * MS_EINVAL if b is not a mock. */
 ms_status ms_mock_simdev(const ms_backend *b, ms_simdev **out);

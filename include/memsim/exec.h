@@ -40,6 +40,7 @@ typedef struct ms_exec_config {
      * stream order (the compute stream waits for each collective, as
      * work.wait() does) instead of through record_stream. */
     bool avoid_record_streams;
+    int pipeline_size;        /* stages; p2p peers are neighbours on this ring */
 } ms_exec_config;
 
 /* Result of one step. */

@@ -83,6 +83,11 @@ typedef struct ms_scenario {
     char policy[256];          /* default policy name or path ("none") */
     int steps;                 /* training steps to simulate (>= 1) */
     uint64_t seed;
+    /* Recompute and swap settings (recompute, recompute_config, swap_config)
+     * and the pipeline layout (parallel.offset, pp_interleave_num), read
+     * through memsim/memory_config.h and ms_scenario_chunk_layers; owned by
+     * the scenario.  NULL (a scenario built by hand): none, even stages. */
+    struct ms_memory_config *memory_config;
 } ms_scenario;
 
 /* Load path, applying overrides ("model.seq_length=8192", "steps=4") before
@@ -96,6 +101,16 @@ ms_status ms_scenario_free(ms_scenario *sc);
 
 /* Load one device file into spec. */
 ms_status ms_device_load(const char *path, ms_device_spec *spec, ms_diag *d);
+
+/* Pipeline layout.  Each stage holds `chunks` model chunks (1 without
+ * interleaving; Megatron's virtual stages, MindFormers' pp_interleave_num);
+ * chunk c of stage s holds layers first..first+count-1.  Chunks are numbered
+ * chunk-major: chunk 0 of stages 0..pp-1 holds the first layers, then chunk 1
+ * (Megatron's and MindFormers' order).  With parallel.offset the counts are
+ * MindFormers' num_layers / (pp x chunks) + offset[c][s]; else even. */
+ms_status ms_scenario_chunks(const ms_scenario *sc, int *chunks);
+ms_status ms_scenario_chunk_layers(const ms_scenario *sc, int stage, int chunk, int *first,
+                                   int *count);
 
 #ifdef __cplusplus
 }

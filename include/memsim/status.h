@@ -30,6 +30,7 @@ typedef enum ms_status {
     MS_EUNSUPPORTED, /* the backend or build does not provide this */
     MS_EMISMATCH,    /* a replay diverged from its recorded trace */
     MS_EINTERNAL,    /* an invariant of memsim itself broke (a bug) */
+    MS_ECANCELED,    /* the work was abandoned (another stage ran out of memory) */
     MS_STATUS_COUNT
 } ms_status;
 

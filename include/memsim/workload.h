@@ -73,6 +73,7 @@ typedef struct ms_op {
     uint32_t n_outputs;
     int32_t segment;         /* innermost recompute segment, or MS_NONE */
     double model_flops;      /* FLOPs that count toward model FLOPs / MFU */
+    int32_t chunk;           /* VPP model chunk of this stage (0 without interleaving) */
 } ms_op;
 
 /* A recompute unit: a contiguous range of forward ops of one micro-batch
@@ -120,6 +121,42 @@ ms_status ms_model_param_count(const ms_model_config *m, uint64_t *params);
 /* Model FLOPs of one step over the whole model for a global batch of
  * `batch` sequences (forward + backward, no recompute). */
 ms_status ms_model_step_flops(const ms_model_config *m, uint64_t batch, double *flops);
+
+/* Parameters one token uses: all of a dense model; with experts, the
+ * router and the top-k experts of each layer (Mixtral 8x7B: 12.9B of 46.7B). */
+ms_status ms_model_active_param_count(const ms_model_config *m, uint64_t *params);
+
+/* What one stage's program holds (the units are (micro-batch, model chunk)
+ * pairs; one chunk without interleaving). */
+typedef struct ms_program_memory {
+    uint64_t persistent_bytes;   /* weights, main grads, optimizer state */
+    uint64_t saved_bytes;        /* saved for backward, all units */
+    uint64_t saved_bytes_mb0;    /* saved for backward by micro-batch 0, all its chunks */
+    uint32_t chunks;             /* model chunks of the stage (v) */
+    uint32_t micro_batches;
+    /* Max over the op order of the units whose forward has begun and whose
+     * backward has not finished: p - stage for 1F1B (m >= p), (p - stage - 1)
+     * * 2 + (v - 1) p + 1 interleaved, so the first stage holds
+     * max_in_flight / v = p (1 + (p - 1) / (p v)) micro-batches' worth. */
+    uint32_t max_in_flight;
+    /* Max over the op order of the saved-for-backward bytes of the units in
+     * flight (each unit's from its first forward op to its last backward op). */
+    uint64_t peak_saved_bytes;
+} ms_program_memory;
+ms_status ms_program_memory_summary(const ms_program_view *v, ms_program_memory *out);
+
+/* Megatron-LM's theoretical memory of the most loaded (first) pipeline stage
+ * (megatron/training/theoretical_memory_usage.py), in bytes.  docs/memory-
+ * formulas.md compares it with memsim's programs and explains where they
+ * differ. */
+typedef struct ms_megatron_memory {
+    double weight_and_optimizer;   /* compute_weight_and_optimizer_memory */
+    double activation;             /* compute_activation_memory (SP, selective recompute) */
+    double activation_without_sp;  /* compute_activation_memory_without_sp */
+    double in_flight;              /* micro-batches it takes in flight on the first stage */
+    double params_on_first_stage;  /* num_parameters_on_most_loaded_model_shard */
+} ms_megatron_memory;
+ms_status ms_megatron_theoretical_memory(const ms_scenario *sc, ms_megatron_memory *out);
 
 #ifdef __cplusplus
 }

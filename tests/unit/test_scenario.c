@@ -277,6 +277,88 @@ START_TEST(shipped_devices)
 }
 END_TEST
 
+/* Megatron's MoE arguments: defaults and checks. */
+START_TEST(moe_keys)
+{
+    ms_scenario *sc = load_ok("tests/data/scenarios/moe_small.lua", NULL, 0);
+    ck_assert_int_eq(sc->model.num_experts, 8);
+    ck_assert_int_eq(sc->model.moe_router_topk, 2);           /* Megatron's default */
+    ck_assert_int_eq(sc->model.moe_ffn_hidden_size, 768);     /* = ffn_hidden_size: 2/3 x 4 x 256 -> 768 */
+    ck_assert_double_eq(sc->model.moe_capacity_factor, 0);    /* no token dropping */
+    ck_assert_int_eq(sc->parallel.expert_model_parallel_size, 2);
+    ck_assert_int_eq(sc->parallel.data_parallel_size, 4);
+    ms_scenario_free(sc);
+    static const char *const cap[] = {"model.moe_capacity_factor=1.25", "model.moe_router_topk=1"};
+    sc = load_ok("tests/data/scenarios/moe_small.lua", cap, 2);
+    ck_assert_double_eq(sc->model.moe_capacity_factor, 1.25);
+    ck_assert_int_eq(sc->model.moe_router_topk, 1);
+    ms_scenario_free(sc);
+    /* A dense model has none of it. */
+    sc = load_ok("scenarios/llama2-7b.lua", NULL, 0);
+    ck_assert_int_eq(sc->model.num_experts, 0);
+    ck_assert_int_eq(sc->model.moe_router_topk, 0);
+    ck_assert_int_eq(sc->parallel.expert_model_parallel_size, 1);
+    ms_scenario_free(sc);
+}
+END_TEST
+
+START_TEST(moe_errors)
+{
+    static const struct {
+        const char *ov;
+        const char *msg;
+    } bad[] = {
+        {"model.num_experts=7", "model.num_experts (7) must be divisible by "
+                                "parallel.expert_model_parallel_size (2)"},
+        {"model.moe_router_topk=9", "model.moe_router_topk (9) must be at most "
+                                    "model.num_experts (8)"},
+        {"parallel.expert_model_parallel_size=8", "parallel.expert_model_parallel_size (8) must "
+                                                  "divide data-parallel x context-parallel size (4)"},
+        {"model.moe_ffn_hidden_size=255", "model.moe_ffn_hidden_size (255) must be divisible by "
+                                          "parallel.tensor_model_parallel_size (2)"},
+        {"model.moe_expert_capacity_factor=-1", "field 'model.moe_expert_capacity_factor' must be "
+                                                ">= 0"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        ms_diag d;
+        const char *ov[] = {bad[i].ov};
+        load_bad("tests/data/scenarios/moe_small.lua", ov, 1, &d);
+        ASSERT_MSG_HAS(d, bad[i].msg);
+    }
+    ms_diag d;
+    static const char *const both[] = {"model.moe_capacity_factor=1",
+                                       "model.moe_expert_capacity_factor=1"};
+    load_bad("tests/data/scenarios/moe_small.lua", both, 2, &d);
+    ASSERT_MSG_HAS(d, "give one of model.moe_expert_capacity_factor and model.moe_capacity_factor");
+    static const char *const dense[] = {"model.moe_router_topk=2"};
+    load_bad("scenarios/llama2-7b.lua", dense, 1, &d);
+    ASSERT_MSG_HAS(d, "model.moe_router_topk needs model.num_experts > 0");
+}
+END_TEST
+
+/* Recompute and swap settings are checked at load, naming the field. */
+START_TEST(memory_config_bad_inputs)
+{
+    ms_diag d;
+    ck_assert_int_eq(load_bad("tests/data/scenarios/mc_bad_length.lua", NULL, 0, &d), MS_EINVAL);
+    ASSERT_MSG_HAS(d, "mc_bad_length.lua: field 'recompute_config.recompute' lists 1 per-stage "
+                      "layer counts; it needs 2, one per pipeline stage");
+    ck_assert_int_eq(load_bad("tests/data/scenarios/mc_wrong_type.lua", NULL, 0, &d), MS_EINVAL);
+    ASSERT_MSG_HAS(d, "mc_wrong_type.lua: field 'swap_config.layer_swap[1].layers' must be true, "
+                      "false or a list of layer indices (got the string \"all\")");
+    /* The pattern loads; what it matches needs the op names
+     * (ms_memory_config_check, tests/unit/test_memory_config.c). */
+    ms_scenario *sc = load_ok("tests/data/scenarios/mc_unknown_regex.lua", NULL, 0);
+    ms_scenario_free(sc);
+    /* Layers must still divide over the stages unless an offset says where. */
+    static const char *const pp3[] = {"parallel.pipeline_model_parallel_size=3",
+                                      "parallel.world_size=24"};
+    load_bad("scenarios/llama2-7b.lua", pp3, 2, &d);
+    ASSERT_MSG_HAS(d, "model.num_layers (32) must be divisible by "
+                      "parallel.pipeline_model_parallel_size (3)");
+}
+END_TEST
+
 static Suite *scenario_suite(void)
 {
     Suite *s = suite_create("scenario");
@@ -295,6 +377,9 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, bad_device_file);
     tcase_add_test(tc, other_bad_inputs);
     tcase_add_test(tc, shipped_devices);
+    tcase_add_test(tc, moe_keys);
+    tcase_add_test(tc, moe_errors);
+    tcase_add_test(tc, memory_config_bad_inputs);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -391,6 +391,42 @@ START_TEST(programs_are_well_formed)
         check_well_formed(&v);
         ms_program_free(p);
     }
+    /* Every stage of an interleaved pipeline with context parallelism and a
+     * MoE llama with expert parallelism over TP 2 with SP, with a capacity
+     * factor; and gpt experts. */
+    sc = gpt(512, 1, 512, 8, 2, true, true, 8);
+    sc.model.swiglu = true;
+    sc.parallel.pipeline_model_parallel_size = 2;
+    sc.parallel.num_layers_per_virtual_pipeline_stage = 2;
+    sc.parallel.context_parallel_size = 2;
+    sc.parallel.data_parallel_size = 2;
+    sc.parallel.world_size = 16;
+    sc.parallel.use_distributed_optimizer = true;
+    sc.parallel.num_micro_batches = 4;
+    sc.parallel.global_batch_size = 8;
+    for (int variant = 0; variant < 3; variant++) {
+        if (variant == 1) {
+            sc.model = llama(4, 512, 1024, 8, 4);
+            sc.model.seq_length = 512;
+            sc.model.num_experts = 4;
+            sc.model.moe_router_topk = 2;
+            sc.model.moe_ffn_hidden_size = 768;
+            sc.model.moe_capacity_factor = 1.5;
+            sc.parallel.expert_model_parallel_size = 2;
+        }
+        if (variant == 2) {
+            ms_model_config g = gpt(512, 1, 512, 8, 2, true, true, 4).model;
+            g.num_experts = 4;
+            g.moe_router_topk = 1;
+            sc.model = g;
+        }
+        for (int stage = 0; stage < 2; stage++) {
+            ms_program_view v;
+            ms_program *p = build(&sc, stage, &v);
+            check_well_formed(&v);
+            ms_program_free(p);
+        }
+    }
 }
 END_TEST
 
@@ -530,10 +566,15 @@ START_TEST(bad_arguments)
     ck_assert_int_eq(ms_program_build(NULL, 0, &p, &d), MS_EINVAL);
     ms_scenario sc = gpt(512, 1, 1000, 16, 2, true, false, 1); /* 1000 % 16 != 0 */
     ck_assert_int_eq(ms_program_build(&sc, 0, &p, &d), MS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(d.msg, "model.hidden_size (1000)"));
+    ck_assert_ptr_nonnull(strstr(d.msg, "model.num_attention_heads (16)"));
+    /* Context parallelism is ring attention, which is flash attention. */
     sc = gpt(512, 1, 1024, 16, 2, true, false, 1);
     sc.parallel.context_parallel_size = 2;
-    ck_assert_int_eq(ms_program_build(&sc, 0, &p, &d), MS_EUNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(d.msg, "context"));
+    ck_assert_int_eq(ms_program_build(&sc, 0, &p, &d), MS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(d.msg, "parallel.context_parallel_size"));
+    ck_assert_ptr_nonnull(strstr(d.msg, "use_flash_attn"));
+    ck_assert_ptr_null(p);
     ck_assert_int_eq(ms_program_free(NULL), MS_EINVAL);
     ck_assert_int_eq(ms_program_get_view(NULL, NULL), MS_EINVAL);
     ck_assert_str_eq(ms_tensor_kind_name(MS_TK_OPTIMIZER_STATE), "optimizer_state");

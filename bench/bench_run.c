@@ -1,0 +1,81 @@
+/* How fast memsim simulates a training step: wall time per simulated step
+ * of every pipeline stage together, and simulated ops per second.
+ *
+ *   bench/bench_run SCENARIO [KEY=VALUE]... [--repeat N]
+ *
+ * Each repetition loads nothing again: the scenario is parsed once, then the
+ * whole run (program build, devices, steps) is timed with CLOCK_MONOTONIC. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "memsim/exec.h"
+#include "memsim/scenario.h"
+
+static double now_s(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2) {
+        fprintf(stderr, "usage: bench_run SCENARIO [KEY=VALUE]... [--repeat N]\n");
+        return 2;
+    }
+    const char *sets[64] = {0};
+    size_t n_sets = 0;
+    int repeat = 5;
+    for (int i = 2; i < argc; i++) {
+        if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
+            repeat = atoi(argv[++i]);
+        else if (n_sets < 64)
+            sets[n_sets++] = argv[i];
+    }
+    ms_diag d = {0};
+    ms_scenario *sc = NULL;
+    if (ms_scenario_load(argv[1], sets, n_sets, &sc, &d) != MS_OK) {
+        fprintf(stderr, "bench_run: %s\n", d.msg);
+        return 1;
+    }
+    double best = 1e30;
+    size_t ops = 0;
+    int stages = 0, steps = 0;
+    for (int r = 0; r < repeat; r++) {
+        ms_run_options opt = {.record = false};
+        ms_run *run = NULL;
+        double t0 = now_s();
+        ms_status st = ms_run_execute(sc, &opt, &run, &d);
+        double t = now_s() - t0;
+        if (st != MS_OK) {
+            fprintf(stderr, "bench_run: %s\n", d.msg);
+            ms_scenario_free(sc);
+            return 1;
+        }
+        const ms_program_view *views;
+        size_t n;
+        ms_run_program_views(run, &views, &n);
+        const ms_run_summary *s;
+        size_t ns;
+        ms_run_summaries(run, &s, &ns);
+        ops = 0;
+        for (size_t i = 0; i < n; i++)
+            ops += views[i].n_ops;
+        stages = (int)n;
+        steps = sc->steps;
+        if (s[0].oom)
+            fprintf(stderr, "bench_run: note: the run ran out of memory at step %d\n",
+                    s[0].oom_step);
+        if (t < best)
+            best = t;
+        ms_run_free(run);
+    }
+    printf("scenario %s: %d stages, %zu ops per step, %d steps\n", sc->name, stages, ops, steps);
+    printf("best of %d: %.1f ms per run, %.1f ms per simulated step, %.2f M simulated ops/s\n",
+           repeat, best * 1e3, best * 1e3 / steps, (double)ops * steps / best / 1e6);
+    ms_scenario_free(sc);
+    return 0;
+}

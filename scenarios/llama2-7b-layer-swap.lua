@@ -1,0 +1,51 @@
+-- Fine-grained activation swap of whole layers (seed 003, "示例二：选择特定层
+-- 使能SWAP"): layer_swap swaps every saved activation of layers 0 and 3,
+-- prefetching them 20 ops before their backward use.  MindFormers logs
+--   Set layer swap at layer 0 and value is: 20
+--   Set layer swap at layer 3 and value is: 20
+--
+-- Model and layout: MindFormers' configs/llama2/pretrain_llama2_7b.yaml with
+-- model_config.num_layers cut to 4 as the example does (hidden 4096, 32
+-- heads, vocabulary 32000, seq_length 4096, fp16, use_flash_attention True;
+-- parallel_config data_parallel 8, model_parallel 1, pipeline_stage 1;
+-- batch_size 1 with gradient_accumulation_steps 8: global batch 64, 8
+-- micro-batches; enable_parallel_optimizer True: the distributed optimizer).
+-- Run `memsim run` on it to see those lines.
+return {
+  name = "llama2-7b-layer-swap",
+  device = "ascend-910b",
+  model = {
+    arch = "llama",
+    num_layers = 4,
+    hidden_size = 4096,
+    ffn_hidden_size = 11008,
+    num_attention_heads = 32,
+    seq_length = 4096,
+    padded_vocab_size = 32000,
+    use_flash_attn = true,
+    dtype = "fp16",
+  },
+  parallel = {
+    world_size = 8,
+    tensor_model_parallel_size = 1,
+    pipeline_model_parallel_size = 1,
+    use_distributed_optimizer = true,
+    micro_batch_size = 1,
+    global_batch_size = 64,
+  },
+  recompute_config = {
+    recompute = false,
+    select_recompute = false,
+    select_comm_recompute = false,
+  },
+  swap_config = {
+    swap = true,
+    layer_swap = {
+      { backward_prefetch = 20, layers = {0, 3} },
+    },
+  },
+  allocator = { conf = "", flavour = "npu" },
+  policy = "none",
+  steps = 3,
+  seed = 1,
+}
