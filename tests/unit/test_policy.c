@@ -385,10 +385,12 @@ START_TEST(test_profile_view)
                     "model_flops,name,outputs,phase,segment,stream\n");
     /* pairs over an array gives 1..n in order: 1*1 + 2*2 + 3*3 = 14. */
     assert_has(out, "array pairs 14 missing=nil\n");
+    /* Lua shortens long chunk names ("...policies/inspect.lua"), so the
+     * message is matched from the file name on. */
     char ro[2400];
-    snprintf(ro, sizeof ro, "write ok=false err=%s/tests/data/policies/inspect.lua:%d: profile "
-             "tables are read-only (assignment to field 'name')", srcdir,
-             line_of("inspect", "profile.ops[1].name = \"x\""));
+    snprintf(ro, sizeof ro, "inspect.lua:%d: profile tables are read-only (assignment to field "
+             "'name')", line_of("inspect", "profile.ops[1].name = \"x\""));
+    assert_has(out, "write ok=false err=");
     assert_has(out, ro);
     free(out);
     ms_policy_free(p);
