@@ -7,6 +7,6 @@ MS_PARTS += backend_mock/libms_mock.la
 
 check_PROGRAMS += tests/unit/test_mock
 TESTS += tests/unit/test_mock
-tests_unit_test_mock_SOURCES = tests/unit/test_mock.c
+tests_unit_test_mock_SOURCES = tests/unit/test_mock.c tests/unit/test_device_spec.h
 tests_unit_test_mock_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_mock_LDADD = backend_mock/libms_mock.la sim/libms_sim.la core/libms_base.la $(TEST_LIBS)

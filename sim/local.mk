@@ -10,6 +10,6 @@ MS_PARTS += sim/libms_sim.la
 
 check_PROGRAMS += tests/unit/test_sim
 TESTS += tests/unit/test_sim
-tests_unit_test_sim_SOURCES = tests/unit/test_sim.c
+tests_unit_test_sim_SOURCES = tests/unit/test_sim.c tests/unit/test_device_spec.h
 tests_unit_test_sim_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_sim_LDADD = sim/libms_sim.la core/libms_base.la $(TEST_LIBS)

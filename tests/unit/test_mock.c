@@ -7,39 +7,12 @@
 
 #include "memsim/backend_mock.h"
 
+#include "test_device_spec.h"
+
 /* ---- helpers ----------------------------------------------------------- */
 
-/* A round-number device: 1 PFLOP/s bf16 (a 1e11-FLOP matmul takes 100 us),
- * 1 TB/s HBM, 10 GB/s host link each way with 2 us latency, 1 us launch
- * overhead, no kernel overhead, intra-node links 100 GB/s with 5 us latency
- * (a 1e6 B send takes 10 + 5 = 15 us). */
-static ms_device_spec spec_base(void)
-{
-    ms_device_spec s;
-    memset(&s, 0, sizeof s);
-    strcpy(s.name, "unit");
-    s.hbm_bytes = 1ULL << 30;
-    s.hbm_bw = 1e12;
-    s.peak_flops[MS_DTYPE_BF16] = 1e15;
-    s.h2d_bw = (ms_curve){.n = 1, .x = {0}, .y = {1e10}};
-    s.d2h_bw = (ms_curve){.n = 1, .x = {0}, .y = {1e10}};
-    s.host_link_latency_ns = 2000;
-    s.launch_overhead_ns = 1000;
-    s.launch_queue_depth = 1024;
-    s.devices_per_node = 8;
-    s.intra_node_bw = 1e11;
-    s.intra_node_latency_ns = 5000;
-    s.inter_node_bw = 2.5e10;
-    s.inter_node_latency_ns = 20000;
-    return s;
-}
-
-static ms_kernel matmul(double flops)
-{
-    return (ms_kernel){.name = "matmul", .cls = MS_KC_MATMUL, .dtype = MS_DTYPE_BF16,
-                       .flops = flops};
-}
-
+/* On spec_base() (test_device_spec.h) a 1e11-FLOP matmul takes 100 us and a
+ * 1e6 B intra-node send 10 + 5 = 15 us. */
 static ms_kernel p2p(ms_comm_kind kind, int peer, int tag, double bytes)
 {
     return (ms_kernel){.name = kind == MS_COMM_SEND ? "send" : "recv", .cls = MS_KC_COMM,

@@ -7,41 +7,13 @@
 
 #include "memsim/sim.h"
 
+#include "test_device_spec.h"
+
 /* ---- helpers ----------------------------------------------------------- */
 
 /* A round-number device: 1 PFLOP/s bf16, 100 TFLOP/s fp32, no fp8;
  * 1 TB/s HBM; 10 GB/s each way on the host link with 2 us latency;
  * intra-node 100 GB/s / 5 us, inter-node 25 GB/s / 20 us; efficiencies 1.0. */
-static ms_device_spec spec_base(void)
-{
-    ms_device_spec s;
-    memset(&s, 0, sizeof s);
-    strcpy(s.name, "unit");
-    s.hbm_bytes = 1ULL << 30;
-    s.hbm_bw = 1e12;
-    s.peak_flops[MS_DTYPE_BF16] = 1e15;
-    s.peak_flops[MS_DTYPE_FP16] = 1e15;
-    s.peak_flops[MS_DTYPE_FP32] = 1e14;
-    s.h2d_bw = (ms_curve){.n = 1, .x = {0}, .y = {1e10}};
-    s.d2h_bw = (ms_curve){.n = 1, .x = {0}, .y = {1e10}};
-    s.host_link_latency_ns = 2000;
-    s.launch_overhead_ns = 1000;
-    s.kernel_overhead_ns = 0;
-    s.launch_queue_depth = 1024;
-    s.devices_per_node = 8;
-    s.intra_node_bw = 1e11;
-    s.intra_node_latency_ns = 5000;
-    s.inter_node_bw = 2.5e10;
-    s.inter_node_latency_ns = 20000;
-    return s;
-}
-
-static ms_kernel matmul(double flops)
-{
-    return (ms_kernel){.name = "matmul", .cls = MS_KC_MATMUL, .dtype = MS_DTYPE_BF16,
-                       .flops = flops};
-}
-
 static ms_kernel comm(ms_comm_kind kind, int n, ms_link_kind link, double bytes)
 {
     return (ms_kernel){.name = "comm", .cls = MS_KC_COMM, .dtype = MS_DTYPE_BF16, .comm = kind,
