@@ -340,6 +340,18 @@ static ms_status plan_step(ms_run *r, int step, bool *stable, bool *go, ms_diag 
     return MS_OK;
 }
 
+/* An abandoned step has no result, but its allocator saw what the stage
+ * held until then (peaks are reset at each step's start, not at release). */
+static void peaks_of_abandoned_step(ms_stage *s)
+{
+    ms_alloc_stats st;
+    if (ms_alloc_get_stats(s->alloc, &st) != MS_OK)
+        return;
+    s->res.peak_allocated = (uint64_t)st.allocated_bytes[MS_STAT_ALL].peak;
+    s->res.peak_reserved = (uint64_t)st.reserved_bytes[MS_STAT_ALL].peak;
+    s->res.peak_active = (uint64_t)st.active_bytes[MS_STAT_ALL].peak;
+}
+
 static ms_status run_steps(ms_run *r, ms_diag *d)
 {
     bool stable = false;
@@ -356,6 +368,8 @@ static ms_status run_steps(ms_run *r, ms_diag *d)
         int64_t start = 0, end = 0;
         for (int i = 0; i < r->n; i++) {
             ms_stage *s = &r->stages[i];
+            if (s->cancelled)
+                peaks_of_abandoned_step(s);
             note_step(&r->summaries[i], &s->res, step);
             profile_after(r, s, step);
             oom |= s->res.oom;

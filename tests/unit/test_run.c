@@ -301,6 +301,11 @@ START_TEST(pipeline_oom_ends_the_run)
     ck_assert_int_eq(s[0].oom_step, 0);
     ck_assert_ptr_nonnull(strstr(s[0].oom_message, "CUDA out of memory"));
     ck_assert_int_eq(s[0].steps, 0);
+    /* Stage 1's step ended too (abandoned or out of memory itself) and its
+     * row still reports what it held: at least its weights, grads and
+     * optimizer state. */
+    ck_assert_uint_ge(s[1].peak_allocated,
+                      s[1].weights_bytes + s[1].grads_bytes + s[1].optimizer_bytes);
     ms_run_free(run);
     ms_scenario_free(sc);
 }
