@@ -434,6 +434,36 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
 
 /* ---- decisions ------------------------------------------------------- */
 
+/* Copy tensor t between device and host on `stream` (ST_SWAP_OUT: D2H,
+ * ST_SWAP_IN: H2D), ordered after the work issued so far on `after` and
+ * after t's producer, with its row in the record. */
+static ms_status issue_swap_copy(ms_exec *e, uint32_t t, uint32_t at_op, int after, int stream)
+{
+    ms_tensor_rt *r = &e->rt[t];
+    const ms_tensor *tn = &e->p->tensors[t];
+    bool out = stream == ST_SWAP_OUT;
+    ms_status st;
+    if ((st = get_event(e, &r->aux_ev)) != MS_OK ||
+        (st = BE(e, event_record, r->aux_ev, e->streams[after])) != MS_OK ||
+        (st = BE(e, stream_wait_event, e->streams[stream], r->aux_ev)) != MS_OK)
+        return be_call_failed(e, st, out ? "event for swap-out" : "event for swap-in");
+    if ((st = wait_ready(e, t, stream)) != MS_OK)
+        return st;
+    ms_op_row row = {.step = e->step, .device = e->cfg.backend->device,
+                     .kind = out ? MS_WK_SWAP_OUT : MS_WK_SWAP_IN, .op = at_op, .tensor = t,
+                     .stream_id = e->stream_ids[stream],
+                     .issue_ns = host_now(e) - e->step_start, .start_ns = -1, .end_ns = -1,
+                     .bytes = tn->bytes};
+    size_t ri;
+    if ((st = add_row(e, &row, &ri)) != MS_OK)
+        return st;
+    st = BE(e, memcpy_async, out ? r->host_addr : r->addr, out ? r->addr : r->host_addr,
+            tn->bytes, out ? MS_COPY_D2H : MS_COPY_H2D, e->streams[stream], (uint64_t)ri);
+    if (st != MS_OK)
+        return be_call_failed(e, st, out ? "memcpy_async D2H" : "memcpy_async H2D");
+    return MS_OK;
+}
+
 static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
 {
     ms_tensor_rt *r = &e->rt[t];
@@ -445,24 +475,8 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
         return ms_diag_set(e->diag, st, "pinned host memory for swapping tensor %u (%s, %" PRIu64
                            " bytes) is exhausted", t, tn->name, tn->bytes);
     /* The copy starts once the op it follows has run on its stream. */
-    int after_stream = stream_of(e, &e->p->ops[at_op]);
-    if ((st = get_event(e, &r->aux_ev)) != MS_OK ||
-        (st = BE(e, event_record, r->aux_ev, e->streams[after_stream])) != MS_OK ||
-        (st = BE(e, stream_wait_event, e->streams[ST_SWAP_OUT], r->aux_ev)) != MS_OK)
-        return be_call_failed(e, st, "event for swap-out");
-    if ((st = wait_ready(e, t, ST_SWAP_OUT)) != MS_OK)
+    if ((st = issue_swap_copy(e, t, at_op, stream_of(e, &e->p->ops[at_op]), ST_SWAP_OUT)) != MS_OK)
         return st;
-    ms_op_row row = {.step = e->step, .device = e->cfg.backend->device, .kind = MS_WK_SWAP_OUT,
-                     .op = at_op, .tensor = t, .stream_id = e->stream_ids[ST_SWAP_OUT],
-                     .issue_ns = host_now(e) - e->step_start, .start_ns = -1, .end_ns = -1,
-                     .bytes = tn->bytes};
-    size_t ri;
-    if ((st = add_row(e, &row, &ri)) != MS_OK)
-        return st;
-    st = BE(e, memcpy_async, r->host_addr, r->addr, tn->bytes, MS_COPY_D2H,
-            e->streams[ST_SWAP_OUT], (uint64_t)ri);
-    if (st != MS_OK)
-        return be_call_failed(e, st, "memcpy_async D2H");
     e->swapped_bytes += tn->bytes;
     /* Remember the copy so a block reused under it is caught as a hazard. */
     if (e->n_inflight == e->cap_inflight) {
@@ -498,21 +512,8 @@ static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op)
         return st;
     /* The H2D must not overwrite the block before compute is done with its
      * previous owner: order the swap-in stream after compute's current work. */
-    if ((st = get_event(e, &r->aux_ev)) != MS_OK ||
-        (st = BE(e, event_record, r->aux_ev, e->streams[ST_COMPUTE])) != MS_OK ||
-        (st = BE(e, stream_wait_event, e->streams[ST_SWAP_IN], r->aux_ev)) != MS_OK)
-        return be_call_failed(e, st, "event for swap-in");
-    ms_op_row row = {.step = e->step, .device = e->cfg.backend->device, .kind = MS_WK_SWAP_IN,
-                     .op = at_op, .tensor = t, .stream_id = e->stream_ids[ST_SWAP_IN],
-                     .issue_ns = host_now(e) - e->step_start, .start_ns = -1, .end_ns = -1,
-                     .bytes = tn->bytes};
-    size_t ri;
-    if ((st = add_row(e, &row, &ri)) != MS_OK)
+    if ((st = issue_swap_copy(e, t, at_op, ST_COMPUTE, ST_SWAP_IN)) != MS_OK)
         return st;
-    st = BE(e, memcpy_async, r->addr, r->host_addr, tn->bytes, MS_COPY_H2D,
-            e->streams[ST_SWAP_IN], (uint64_t)ri);
-    if (st != MS_OK)
-        return be_call_failed(e, st, "memcpy_async H2D");
     return record_ready(e, t, ST_SWAP_IN);
 }
 

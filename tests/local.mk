@@ -7,7 +7,7 @@ tests_unit_test_sandbox_LDADD = core/libms_base.la $(TEST_LIBS)
 
 check_PROGRAMS += tests/unit/test_exec tests/unit/test_run
 TESTS += tests/unit/test_exec tests/unit/test_run
-tests_unit_test_exec_SOURCES = tests/unit/test_exec.c
+tests_unit_test_exec_SOURCES = tests/unit/test_exec.c tests/unit/test_device_spec.h
 tests_unit_test_exec_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_exec_LDADD = libmemsim.la $(TEST_LIBS)
 tests_unit_test_run_SOURCES = tests/unit/test_run.c
