@@ -464,11 +464,13 @@ ms_status ms_mock_set_host_idle(ms_backend *b)
     return ms_simhost_set_idle(m->host);
 }
 
-ms_status ms_mock_host_clock(const ms_backend *b, int64_t *ns)
+ms_status ms_mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked)
 {
     ms_mock *m = mock_of(b);
     if (m == NULL || ns == NULL)
         return MS_EINVAL;
+    if (parked != NULL)
+        ms_simhost_parked(m->host, parked);
     return ms_simhost_now(m->host, ns);
 }
 

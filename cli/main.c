@@ -153,7 +153,11 @@ static int cmd_run(int argc, char **argv)
         else if (!a.quiet) {
             for (size_t k = 0; k < n_stages; k++)
                 ms_report_print_summary(stdout, &s[k]);
-            printf("wrote           %s/{summary,ops,memory,tensors}.csv and trace.json\n", dir);
+            if (rec != NULL)
+                printf("wrote           %s/{summary,ops,memory,tensors}.csv and trace.json%s\n",
+                       dir, sc->report_detail == MS_DETAIL_LAST ? " (last step)" : "");
+            else
+                printf("wrote           %s/summary.csv (report.detail = \"none\")\n", dir);
         }
         ms_run_free(run);
     }

@@ -28,7 +28,11 @@ const char *ms_alloc_action_name(ms_alloc_action action)
 void ms_alloc_emit_event(ms_alloc *a, ms_alloc_action action, uint64_t addr, uint64_t size,
                          uint64_t stream_id, const ms_bpool *pool)
 {
-    ms_alloc_event ev = {action, addr, size, stream_id, pool->owner->id};
+    const ms_alloc_stats *s = &a->stats;
+    ms_alloc_event ev = {action, addr, size, stream_id, pool->owner->id,
+                         (uint64_t)s->allocated_bytes[MS_STAT_ALL].current,
+                         (uint64_t)s->reserved_bytes[MS_STAT_ALL].current,
+                         (uint64_t)s->active_bytes[MS_STAT_ALL].current};
     a->observer(a->observer_user, &ev);
 }
 

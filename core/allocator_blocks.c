@@ -285,7 +285,6 @@ ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, b
     ms_aindex_put(&a->index, b);
     b->allocated = true;
     b->requested = orig_size;
-    ms_alloc_emit(a, MS_AA_ALLOC, b->addr, orig_size, b->stream_id, b->pool);
     ms_stats_pool_inc(a->stats.allocation, b->pool, 1);
     ms_stats_pool_inc(a->stats.allocated_bytes, b->pool, b->size);
     ms_stats_pool_inc(a->stats.active, b->pool, 1);
@@ -293,6 +292,8 @@ ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, b
     ms_stats_pool_inc(a->stats.requested_bytes, b->pool, orig_size);
     if (b->size >= a->cfg.max_split_size)
         ms_stat_inc(&a->stats.oversize_allocations, 1);
+    /* After the stats: observers see the state the event left. */
+    ms_alloc_emit(a, MS_AA_ALLOC, b->addr, orig_size, b->stream_id, b->pool);
     *addr = b->addr;
     return MS_OK;
 }
@@ -326,7 +327,7 @@ uint64_t ms_alloc_try_merge(ms_ablock *dst, ms_ablock *src)
 
 void ms_alloc_free_block(ms_alloc *a, ms_ablock *b)
 {
-    ms_alloc_emit(a, MS_AA_FREE_COMPLETED, b->addr, b->requested, b->stream_id, b->pool);
+    uint64_t freed_addr = b->addr; /* merging may move the block's start */
     uint64_t original_size = b->size;
     uint64_t requested = b->requested;
     int64_t net_blocks = 0;
@@ -356,4 +357,5 @@ void ms_alloc_free_block(ms_alloc *a, ms_ablock *b)
     ms_stats_pool_dec(s->active, b->pool, 1);
     ms_stats_pool_dec(s->active_bytes, b->pool, original_size);
     ms_stats_pool_dec(s->requested_bytes, b->pool, requested);
+    ms_alloc_emit(a, MS_AA_FREE_COMPLETED, freed_addr, requested, b->stream_id, b->pool);
 }

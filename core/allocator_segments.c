@@ -113,7 +113,6 @@ ms_status ms_alloc_alloc_block(ms_alloc *a, ms_aparams *p, bool is_retry, bool *
 ms_status ms_alloc_release_block(ms_alloc *a, ms_ablock *b)
 {
     a->stats.num_device_free++;
-    ms_alloc_emit(a, MS_AA_SEGMENT_FREE, b->addr, b->size, b->stream_id, b->pool);
     ms_status st = a->be->ops->free_device(a->be->inst, b->addr);
     if (st != MS_OK)
         return st;
@@ -122,6 +121,7 @@ ms_status ms_alloc_release_block(ms_alloc *a, ms_ablock *b)
     ms_stats_pool_dec(a->stats.reserved_bytes, b->pool, b->size);
     if (b->size >= a->cfg.max_split_size)
         ms_stat_dec(&a->stats.oversize_segments, 1);
+    ms_alloc_emit(a, MS_AA_SEGMENT_FREE, b->addr, b->size, b->stream_id, b->pool);
     ms_bpool_erase(b->pool, b);
     ms_aseg_drop(a, b->seg);
     ms_ablock_recycle(a, b);

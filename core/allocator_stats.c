@@ -14,6 +14,20 @@ ms_status ms_alloc_get_stats(const ms_alloc *a, ms_alloc_stats *out)
     return MS_OK;
 }
 
+ms_status ms_alloc_current(const ms_alloc *a, uint64_t *allocated, uint64_t *reserved,
+                           uint64_t *active)
+{
+    if (!a)
+        return MS_EINVAL;
+    if (allocated)
+        *allocated = (uint64_t)a->stats.allocated_bytes[MS_STAT_ALL].current;
+    if (reserved)
+        *reserved = (uint64_t)a->stats.reserved_bytes[MS_STAT_ALL].current;
+    if (active)
+        *active = (uint64_t)a->stats.active_bytes[MS_STAT_ALL].current;
+    return MS_OK;
+}
+
 static void each_array(ms_alloc_stats *s, void (*fn)(ms_stat *))
 {
     ms_stat *arrays[] = {s->allocation,   s->segment,         s->active,

@@ -2,7 +2,7 @@
  * (private to core/).
  *
  * Each pipeline stage has a host thread in a real job; here each gets a
- * coroutine (its own stack, switched with swapcontext): only one ever runs
+ * coroutine (its own stack; see cohost.c for the switch): only one ever runs
  * and they hand over explicitly, so a run is as deterministic as a single
  * thread.  A device's backend is wrapped so
  * that a call the mock answers with MS_EAGAIN ("another device's host must
@@ -23,9 +23,10 @@ typedef ms_status (*ms_cohost_body)(void *user, int host);
 /* Called when a host's body has returned (e.g. ms_mock_set_host_idle). */
 typedef void (*ms_cohost_done)(void *user, int host);
 
-/* Reads a host's clock for the scheduler without side effects: the
- * backend's own now() catches up and would wake a parked host. */
-typedef ms_status (*ms_cohost_clock)(const ms_backend *real, int64_t *ns);
+/* Reads a host's clock for the scheduler without side effects (the
+ * backend's own now() catches up and would wake a parked host), and whether
+ * a parked host is still waiting (parked may be NULL). */
+typedef ms_status (*ms_cohost_clock)(const ms_backend *real, int64_t *ns, bool *parked);
 
 ms_status ms_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost **out);
 ms_status ms_cohost_destroy(ms_cohost *c);

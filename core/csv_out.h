@@ -15,6 +15,7 @@
 
 typedef struct ms_csv_out {
     FILE *f;
+    char *buf; /* stdio buffer: detail reports run to gigabytes */
     char path[4096];
     char tmp[4200];
     int col;

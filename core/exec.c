@@ -135,11 +135,8 @@ static void on_alloc_event(void *user, const ms_alloc_event *ev)
         e->by_kind[e->cur_kind] -= ev->size;
     if (e->by_kind[MS_TK_ACTIVATION] > e->peak_activation)
         e->peak_activation = e->by_kind[MS_TK_ACTIVATION];
-    ms_alloc_stats s;
-    if (ms_alloc_get_stats(e->cfg.alloc, &s) != MS_OK)
-        return;
-    uint64_t allocated = (uint64_t)s.allocated_bytes[MS_STAT_ALL].current;
-    uint64_t reserved = (uint64_t)s.reserved_bytes[MS_STAT_ALL].current;
+    uint64_t allocated = ev->allocated;
+    uint64_t reserved = ev->reserved;
     /* The gap between reserved and allocated when allocated peaks is the
      * fragmentation that decides OOMs (MindSpeed's "reserved - allocated"). */
     if (allocated > e->peak_alloc_seen) {
@@ -157,7 +154,7 @@ static void on_alloc_event(void *user, const ms_alloc_event *ev)
         .bytes = ev->size,
         .allocated = allocated,
         .reserved = reserved,
-        .active = (uint64_t)s.active_bytes[MS_STAT_ALL].current,
+        .active = ev->active,
     };
     memcpy(row.by_kind, e->by_kind, sizeof row.by_kind);
     ms_record_add_mem(e->cfg.record, &row);
@@ -390,8 +387,8 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
                 e->rt[op->outputs[i]].used_streams |= (uint8_t)(1u << stream);
     if (st != MS_OK)
         return st;
-    ms_alloc_stats s;
-    ms_alloc_get_stats(e->cfg.alloc, &s);
+    uint64_t allocated = 0, reserved = 0, active = 0;
+    ms_alloc_current(e->cfg.alloc, &allocated, &reserved, &active);
     ms_op_row row = {
         .step = e->step,
         .device = e->cfg.backend->device,
@@ -404,8 +401,8 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
         .end_ns = -1,
         .bytes = (uint64_t)op->kernel.bytes,
         .flops = op->kernel.flops,
-        .allocated = (uint64_t)s.allocated_bytes[MS_STAT_ALL].current,
-        .reserved = (uint64_t)s.reserved_bytes[MS_STAT_ALL].current,
+        .allocated = allocated,
+        .reserved = reserved,
     };
     size_t ri;
     if ((st = add_row(e, &row, &ri)) != MS_OK)
@@ -414,7 +411,7 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
         e->kernel_row[id] = (int32_t)ri;
         e->profile[id].allocated = row.allocated;
         e->profile[id].reserved = row.reserved;
-        e->profile[id].active = (uint64_t)s.active_bytes[MS_STAT_ALL].current;
+        e->profile[id].active = active;
     } else {
         e->recomputed_ops++;
     }

@@ -7,7 +7,15 @@
  * memory that might be freed) and entries are small userdata read through
  * __index.  They behave as read-only records: t.bytes, #profile.ops,
  * ipairs/pairs, tostring; an entry object is created on first access and
- * kept, so the same entry is the same object (usable as a table key). */
+ * kept, so the same entry is the same object (usable as a table key).
+ *
+ * Names are copied into the block too, as C strings back to back, and
+ * become Lua strings only when a script reads one: interning every op,
+ * tensor and segment name up front cost more than the rest of the view
+ * together (~470 instructions a name, most never read by a policy), and
+ * the hundreds of thousands of strings it made were then walked by every
+ * garbage collection cycle.  A Lua string is a value, so making it on each
+ * read shows the script exactly what the eager table did. */
 #include "policy_host.h"
 
 #include <string.h>
@@ -42,9 +50,11 @@ const char *ms_policy_kind_name(ms_tensor_kind k)
 
 /* ---- the packed copy ---- */
 
+/* A name field is an offset into the blob's names; 0 is no name (nil),
+ * since offset 0 holds a lone NUL that no entry points to. */
 typedef struct vop {
     double model_flops, flops, hbm_bytes;
-    uint32_t name, kernel; /* 1-based index into the names table; 0: nil */
+    uint32_t name, kernel;
     int32_t layer, micro_batch, segment;
     uint32_t in_off, n_in, out_off, n_out;
     uint8_t phase, stream, cls;
@@ -75,10 +85,13 @@ typedef struct vblob {
     vsegment *segments;
     ms_op_profile *prof; /* the last measured step, when measured */
     uint32_t *ids;       /* every id list, back to back */
+    char *names;         /* every name, NUL-terminated, back to back */
 } vblob;
 
 /* An entry or an array: uservalue 1 is the blob's userdata (kept alive by
- * it); an array's uservalue 2 caches its entry objects. */
+ * it); an array's uservalue 2 caches its entry objects and 3 is their
+ * metatable (at hand, where luaL_setmetatable would look its name up in the
+ * registry for every entry made). */
 typedef struct vref {
     const vblob *blob;
     uint32_t index;
@@ -90,39 +103,65 @@ static size_t align8(size_t n)
     return (n + 7) & ~(size_t)7;
 }
 
-static size_t count_ids(const ms_program_view *pv)
+static size_t name_size(const char *s)
 {
-    size_t n = 0;
-    for (uint32_t i = 0; i < pv->n_ops; i++)
-        n += (size_t)pv->ops[i].n_inputs + pv->ops[i].n_outputs;
-    for (uint32_t i = 0; i < pv->n_tensors; i++)
-        n += pv->tensors[i].n_uses;
-    for (uint32_t i = 0; i < pv->n_segments; i++)
-        n += pv->segments[i].n_inputs;
-    return n;
+    return s != NULL ? strlen(s) + 1 : 0;
 }
 
+/* What the block must hold beyond its fixed arrays: the id lists and the
+ * names (with the leading NUL of offset 0). */
+static void measure(const ms_program_view *pv, size_t *n_ids, size_t *n_chars)
+{
+    size_t ids = 0, chars = 1;
+    for (uint32_t i = 0; i < pv->n_ops; i++) {
+        const ms_op *o = &pv->ops[i];
+        ids += (size_t)o->n_inputs + o->n_outputs;
+        chars += name_size(o->name) + name_size(o->kernel.name);
+    }
+    for (uint32_t i = 0; i < pv->n_tensors; i++) {
+        ids += pv->tensors[i].n_uses;
+        chars += name_size(pv->tensors[i].name);
+    }
+    for (uint32_t i = 0; i < pv->n_segments; i++) {
+        ids += pv->segments[i].n_inputs;
+        chars += name_size(pv->segments[i].name);
+    }
+    *n_ids = ids;
+    *n_chars = chars;
+}
+
+/* Most id lists hold one to three ids, for which a call to memcpy costs
+ * several times the copy (the view copies ~160k lists per stage). */
 static uint32_t copy_ids(uint32_t *dst, size_t *at, const uint32_t *src, uint32_t n)
 {
     uint32_t off = (uint32_t)*at;
-    if (n > 0)
-        memcpy(dst + *at, src, n * sizeof *src);
+    uint32_t *d = dst + *at;
+    if (n > 4)
+        memcpy(d, src, n * sizeof *src);
+    else
+        for (uint32_t i = 0; i < n; i++)
+            d[i] = src[i];
     *at += n;
     return off;
 }
 
-/* Names go into one Lua array; the entry keeps its index. */
-static uint32_t add_name(lua_State *L, int names, uint32_t *next, const char *s)
+/* Append s to the names; its offset, or 0 for no name.  measure() checked
+ * that every offset fits in 32 bits. */
+static uint32_t add_name(char *names, size_t *at, const char *s)
 {
     if (s == NULL)
         return 0;
-    lua_pushstring(L, s);
-    lua_rawseti(L, names, *next);
-    return (*next)++;
+    uint32_t off = (uint32_t)*at;
+    *at = (size_t)(stpcpy(names + *at, s) - names) + 1;
+    return off;
 }
 
-static void fill_ops(lua_State *L, int names, uint32_t *next, vblob *b, size_t *at,
-                     const ms_program_view *pv)
+/* Write positions in the block's variable parts while filling it. */
+typedef struct fill_at {
+    size_t id, name;
+} fill_at;
+
+static void fill_ops(vblob *b, fill_at *at, const ms_program_view *pv)
 {
     for (uint32_t i = 0; i < pv->n_ops; i++) {
         const ms_op *o = &pv->ops[i];
@@ -132,15 +171,15 @@ static void fill_ops(lua_State *L, int names, uint32_t *next, vblob *b, size_t *
                    .micro_batch = o->micro_batch, .segment = o->segment, .n_in = o->n_inputs,
                    .n_out = o->n_outputs, .phase = (uint8_t)o->phase,
                    .stream = (uint8_t)o->stream, .cls = (uint8_t)o->kernel.cls};
-        v->name = add_name(L, names, next, o->name);
-        v->kernel = add_name(L, names, next, o->kernel.name);
-        v->in_off = copy_ids(b->ids, at, o->inputs, o->n_inputs);
-        v->out_off = copy_ids(b->ids, at, o->outputs, o->n_outputs);
+        v->name = add_name(b->names, &at->name, o->name);
+        v->kernel = add_name(b->names, &at->name, o->kernel.name);
+        v->in_off = copy_ids(b->ids, &at->id, o->inputs, o->n_inputs);
+        v->out_off = copy_ids(b->ids, &at->id, o->outputs, o->n_outputs);
     }
 }
 
-static void fill_tensors(lua_State *L, int names, uint32_t *next, vblob *b, size_t *at,
-                         const ms_program_view *pv, const ms_policy_derived *dv)
+static void fill_tensors(vblob *b, fill_at *at, const ms_program_view *pv,
+                         const ms_policy_derived *dv)
 {
     for (uint32_t i = 0; i < pv->n_tensors; i++) {
         const ms_tensor *t = &pv->tensors[i];
@@ -151,13 +190,13 @@ static void fill_tensors(lua_State *L, int names, uint32_t *next, vblob *b, size
                        .first_backward_use = dv->first_backward_use[i], .n_uses = t->n_uses,
                        .kind = (uint8_t)t->kind, .dtype = (uint8_t)t->dtype,
                        .persistent = t->persistent, .saved = t->saved_for_backward};
-        v->name = add_name(L, names, next, t->name);
-        v->uses_off = copy_ids(b->ids, at, t->uses, t->n_uses);
+        v->name = add_name(b->names, &at->name, t->name);
+        v->uses_off = copy_ids(b->ids, &at->id, t->uses, t->n_uses);
     }
 }
 
-static void fill_segments(lua_State *L, int names, uint32_t *next, vblob *b, size_t *at,
-                          const ms_program_view *pv, const ms_policy_derived *dv)
+static void fill_segments(vblob *b, fill_at *at, const ms_program_view *pv,
+                          const ms_policy_derived *dv)
 {
     for (uint32_t i = 0; i < pv->n_segments; i++) {
         const ms_segment *s = &pv->segments[i];
@@ -166,23 +205,27 @@ static void fill_segments(lua_State *L, int names, uint32_t *next, vblob *b, siz
                         .layer = s->layer, .micro_batch = s->micro_batch, .parent = s->parent,
                         .first_op = s->first_op, .last_op = s->last_op,
                         .first_backward_op = s->first_backward_op, .n_in = s->n_inputs};
-        v->name = add_name(L, names, next, s->name);
-        v->in_off = copy_ids(b->ids, at, s->inputs, s->n_inputs);
+        v->name = add_name(b->names, &at->name, s->name);
+        v->in_off = copy_ids(b->ids, &at->id, s->inputs, s->n_inputs);
     }
 }
 
-/* Push the blob userdata (uservalue 1: its names table). */
+/* Push the blob userdata: one allocation holding the whole program, names
+ * included, so nothing in it needs the garbage collector's attention. */
 static void push_blob(lua_State *L, const ms_program_view *pv, const ms_policy_derived *dv)
 {
-    size_t n_ids = count_ids(pv);
+    size_t n_ids, n_chars;
+    measure(pv, &n_ids, &n_chars);
+    if (n_ids > UINT32_MAX || n_chars > UINT32_MAX)
+        luaL_error(L, "program too large for the policy view (%zu ids, %zu name bytes; "
+                   "at most %u each)", n_ids, n_chars, (unsigned)UINT32_MAX);
     size_t off_ops = align8(sizeof(vblob));
     size_t off_tensors = off_ops + align8((size_t)pv->n_ops * sizeof(vop));
     size_t off_segments = off_tensors + align8((size_t)pv->n_tensors * sizeof(vtensor));
     size_t off_prof = off_segments + align8((size_t)pv->n_segments * sizeof(vsegment));
     size_t off_ids = off_prof + align8((size_t)pv->n_ops * sizeof(ms_op_profile));
-    size_t total = off_ids + n_ids * sizeof(uint32_t);
-    char *base = lua_newuserdatauv(L, total, 1);
-    int blob = lua_gettop(L);
+    size_t off_names = off_ids + n_ids * sizeof(uint32_t);
+    char *base = lua_newuserdatauv(L, off_names + n_chars, 0);
     vblob *b = (vblob *)base;
     memset(b, 0, sizeof *b);
     b->n[ENTRY_OP] = pv->n_ops;
@@ -193,25 +236,24 @@ static void push_blob(lua_State *L, const ms_program_view *pv, const ms_policy_d
     b->segments = (vsegment *)(base + off_segments);
     b->prof = (ms_op_profile *)(base + off_prof);
     b->ids = (uint32_t *)(base + off_ids);
-    uint64_t n_names = 2 * (uint64_t)pv->n_ops + pv->n_tensors + pv->n_segments;
-    lua_createtable(L, n_names > INT32_MAX ? INT32_MAX : (int)n_names, 0);
-    int names = lua_gettop(L);
-    uint32_t next = 1;
-    size_t at = 0;
-    fill_ops(L, names, &next, b, &at, pv);
-    fill_tensors(L, names, &next, b, &at, pv, dv);
-    fill_segments(L, names, &next, b, &at, pv, dv);
-    lua_setiuservalue(L, blob, 1);
+    b->names = base + off_names;
+    b->names[0] = '\0';
+    fill_at at = {.id = 0, .name = 1};
+    fill_ops(b, &at, pv);
+    fill_tensors(b, &at, pv, dv);
+    fill_segments(b, &at, pv, dv);
 }
 
 static void push_array(lua_State *L, int blob, int type)
 {
-    vref *r = lua_newuserdatauv(L, sizeof *r, 2);
+    vref *r = lua_newuserdatauv(L, sizeof *r, 3);
     *r = (vref){.blob = lua_touserdata(L, blob), .type = (uint8_t)type};
     lua_pushvalue(L, blob);
     lua_setiuservalue(L, -2, 1);
     lua_createtable(L, 0, 0);
     lua_setiuservalue(L, -2, 2);
+    luaL_getmetatable(L, entry_mt[type]);
+    lua_setiuservalue(L, -2, 3);
     luaL_setmetatable(L, MT_ARRAY);
 }
 
@@ -241,17 +283,13 @@ void ms_policy_update_measured(lua_State *L, int view_idx, const ms_profile *pro
 
 /* ---- fields ---- */
 
-static void push_name(lua_State *L, int entry, uint32_t idx)
+/* The Lua string is made here, on read (see the top of the file). */
+static void push_name(lua_State *L, const vblob *b, uint32_t off)
 {
-    if (idx == 0) {
+    if (off == 0)
         lua_pushnil(L);
-        return;
-    }
-    lua_getiuservalue(L, entry, 1);
-    lua_getiuservalue(L, -1, 1);
-    lua_rawgeti(L, -1, idx);
-    lua_replace(L, -3);
-    lua_pop(L, 1);
+    else
+        lua_pushstring(L, b->names + off);
 }
 
 /* An id list is a fresh table on every read: the caller may keep or change
@@ -321,12 +359,12 @@ static void push_measured(lua_State *L, const vblob *b, uint32_t i, int code)
     }
 }
 
-static void push_op_field(lua_State *L, int entry, const vref *r, int code)
+static void push_op_field(lua_State *L, const vref *r, int code)
 {
     const vop *o = &r->blob->ops[r->index];
     switch (code) {
     case OF_ID: lua_pushinteger(L, r->index); break;
-    case OF_NAME: push_name(L, entry, o->name); break;
+    case OF_NAME: push_name(L, r->blob, o->name); break;
     case OF_PHASE: lua_pushstring(L, NAME_OF(phase_names, o->phase)); break;
     case OF_LAYER: push_opt(L, o->layer); break;
     case OF_MICRO_BATCH: push_opt(L, o->micro_batch); break;
@@ -335,7 +373,7 @@ static void push_op_field(lua_State *L, int entry, const vref *r, int code)
     case OF_OUTPUTS: push_ids(L, r->blob, o->out_off, o->n_out); break;
     case OF_SEGMENT: push_opt(L, o->segment); break;
     case OF_MODEL_FLOPS: lua_pushnumber(L, o->model_flops); break;
-    case OF_KERNEL: push_name(L, entry, o->kernel); break;
+    case OF_KERNEL: push_name(L, r->blob, o->kernel); break;
     case OF_CLASS: lua_pushstring(L, NAME_OF(class_names, o->cls)); break;
     case OF_FLOPS: lua_pushnumber(L, o->flops); break;
     case OF_HBM_BYTES: lua_pushnumber(L, o->hbm_bytes); break;
@@ -343,13 +381,13 @@ static void push_op_field(lua_State *L, int entry, const vref *r, int code)
     }
 }
 
-static void push_tensor_field(lua_State *L, int entry, const vref *r, int code)
+static void push_tensor_field(lua_State *L, const vref *r, int code)
 {
     const vtensor *t = &r->blob->tensors[r->index];
     const uint32_t *uses = r->blob->ids + t->uses_off;
     switch (code) {
     case TF_ID: lua_pushinteger(L, r->index); break;
-    case TF_NAME: push_name(L, entry, t->name); break;
+    case TF_NAME: push_name(L, r->blob, t->name); break;
     case TF_BYTES: lua_pushinteger(L, (lua_Integer)t->bytes); break;
     case TF_DTYPE: lua_pushstring(L, ms_dtype_name((ms_dtype)t->dtype)); break;
     case TF_KIND: lua_pushstring(L, ms_policy_kind_name((ms_tensor_kind)t->kind)); break;
@@ -366,12 +404,12 @@ static void push_tensor_field(lua_State *L, int entry, const vref *r, int code)
     }
 }
 
-static void push_segment_field(lua_State *L, int entry, const vref *r, int code)
+static void push_segment_field(lua_State *L, const vref *r, int code)
 {
     const vsegment *s = &r->blob->segments[r->index];
     switch (code) {
     case SF_ID: lua_pushinteger(L, r->index); break;
-    case SF_NAME: push_name(L, entry, s->name); break;
+    case SF_NAME: push_name(L, r->blob, s->name); break;
     case SF_LAYER: push_opt(L, s->layer); break;
     case SF_MICRO_BATCH: push_opt(L, s->micro_batch); break;
     case SF_PARENT: push_opt(L, s->parent); break;
@@ -384,14 +422,14 @@ static void push_segment_field(lua_State *L, int entry, const vref *r, int code)
     }
 }
 
-static void push_field(lua_State *L, int entry, const vref *r, int code)
+static void push_field(lua_State *L, const vref *r, int code)
 {
     if (r->type == ENTRY_OP)
-        push_op_field(L, entry, r, code);
+        push_op_field(L, r, code);
     else if (r->type == ENTRY_TENSOR)
-        push_tensor_field(L, entry, r, code);
+        push_tensor_field(L, r, code);
     else
-        push_segment_field(L, entry, r, code);
+        push_segment_field(L, r, code);
 }
 
 /* ---- entry metamethods (upvalue 1: field name -> code) ---- */
@@ -402,7 +440,7 @@ static int entry_index(lua_State *L)
     lua_pushvalue(L, 2);
     if (r == NULL || lua_rawget(L, lua_upvalueindex(1)) != LUA_TNUMBER)
         return 0; /* not a field: nil, as a table would answer */
-    push_field(L, 1, r, (int)lua_tointeger(L, -1));
+    push_field(L, r, (int)lua_tointeger(L, -1));
     return 1;
 }
 
@@ -420,7 +458,7 @@ static int entry_next(lua_State *L)
     const char *const *fields = fields_of[r->type];
     for (lua_Integer code = lua_tointeger(L, lua_upvalueindex(2)); fields[code] != NULL;
          code++) {
-        push_field(L, lua_upvalueindex(1), r, (int)code);
+        push_field(L, r, (int)code);
         if (lua_isnil(L, -1)) {
             lua_pop(L, 1);
             continue;
@@ -447,10 +485,12 @@ static int entry_pairs(lua_State *L)
 static int entry_tostring(lua_State *L)
 {
     const vref *r = lua_touserdata(L, 1);
-    push_field(L, 1, r, r->type == ENTRY_OP ? OF_NAME : r->type == ENTRY_TENSOR ? TF_NAME
-                                                                                 : SF_NAME);
+    const vblob *b = r->blob;
+    uint32_t name = r->type == ENTRY_OP       ? b->ops[r->index].name
+                    : r->type == ENTRY_TENSOR ? b->tensors[r->index].name
+                                              : b->segments[r->index].name;
     lua_pushfstring(L, "%s %d (%s)", entry_word[r->type], (int)r->index,
-                    lua_isnil(L, -1) ? "?" : lua_tostring(L, -1));
+                    name != 0 ? b->names + name : "?");
     return 1;
 }
 
@@ -471,7 +511,8 @@ static int array_index(lua_State *L)
     *e = (vref){.blob = r->blob, .index = (uint32_t)(i - 1), .type = r->type};
     lua_getiuservalue(L, 1, 1);
     lua_setiuservalue(L, -2, 1);
-    luaL_setmetatable(L, entry_mt[r->type]);
+    lua_getiuservalue(L, 1, 3);
+    lua_setmetatable(L, -2);
     lua_pushvalue(L, -1);
     lua_rawseti(L, -3, i);
     return 1;

@@ -55,6 +55,26 @@ ms_status ms_record_free(ms_run_record *r)
     return MS_OK;
 }
 
+/* Keep, in order, the rows whose step is negative. */
+#define KEEP_SETUP_ROWS(rows, n)                                                        \
+    do {                                                                                \
+        size_t k_ = 0;                                                                  \
+        for (size_t i_ = 0; i_ < (n); i_++)                                             \
+            if ((rows)[i_].step < 0)                                                    \
+                (rows)[k_++] = (rows)[i_];                                              \
+        (n) = k_;                                                                       \
+    } while (0)
+
+ms_status ms_record_clear_steps(ms_run_record *r)
+{
+    if (r == NULL)
+        return MS_EINVAL;
+    KEEP_SETUP_ROWS(r->ops, r->n_ops);
+    KEEP_SETUP_ROWS(r->mem, r->n_mem);
+    KEEP_SETUP_ROWS(r->tensors, r->n_tensors);
+    return MS_OK;
+}
+
 ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row)
 {
     if (r == NULL || row == NULL)

@@ -362,6 +362,8 @@ static ms_status run_steps(ms_run *r, ms_diag *d)
             return st;
         if (!go)
             break;
+        if (r->record != NULL && r->sc->report_detail == MS_DETAIL_LAST)
+            ms_record_clear_steps(r->record);
         if ((st = execute_stages(r, step, d)) != MS_OK)
             return st;
         bool oom = false;
@@ -542,7 +544,7 @@ ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_ru
     ms_status st = (r->stages && r->views && r->summaries && r->simctx && r->times_ms)
                        ? MS_OK
                        : MS_ENOMEM;
-    if (st == MS_OK && opt->record)
+    if (st == MS_OK && opt->record && sc->report_detail != MS_DETAIL_NONE)
         st = ms_record_create(&r->record);
     if (st == MS_OK)
         st = open_policy(sc, opt, &r->policy, d);

@@ -61,6 +61,7 @@ static const st_field fields[SC_COUNT] = {
     [SC_ACONF] = {"allocator", "conf", ST_STR},
     [SC_AFLAVOUR] = {"allocator", "flavour", ST_STR},
     [SC_AVOIDRS] = {"allocator", "avoid_record_streams", ST_BOOL},
+    [SC_DETAIL] = {"report", "detail", ST_STR},
     [SC_GRAN] = {"recompute", "recompute_granularity", ST_STR},
     [SC_METHOD] = {"recompute", "recompute_method", ST_STR},
     [SC_NLAYERS] = {"recompute", "recompute_num_layers", ST_INT},

@@ -298,14 +298,16 @@ static ms_status device_name(const vctx *c, ms_scenario *sc)
 static ms_status run_fields(const vctx *c, ms_scenario *sc)
 {
     static const char *const flavours[] = {"cuda", "npu"};
+    static const char *const details[] = {"all", "last", "none"};
     char base[128];
     sc_base_name(c->file, base, sizeof base);
     ms_status st;
-    int steps, flavour;
+    int steps, flavour, detail;
     if ((st = copy_str(c, SC_NAME, base, sc->name, sizeof sc->name)) != MS_OK ||
         (st = copy_str(c, SC_POLICY, "none", sc->policy, sizeof sc->policy)) != MS_OK ||
         (st = copy_str(c, SC_ACONF, "", sc->allocator_conf, sizeof sc->allocator_conf)) != MS_OK ||
         (st = int_field(c, SC_STEPS, 3, 1, 1000000, &steps)) != MS_OK ||
+        (st = choice(c, SC_DETAIL, 0, details, 3, &detail)) != MS_OK ||
         (st = device_name(c, sc)) != MS_OK)
         return st;
     char p[96];
@@ -317,6 +319,7 @@ static ms_status run_fields(const vctx *c, ms_scenario *sc)
         return ms_diag_set(c->d, MS_ERANGE, "%s: field 'seed' must be >= 0 (got %" PRId64 ")",
                            c->file, seed);
     sc->steps = steps;
+    sc->report_detail = (ms_report_detail)detail;
     sc->seed = (uint64_t)seed;
     /* TORCH_NCCL_AVOID_RECORD_STREAMS=1, as Megatron-LM and NeMo launch. */
     sc->avoid_record_streams = bool_field(c, SC_AVOIDRS, true);

@@ -1,6 +1,7 @@
-/* The step program container: the builder's append-only arrays, the pass
- * that derives what follows from the op list (uses, saved_for_backward,
- * segment inputs), and the read-only view handed to the executor. */
+/* The step program container: the builder's append-only arrays (which
+ * become the program's), what follows from the op list (uses,
+ * saved_for_backward, segment inputs), and the read-only view handed to the
+ * executor. */
 #include "workload_build.h"
 
 #include <stdarg.h>
@@ -59,20 +60,17 @@ void wb_init(wb *b)
 void wb_release(wb *b)
 {
     free(b->ops);
+    free(b->op_at);
     free(b->tensors);
+    free(b->tensor_at);
     free(b->segs);
     free(b->ids);
     free(b->names);
     wb_init(b);
 }
 
-/* Grow *arr to hold need elements; on failure record MS_ENOMEM. */
-static bool grow(wb *b, void **arr, size_t elem, size_t *cap, size_t need)
+static bool grow_slow(wb *b, void **arr, size_t elem, size_t *cap, size_t need)
 {
-    if (b->err != MS_OK)
-        return false;
-    if (need <= *cap)
-        return true;
     size_t ncap = *cap ? *cap : 64;
     while (ncap < need) {
         if (ncap > SIZE_MAX / 2 / elem) {
@@ -91,6 +89,15 @@ static bool grow(wb *b, void **arr, size_t elem, size_t *cap, size_t need)
     return true;
 }
 
+/* Grow *arr to hold need elements; on failure record MS_ENOMEM.  Called
+ * for every op and tensor, so the common case (room left) stays inline. */
+static inline bool grow(wb *b, void **arr, size_t elem, size_t *cap, size_t need)
+{
+    if (b->err != MS_OK)
+        return false;
+    return need <= *cap || grow_slow(b, arr, elem, cap, need);
+}
+
 static bool grow32(wb *b, void **arr, size_t elem, uint32_t *cap, size_t need)
 {
     size_t c = *cap;
@@ -104,40 +111,162 @@ static bool grow32(wb *b, void **arr, size_t elem, uint32_t *cap, size_t need)
     return ok;
 }
 
-static size_t vname(wb *b, const char *fmt, va_list ap)
+/* Two arrays indexed alike: both grow from *cap the same way, so they end
+ * at the same capacity. */
+static bool grow_pair(wb *b, void **x, size_t ex, void **y, size_t ey, uint32_t *cap, size_t need)
 {
-    char tmp[512];
-    int n = vsnprintf(tmp, sizeof tmp, fmt, ap);
-    if (n < 0)
-        n = 0;
-    size_t len = (size_t)n < sizeof tmp ? (size_t)n : sizeof tmp - 1;
-    if (!grow(b, (void **)&b->names, 1, &b->cap_names, b->n_names + len + 1))
-        return 0;
+    uint32_t cx = *cap;
+    return grow32(b, x, ex, &cx, need) && grow32(b, y, ey, cap, need);
+}
+
+/* Resizes *arr to n elements; false if that fails, which is no error here
+ * (growing on demand still works). */
+static bool reserve(void **arr, size_t elem, size_t n)
+{
+    void *p = n <= SIZE_MAX / elem ? realloc(*arr, n * elem) : NULL;
+    if (p == NULL)
+        return false;
+    *arr = p;
+    return true;
+}
+
+void wb_reserve(wb *b, size_t ops)
+{
+    if (b->err != MS_OK)
+        return;
+    if (ops > WB_MAX_OPS)
+        ops = WB_MAX_OPS;
+    /* Per op, the shipped scenarios (llama, gpt, MoE) have at most 1.2
+     * tensors, 4.3 ids and 0.13 segments, and 45 bytes a name. */
+    size_t tensors = ops + ops / 4, segs = ops / 6 + 1, ids = ops * 9 / 2;
+    size_t names = (ops + tensors + segs) * 48;
+    if (ops > b->cap_ops && reserve((void **)&b->ops, sizeof *b->ops, ops) &&
+        reserve((void **)&b->op_at, sizeof *b->op_at, ops))
+        b->cap_ops = (uint32_t)ops;
+    if (tensors > b->cap_tensors && reserve((void **)&b->tensors, sizeof *b->tensors, tensors) &&
+        reserve((void **)&b->tensor_at, sizeof *b->tensor_at, tensors))
+        b->cap_tensors = (uint32_t)tensors;
+    if (segs > b->cap_segs && reserve((void **)&b->segs, sizeof *b->segs, segs))
+        b->cap_segs = (uint32_t)segs;
+    if (ids > b->cap_ids && reserve((void **)&b->ids, sizeof *b->ids, ids))
+        b->cap_ids = ids;
+    if (names > b->cap_names && reserve((void **)&b->names, 1, names))
+        b->cap_names = names;
+}
+
+/* ---- names -------------------------------------------------------------
+ *
+ * Every op, tensor and segment is named, and printf-style formatting of
+ * those names was two thirds of ms_program_build under callgrind (vsnprintf
+ * parses the format and walks its stream machinery for each piece).  The hot
+ * paths therefore copy the known pieces; vsnprintf stays for the rare
+ * formatted names.  Either way a name is cut at WB_NAME_MAX bytes, the
+ * 512-byte buffer it was always formatted into, so both give the same bytes. */
+
+#define WB_NAME_MAX 511
+
+size_t wb_put_int(char *buf, int32_t v)
+{
+    char digits[10];
+    uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
+    size_t n = 0, len = 0;
+    do {
+        digits[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u != 0);
+    if (v < 0)
+        buf[len++] = '-';
+    while (n > 0)
+        buf[len++] = digits[--n];
+    return len;
+}
+
+/* Appends len bytes of s at dst[n], as far as they fit before the NUL of a
+ * cap-byte buffer (snprintf's truncation); returns the new length. */
+static size_t put(char *dst, size_t cap, size_t n, const char *s, size_t len)
+{
+    if (len > cap - 1 - n)
+        len = cap - 1 - n;
+    memcpy(dst + n, s, len);
+    return n + len;
+}
+
+/* "layers.<layer>" at dst[n]; returns the new length. */
+static size_t put_layer(char *dst, size_t cap, size_t n, int32_t layer)
+{
+    char pre[24] = "layers.";
+    size_t k = 7 + wb_put_int(pre + 7, layer);
+    return put(dst, cap, n, pre, k);
+}
+
+char *wb_name_join(char *buf, size_t cap, int32_t layer, ...)
+{
+    if (cap == 0)
+        return buf;
+    va_list ap;
+    va_start(ap, layer);
+    const char *s = va_arg(ap, const char *);
+    size_t n = 0;
+    if (layer != MS_NONE) {
+        n = put_layer(buf, cap, n, layer);
+        if (s != NULL)
+            n = put(buf, cap, n, ".", 1);
+    }
+    for (; s != NULL; s = va_arg(ap, const char *))
+        n = put(buf, cap, n, s, strlen(s));
+    va_end(ap);
+    buf[n] = '\0';
+    return buf;
+}
+
+/* Room for one more name at the end of names: a pointer to at least
+ * WB_NAME_MAX + 1 bytes, or NULL after an error.  name_commit keeps it. */
+static char *name_room(wb *b)
+{
+    if (!grow(b, (void **)&b->names, 1, &b->cap_names, b->n_names + WB_NAME_MAX + 1))
+        return NULL;
+    return b->names + b->n_names;
+}
+
+static size_t name_commit(wb *b, size_t len)
+{
     size_t off = b->n_names;
-    memcpy(b->names + off, tmp, len);
-    b->names[off + len] = '\0';
     b->n_names += len + 1;
     return off;
 }
 
-static size_t add_name(wb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static size_t add_name(wb *b, const char *fmt, ...)
+/* Names almost always arrive preformatted, as ("%s", name): copied, not
+ * formatted.  *len gets the name's length. */
+static size_t vname(wb *b, size_t *len, const char *fmt, va_list ap)
 {
-    va_list ap;
-    va_start(ap, fmt);
-    size_t off = vname(b, fmt, ap);
-    va_end(ap);
-    return off;
+    char *dst = name_room(b);
+    if (dst == NULL)
+        return *len = 0;
+    size_t n;
+    if (fmt[0] == '%' && fmt[1] == 's' && fmt[2] == '\0') {
+        const char *s = va_arg(ap, const char *);
+        n = put(dst, WB_NAME_MAX + 1, 0, s, strlen(s));
+        dst[n] = '\0';
+    } else {
+        int r = vsnprintf(dst, WB_NAME_MAX + 1, fmt, ap);
+        n = r < 0 ? 0 : (size_t)r < WB_NAME_MAX ? (size_t)r : WB_NAME_MAX;
+        dst[n] = '\0';
+    }
+    *len = n;
+    return name_commit(b, n);
 }
 
 static uint32_t new_tensor(wb *b, size_t name, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind)
 {
-    if (!grow32(b, (void **)&b->tensors, sizeof *b->tensors, &b->cap_tensors, b->n_tensors + 1))
+    if (!grow_pair(b, (void **)&b->tensors, sizeof *b->tensors, (void **)&b->tensor_at,
+                   sizeof *b->tensor_at, &b->cap_tensors, (size_t)b->n_tensors + 1))
         return WB_NO_TENSOR;
-    wb_tensor *t = &b->tensors[b->n_tensors];
-    *t = (wb_tensor){.name = name, .bytes = bytes, .dtype = dt, .kind = kind,
-                     .producer = MS_NONE, .layer = b->layer, .micro_batch = b->micro_batch};
-    return b->n_tensors++;
+    uint32_t id = b->n_tensors++;
+    b->tensors[id] = (ms_tensor){.id = id, .bytes = bytes, .dtype = dt, .kind = kind,
+                                 .producer = MS_NONE, .layer = b->layer,
+                                 .micro_batch = b->micro_batch};
+    b->tensor_at[id] = (wb_tensor_at){.name = name};
+    return id;
 }
 
 uint32_t wb_persistent(wb *b, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind, int32_t layer,
@@ -145,7 +274,7 @@ uint32_t wb_persistent(wb *b, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind, 
 {
     va_list ap;
     va_start(ap, fmt);
-    size_t name = vname(b, fmt, ap);
+    size_t len, name = vname(b, &len, fmt, ap);
     va_end(ap);
     uint32_t id = new_tensor(b, name, bytes, dt, kind);
     if (id == WB_NO_TENSOR)
@@ -154,6 +283,38 @@ uint32_t wb_persistent(wb *b, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind, 
     b->tensors[id].layer = layer;
     b->tensors[id].micro_batch = MS_NONE;
     return id;
+}
+
+/* Every input exists when the op is issued (made by an earlier op, or
+ * persistent) and appears once (an in-place write lists it once more, as an
+ * output).  A failure is a bug in a model function. */
+static bool inputs_valid(const wb *b, const uint32_t *in, uint32_t n_in)
+{
+    for (uint32_t i = 0; i < n_in; i++) {
+        if (in[i] >= b->n_tensors)
+            return false;
+        const ms_tensor *t = &b->tensors[in[i]];
+        if (t->producer == MS_NONE && !t->persistent)
+            return false;
+        for (uint32_t j = 0; j < i; j++)
+            if (in[j] == in[i])
+                return false;
+    }
+    return true;
+}
+
+/* Op o reads in[]: count the uses, and mark what a forward op made and a
+ * backward op reads as saved for backward. */
+static void note_reads(wb *b, uint32_t o, const uint32_t *in, uint32_t n_in)
+{
+    bool backward = b->ops[o].phase == MS_PHASE_BACKWARD;
+    for (uint32_t i = 0; i < n_in; i++) {
+        ms_tensor *t = &b->tensors[in[i]];
+        t->n_uses++;
+        if (backward && b->tensor_at[in[i]].forward)
+            t->saved_for_backward = true;
+    }
+    b->n_reads += n_in;
 }
 
 uint32_t wb_op_add(wb *b, const ms_kernel *k, double model_flops, const uint32_t *in,
@@ -165,32 +326,37 @@ uint32_t wb_op_add(wb *b, const ms_kernel *k, double model_flops, const uint32_t
         b->err = MS_ERANGE;
         return 0;
     }
-    for (uint32_t i = 0; i < n_in; i++)
-        if (in[i] >= b->n_tensors) {
-            b->err = MS_EINTERNAL; /* a model function read a tensor it never made */
-            return 0;
-        }
+    if (!inputs_valid(b, in, n_in)) {
+        b->err = MS_EINTERNAL;
+        return 0;
+    }
     va_list ap;
     va_start(ap, fmt);
-    size_t name = vname(b, fmt, ap);
+    size_t len, name = vname(b, &len, fmt, ap);
     va_end(ap);
-    if (!grow32(b, (void **)&b->ops, sizeof *b->ops, &b->cap_ops, b->n_ops + 1) ||
+    if (!grow_pair(b, (void **)&b->ops, sizeof *b->ops, (void **)&b->op_at, sizeof *b->op_at,
+                   &b->cap_ops, (size_t)b->n_ops + 1) ||
         !grow(b, (void **)&b->ids, sizeof *b->ids, &b->cap_ids, b->n_ids + n_in))
         return 0;
-    wb_op *op = &b->ops[b->n_ops];
-    *op = (wb_op){.name = name, .kernel = *k, .phase = b->phase, .micro_batch = b->micro_batch,
-                  .layer = b->layer, .stream = k->cls == MS_KC_COMM ? MS_SR_COMM : MS_SR_COMPUTE,
-                  .in_off = b->n_ids, .n_in = n_in, .out_off = b->n_ids + n_in,
-                  .segment = b->seg_depth > 0 ? b->seg_stack[b->seg_depth - 1] : MS_NONE,
-                  .model_flops = model_flops, .chunk = b->chunk};
+    uint32_t o = b->n_ops;
+    b->ops[o] = (ms_op){.id = o, .kernel = *k, .phase = b->phase, .micro_batch = b->micro_batch,
+                        .layer = b->layer,
+                        .stream = k->cls == MS_KC_COMM ? MS_SR_COMM : MS_SR_COMPUTE,
+                        .n_inputs = n_in,
+                        .segment = b->seg_depth > 0 ? b->seg_stack[b->seg_depth - 1] : MS_NONE,
+                        .model_flops = model_flops, .chunk = b->chunk};
+    b->op_at[o] = (wb_op_at){.name = name, .io = b->n_ids};
+    b->last_name_len = (uint32_t)len;
     if (n_in)
         memcpy(b->ids + b->n_ids, in, n_in * sizeof *in);
     b->n_ids += n_in;
+    note_reads(b, o, in, n_in);
+    b->seg_reads += (size_t)n_in * (size_t)b->seg_depth;
     for (int i = 0; i < b->seg_depth; i++) {
         wb_segment *s = &b->segs[b->seg_stack[i]];
         if (s->first_op == UINT32_MAX)
-            s->first_op = b->n_ops;
-        s->last_op = b->n_ops;
+            s->first_op = o;
+        s->last_op = o;
     }
     return b->n_ops++;
 }
@@ -199,15 +365,15 @@ static bool append_out(wb *b, uint32_t t)
 {
     if (b->err != MS_OK || b->n_ops == 0)
         return false;
-    wb_op *op = &b->ops[b->n_ops - 1];
-    if (op->out_off + op->n_out != b->n_ids) {
+    ms_op *op = &b->ops[b->n_ops - 1];
+    if (b->op_at[b->n_ops - 1].io + op->n_inputs + op->n_outputs != b->n_ids) {
         b->err = MS_EINTERNAL; /* outputs must follow their op */
         return false;
     }
     if (!grow(b, (void **)&b->ids, sizeof *b->ids, &b->cap_ids, b->n_ids + 1))
         return false;
     b->ids[b->n_ids++] = t;
-    op->n_out++;
+    op->n_outputs++;
     return true;
 }
 
@@ -216,13 +382,20 @@ uint32_t wb_out(wb *b, const char *suffix, uint64_t bytes, ms_dtype dt, ms_tenso
     if (b->err != MS_OK || b->n_ops == 0)
         return WB_NO_TENSOR;
     uint32_t op = b->n_ops - 1;
-    char opname[400];
-    snprintf(opname, sizeof opname, "%s", b->names + b->ops[op].name);
-    size_t name = add_name(b, "%s.%s", opname, suffix);
+    char *dst = name_room(b);
+    if (dst == NULL)
+        return WB_NO_TENSOR;
+    /* The op's name is read after name_room, which may move names. */
+    size_t n = put(dst, WB_NAME_MAX + 1, 0, b->names + b->op_at[op].name, b->last_name_len);
+    n = put(dst, WB_NAME_MAX + 1, n, ".", 1);
+    n = put(dst, WB_NAME_MAX + 1, n, suffix, strlen(suffix));
+    dst[n] = '\0';
+    size_t name = name_commit(b, n);
     uint32_t t = new_tensor(b, name, bytes, dt, kind);
     if (t == WB_NO_TENSOR || !append_out(b, t))
         return WB_NO_TENSOR;
     b->tensors[t].producer = (int32_t)op;
+    b->tensor_at[t].forward = b->ops[op].phase == MS_PHASE_FORWARD;
     return t;
 }
 
@@ -230,10 +403,11 @@ void wb_inplace(wb *b, uint32_t t)
 {
     if (b->err != MS_OK || b->n_ops == 0)
         return;
-    const wb_op *op = &b->ops[b->n_ops - 1];
+    const ms_op *op = &b->ops[b->n_ops - 1];
+    const uint32_t *in = b->ids + b->op_at[b->n_ops - 1].io;
     bool read = false;
-    for (uint32_t i = 0; i < op->n_in; i++)
-        read |= b->ids[op->in_off + i] == t;
+    for (uint32_t i = 0; i < op->n_inputs; i++)
+        read |= in[i] == t;
     if (!read) {
         b->err = MS_EINTERNAL; /* an in-place write is a read-modify-write */
         return;
@@ -241,23 +415,24 @@ void wb_inplace(wb *b, uint32_t t)
     append_out(b, t);
 }
 
-wb_op *wb_last_op(wb *b)
+ms_op *wb_last_op(wb *b)
 {
     return b->err == MS_OK && b->n_ops > 0 ? &b->ops[b->n_ops - 1] : NULL;
 }
 
-void wb_seg_begin(wb *b, const char *fmt, ...)
+static bool seg_can_open(wb *b)
 {
     if (b->err != MS_OK)
-        return;
+        return false;
     if (b->seg_depth >= WB_SEG_DEPTH) {
         b->err = MS_EINTERNAL;
-        return;
+        return false;
     }
-    va_list ap;
-    va_start(ap, fmt);
-    size_t name = vname(b, fmt, ap);
-    va_end(ap);
+    return true;
+}
+
+static void seg_push(wb *b, size_t name)
+{
     if (!grow32(b, (void **)&b->segs, sizeof *b->segs, &b->cap_segs, b->n_segs + 1))
         return;
     b->segs[b->n_segs] = (wb_segment){
@@ -265,6 +440,33 @@ void wb_seg_begin(wb *b, const char *fmt, ...)
         .parent = b->seg_depth > 0 ? b->seg_stack[b->seg_depth - 1] : MS_NONE,
         .first_op = UINT32_MAX, .last_op = 0, .open = true};
     b->seg_stack[b->seg_depth++] = (int32_t)b->n_segs++;
+}
+
+void wb_seg_begin(wb *b, const char *fmt, ...)
+{
+    if (!seg_can_open(b))
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    size_t len, name = vname(b, &len, fmt, ap);
+    va_end(ap);
+    seg_push(b, name);
+}
+
+void wb_seg_begin_layer(wb *b, const char *module)
+{
+    if (!seg_can_open(b))
+        return;
+    char *dst = name_room(b);
+    if (dst == NULL)
+        return;
+    size_t n = put_layer(dst, WB_NAME_MAX + 1, 0, b->layer);
+    if (module != NULL) {
+        n = put(dst, WB_NAME_MAX + 1, n, ".", 1);
+        n = put(dst, WB_NAME_MAX + 1, n, module, strlen(module));
+    }
+    dst[n] = '\0';
+    seg_push(b, name_commit(b, n));
 }
 
 void wb_seg_end(wb *b)
@@ -295,97 +497,46 @@ static void program_free_parts(ms_program *p)
     free(p);
 }
 
-/* Every input exists when the op is issued (made by an earlier op, or
- * persistent) and appears once (an in-place write lists it once more, as an
- * output).  A failure here is a bug in a model function. */
-static ms_status check_op_inputs(const wb *b, const uint32_t *io, uint32_t o)
+/* Names, and a run of uses per tensor (filled by link_ops). */
+static void link_tensors(const wb *b, ms_program *p)
 {
-    const wb_op *op = &b->ops[o];
-    for (uint32_t i = 0; i < op->n_in; i++) {
-        uint32_t t = io[op->in_off + i];
-        int32_t prod = b->tensors[t].producer;
-        if (prod == MS_NONE ? !b->tensors[t].persistent : (uint32_t)prod >= o)
-            return MS_EINTERNAL;
-        for (uint32_t j = 0; j < i; j++)
-            if (io[op->in_off + j] == t)
-                return MS_EINTERNAL;
-    }
-    return MS_OK;
-}
-
-static ms_status build_uses(const wb *b, ms_program *p)
-{
-    size_t total = 0;
-    for (uint32_t o = 0; o < b->n_ops; o++) {
-        ms_status st = check_op_inputs(b, p->io, o);
-        if (st != MS_OK)
-            return st;
-        total += b->ops[o].n_in;
-        for (uint32_t i = 0; i < b->ops[o].n_in; i++)
-            p->tensors[p->io[b->ops[o].in_off + i]].n_uses++;
-    }
-    p->uses = malloc((total ? total : 1) * sizeof *p->uses);
-    if (p->uses == NULL)
-        return MS_ENOMEM;
     size_t off = 0;
     for (uint32_t t = 0; t < p->n_tensors; t++) {
-        p->tensors[t].uses = p->uses + off;
-        off += p->tensors[t].n_uses;
-        p->tensors[t].n_uses = 0;
+        ms_tensor *tn = &p->tensors[t];
+        tn->name = p->names + b->tensor_at[t].name;
+        tn->uses = p->uses + off;
+        off += tn->n_uses;
+        tn->n_uses = 0;
     }
-    /* Ops in order, so every tensor's uses come out ascending. */
-    for (uint32_t o = 0; o < b->n_ops; o++)
-        for (uint32_t i = 0; i < b->ops[o].n_in; i++) {
-            ms_tensor *t = &p->tensors[p->io[b->ops[o].in_off + i]];
-            ((uint32_t *)t->uses)[t->n_uses++] = o;
-        }
-    return MS_OK;
 }
 
-static double auto_bytes(const wb *b, const uint32_t *io, const wb_op *op)
+static double auto_bytes(const ms_program *p, const ms_op *op)
 {
     double sum = 0;
-    for (uint32_t i = 0; i < op->n_in + op->n_out; i++)
-        sum += (double)b->tensors[io[op->in_off + i]].bytes;
+    for (uint32_t i = 0; i < op->n_inputs; i++)
+        sum += (double)p->tensors[op->inputs[i]].bytes;
+    for (uint32_t i = 0; i < op->n_outputs; i++)
+        sum += (double)p->tensors[op->outputs[i]].bytes;
     return sum;
 }
 
-static void build_ops(const wb *b, ms_program *p)
+/* Names, inputs and outputs; kernel bytes < 0 become the bytes of the
+ * inputs and outputs; each op joins its inputs' uses in op order, so every
+ * run comes out ascending. */
+static void link_ops(const wb *b, ms_program *p)
 {
-    for (uint32_t o = 0; o < b->n_ops; o++) {
-        const wb_op *w = &b->ops[o];
+    for (uint32_t o = 0; o < p->n_ops; o++) {
         ms_op *op = &p->ops[o];
-        *op = (ms_op){.id = o, .name = p->names + w->name, .kernel = w->kernel,
-                      .phase = w->phase, .micro_batch = w->micro_batch, .layer = w->layer,
-                      .stream = w->stream, .inputs = p->io + w->in_off, .n_inputs = w->n_in,
-                      .outputs = p->io + w->out_off, .n_outputs = w->n_out,
-                      .segment = w->segment, .model_flops = w->model_flops,
-                      .chunk = w->chunk};
+        op->name = p->names + b->op_at[o].name;
+        op->inputs = p->io + b->op_at[o].io;
+        op->outputs = op->inputs + op->n_inputs;
         if (op->kernel.bytes < 0)
-            op->kernel.bytes = auto_bytes(b, p->io, w);
-        p->model_flops += w->model_flops;
-    }
-}
-
-static void build_tensors(const wb *b, ms_program *p)
-{
-    for (uint32_t t = 0; t < b->n_tensors; t++) {
-        const wb_tensor *w = &b->tensors[t];
-        p->tensors[t] = (ms_tensor){.id = t, .name = p->names + w->name, .bytes = w->bytes,
-                                    .dtype = w->dtype, .kind = w->kind, .producer = w->producer,
-                                    .persistent = w->persistent, .layer = w->layer,
-                                    .micro_batch = w->micro_batch};
-    }
-}
-
-static void mark_saved(ms_program *p)
-{
-    for (uint32_t t = 0; t < p->n_tensors; t++) {
-        ms_tensor *tn = &p->tensors[t];
-        if (tn->producer == MS_NONE || p->ops[tn->producer].phase != MS_PHASE_FORWARD)
-            continue;
-        for (uint32_t u = 0; u < tn->n_uses && !tn->saved_for_backward; u++)
-            tn->saved_for_backward = p->ops[tn->uses[u]].phase == MS_PHASE_BACKWARD;
+            op->kernel.bytes = auto_bytes(p, op);
+        p->model_flops += op->model_flops;
+        for (uint32_t i = 0; i < op->n_inputs; i++) {
+            ms_tensor *t = &p->tensors[op->inputs[i]];
+            ((uint32_t *)t->uses)[t->n_uses++] = o;
+        }
     }
 }
 
@@ -393,6 +544,22 @@ static int cmp_u32(const void *a, const void *b)
 {
     uint32_t x = *(const uint32_t *)a, y = *(const uint32_t *)b;
     return (x > y) - (x < y);
+}
+
+/* A segment reads a handful of tensors: insertion sort is cheaper than
+ * qsort's comparator calls up to a few dozen. */
+static void sort_ids(uint32_t *a, uint32_t n)
+{
+    if (n > 32) {
+        qsort(a, n, sizeof *a, cmp_u32);
+        return;
+    }
+    for (uint32_t i = 1; i < n; i++) {
+        uint32_t x = a[i], j = i;
+        for (; j > 0 && a[j - 1] > x; j--)
+            a[j] = a[j - 1];
+        a[j] = x;
+    }
 }
 
 static bool inside(const ms_segment *s, int32_t op)
@@ -434,10 +601,7 @@ static uint32_t first_backward_op(const ms_program *p, const ms_segment *s)
 static ms_status build_segments(const wb *b, ms_program *p)
 {
     /* Upper bound of segment inputs: all inputs of their ops. */
-    size_t total = 0;
-    for (uint32_t i = 0; i < b->n_segs; i++)
-        for (uint32_t o = b->segs[i].first_op; o <= b->segs[i].last_op; o++)
-            total += b->ops[o].n_in;
+    size_t total = b->seg_reads;
     p->seg_inputs = malloc((total ? total : 1) * sizeof *p->seg_inputs);
     if (p->seg_inputs == NULL)
         return MS_ENOMEM;
@@ -455,7 +619,7 @@ static ms_status build_segments(const wb *b, ms_program *p)
                 if (!inside(s, p->tensors[t].producer))
                     in[n++] = t;
             }
-        qsort(in, n, sizeof *in, cmp_u32);
+        sort_ids(in, n);
         uint32_t m = 0;
         for (uint32_t k = 0; k < n; k++)
             if (m == 0 || in[m - 1] != in[k])
@@ -468,6 +632,30 @@ static ms_status build_segments(const wb *b, ms_program *p)
     return MS_OK;
 }
 
+/* The program keeps only what it uses of a reserved array: shrinking is
+ * done in place, and if it fails the larger block serves as well. */
+static void *shrink(void *arr, size_t n, size_t elem)
+{
+    void *p = realloc(arr, (n ? n : 1) * elem);
+    return p != NULL ? p : arr;
+}
+
+/* The builder's arrays move into the program (b keeps what is left to
+ * free); wb_finish then only links them. */
+static void take_arrays(wb *b, ms_program *p)
+{
+    p->ops = shrink(b->ops, b->n_ops, sizeof *b->ops);
+    p->n_ops = b->n_ops;
+    p->tensors = shrink(b->tensors, b->n_tensors, sizeof *b->tensors);
+    p->n_tensors = b->n_tensors;
+    p->names = shrink(b->names, b->n_names, 1);
+    p->io = shrink(b->ids, b->n_ids, sizeof *b->ids);
+    b->ops = NULL;
+    b->tensors = NULL;
+    b->names = NULL;
+    b->ids = NULL;
+}
+
 ms_status wb_finish(wb *b, int stage, ms_program **out)
 {
     *out = NULL;
@@ -475,32 +663,28 @@ ms_status wb_finish(wb *b, int stage, ms_program **out)
         return b->err;
     if (b->seg_depth != 0)
         return MS_EINTERNAL;
+    /* An empty program still gets arrays, as the view promises. */
+    if (!grow_pair(b, (void **)&b->ops, sizeof *b->ops, (void **)&b->op_at, sizeof *b->op_at,
+                   &b->cap_ops, 1) ||
+        !grow_pair(b, (void **)&b->tensors, sizeof *b->tensors, (void **)&b->tensor_at,
+                   sizeof *b->tensor_at, &b->cap_tensors, 1))
+        return b->err;
     ms_program *p = calloc(1, sizeof *p);
     if (p == NULL)
         return MS_ENOMEM;
     p->stage = stage;
-    p->n_ops = b->n_ops;
-    p->n_tensors = b->n_tensors;
+    take_arrays(b, p);
     p->n_segments = b->n_segs;
-    p->ops = calloc(b->n_ops ? b->n_ops : 1, sizeof *p->ops);
-    p->tensors = calloc(b->n_tensors ? b->n_tensors : 1, sizeof *p->tensors);
-    p->segments = calloc(b->n_segs ? b->n_segs : 1, sizeof *p->segments);
-    if (p->ops == NULL || p->tensors == NULL || p->segments == NULL) {
+    /* Every element is written below: no need to zero them. */
+    p->segments = malloc((b->n_segs ? b->n_segs : 1) * sizeof *p->segments);
+    p->uses = malloc((b->n_reads ? b->n_reads : 1) * sizeof *p->uses);
+    if (p->segments == NULL || p->uses == NULL) {
         program_free_parts(p);
         return MS_ENOMEM;
     }
-    /* The builder's names and ids move into the program unchanged. */
-    p->names = b->names;
-    p->io = b->ids;
-    b->names = NULL;
-    b->ids = NULL;
-    build_tensors(b, p);
-    build_ops(b, p);
-    ms_status st = build_uses(b, p);
-    if (st == MS_OK) {
-        mark_saved(p);
-        st = build_segments(b, p);
-    }
+    link_tensors(b, p);
+    link_ops(b, p);
+    ms_status st = build_segments(b, p);
     if (st != MS_OK) {
         program_free_parts(p);
         return st;

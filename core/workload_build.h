@@ -3,8 +3,9 @@
  * workload.c holds the program container: a builder that appends ops and
  * tensors with a sticky error (the first failure, usually MS_ENOMEM, is kept
  * and every later call is a no-op, so model code reads as a straight list of
- * ops), and the finishing pass that derives uses, saved_for_backward, segment
- * inputs and the public view.  workload_layer.c emits one transformer layer
+ * ops) and counts uses and saved_for_backward as ops arrive, and the
+ * finishing pass that links the arrays into a program and derives segment
+ * inputs.  workload_layer.c emits one transformer layer
  * (llama or gpt), workload_model.c the embedding, head, loss and the step,
  * workload_optimizer.c the parameters and the optimizer. */
 #ifndef MEMSIM_WORKLOAD_BUILD_H
@@ -20,30 +21,21 @@
 #define WB_MAX_OPS (1u << 24)
 #define WB_SEG_DEPTH 4
 
-typedef struct wb_op {
-    size_t name;            /* offset into names */
-    ms_kernel kernel;       /* kernel.name is a literal; bytes < 0: inputs + outputs */
-    ms_phase phase;
-    int32_t micro_batch;
-    int32_t layer;
-    ms_stream_role stream;
-    size_t in_off, out_off; /* offsets into ids */
-    uint32_t n_in, n_out;
-    int32_t segment;
-    double model_flops;
-    int32_t chunk;          /* VPP model chunk (0 without interleaving) */
-} wb_op;
-
-typedef struct wb_tensor {
+/* Where an op's name and tensor ids lie in the builder's names and ids,
+ * which move as they grow: wb_finish turns these offsets into the op's
+ * pointers. */
+typedef struct wb_op_at {
     size_t name;
-    uint64_t bytes;
-    ms_dtype dtype;
-    ms_tensor_kind kind;
-    int32_t producer;
-    bool persistent;
-    int32_t layer;
-    int32_t micro_batch;
-} wb_tensor;
+    size_t io;              /* its inputs, then its outputs */
+} wb_op_at;
+
+/* Per tensor: where its name lies, and whether a forward op made it (a
+ * backward read then saves it; kept here, compact, not looked up in the
+ * producer's ms_op, which is far back in the op array by then). */
+typedef struct wb_tensor_at {
+    size_t name;
+    bool forward;
+} wb_tensor_at;
 
 typedef struct wb_segment {
     size_t name;
@@ -52,13 +44,25 @@ typedef struct wb_segment {
     bool open;
 } wb_segment;
 
-/* The builder.  The "current" fields stamp every op appended. */
+/* The builder.  The "current" fields stamp every op appended.
+ *
+ * Ops and tensors are kept as the program's own ms_op and ms_tensor, handed
+ * over by wb_finish without a copy (a second copy of a few hundred thousand
+ * records was most of the finishing pass, in time and page faults); their
+ * pointers (name, inputs, outputs, uses) are NULL until then.  Each op's
+ * reads are checked, and counted into its inputs' n_uses and
+ * saved_for_backward, as it is appended. */
 typedef struct wb {
     ms_status err;
-    wb_op *ops;
+    ms_op *ops;             /* kernel.name is a literal; kernel.bytes < 0: inputs + outputs */
+    wb_op_at *op_at;        /* per op */
     uint32_t n_ops, cap_ops;
-    wb_tensor *tensors;
+    uint32_t last_name_len; /* the last op's: its tensors' names start with it */
+    ms_tensor *tensors;
+    wb_tensor_at *tensor_at; /* per tensor */
     uint32_t n_tensors, cap_tensors;
+    size_t n_reads;         /* all ops' inputs: the program's uses */
+    size_t seg_reads;       /* inputs of each segment's ops: bounds segment inputs */
     wb_segment *segs;
     uint32_t n_segs, cap_segs;
     uint32_t *ids;          /* op inputs and outputs */
@@ -76,6 +80,11 @@ typedef struct wb {
 
 void wb_init(wb *b);
 void wb_release(wb *b);
+/* Room for about `ops` ops, their tensors and names, so the arrays are not
+ * copied as they grow: each copy touches fresh pages, and page faults were
+ * a third of the build's time.  Capacity never touched costs only address
+ * space.  A hint: failing to reserve is no error. */
+void wb_reserve(wb *b, size_t ops);
 
 /* Append a tensor that exists before the step (weights, grads, state). */
 uint32_t wb_persistent(wb *b, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind, int32_t layer,
@@ -92,14 +101,27 @@ uint32_t wb_out(wb *b, const char *suffix, uint64_t bytes, ms_dtype dt, ms_tenso
 void wb_inplace(wb *b, uint32_t t);
 /* The last op appended, to adjust its kernel bytes or model FLOPs (an op
  * reading a slice of a tensor), or NULL after an error. */
-wb_op *wb_last_op(wb *b);
+ms_op *wb_last_op(wb *b);
 
 /* Recompute segments: open/close around forward ops; nesting = parent. */
 void wb_seg_begin(wb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The same, named "layers.<b->layer>.<module>" ("layers.<b->layer>" for a
+ * NULL module) without formatting: the segments of every layer. */
+void wb_seg_begin_layer(wb *b, const char *module);
 void wb_seg_end(wb *b);
 
-/* Finish: derive uses, saved_for_backward, segment inputs and backward
- * points, and move everything into a program (b is emptied). */
+/* Names without printf (a few hundred thousand of them per program; see
+ * workload.c).  wb_name_join writes "layers.<layer>.<s1><s2>..." of the
+ * strings up to the NULL into buf ("<s1><s2>..." for layer MS_NONE), cut at
+ * cap - 1 bytes as snprintf would, and returns buf. */
+char *wb_name_join(char *buf, size_t cap, int32_t layer, ...) __attribute__((sentinel));
+/* v in decimal, as "%d" writes it, into buf (11 bytes, no NUL); returns the
+ * length. */
+size_t wb_put_int(char *buf, int32_t v);
+
+/* Finish: hand the ops, tensors, names and ids over to a program, set
+ * their pointers and uses, and derive segment inputs and backward points
+ * (b is emptied). */
 ms_status wb_finish(wb *b, int stage, ms_program **out);
 
 #endif

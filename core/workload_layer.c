@@ -19,7 +19,6 @@
  * instead of the scores, softmax and dropout (the 5 a s^2 b / t term). */
 #include "workload_model.h"
 
-#include <stdio.h>
 #include <string.h>
 
 /* FlashAttention's backward re-forms the scores (S = QK^T) before the four
@@ -35,7 +34,7 @@ static bool gathered(const wm *m)
 
 static uint32_t norm_fwd(wm *m, const char *mod, const char *op, uint32_t x, const wm_param *w)
 {
-    wb_seg_begin(m->b, "layers.%d.%s", m->b->layer, mod);
+    wb_seg_begin_layer(m->b, mod);
     uint32_t y = wm_norm(m, op, x, w);
     wb_seg_end(m->b);
     return y;
@@ -115,7 +114,7 @@ static uint32_t distinct(uint32_t *out, uint32_t a, uint32_t b, uint32_t c)
 static void core_fwd(wm *m, wm_saved *sv)
 {
     const wm_names *nm = &m->nm;
-    wb_seg_begin(m->b, "layers.%d.%s", m->b->layer, nm->core);
+    wb_seg_begin_layer(m->b, nm->core);
     if (m->flash) {
         uint32_t in[5], n = distinct(in, sv->q, sv->k, sv->v);
         double flops = 2 * core_mm_flops(m);
@@ -330,29 +329,33 @@ static uint64_t ffn_width(const wm *m)
     return m->f / m->t;
 }
 
+/* MoE names every expert this way for each forward and backward, so the
+ * names are joined, not formatted. */
 void wm_ffn_names_init(const wm *m, wm_ffn_names *fn, const char *prefix)
 {
+#define JOIN(field, ...) wb_name_join(fn->field, sizeof fn->field, MS_NONE, prefix, __VA_ARGS__, \
+                                      (char *)NULL)
     if (m->llama) {
-        snprintf(fn->fc1, sizeof fn->fc1, "%sw1", prefix);
-        snprintf(fn->fc1_op, sizeof fn->fc1_op, "%sw1.matmul", prefix);
-        snprintf(fn->fc3, sizeof fn->fc3, "%sw3", prefix);
-        snprintf(fn->fc3_op, sizeof fn->fc3_op, "%sw3.matmul", prefix);
-        snprintf(fn->act_op, sizeof fn->act_op, "%sw1.activation.%s", prefix,
-                 m->swiglu ? "silu" : "gelu");
-        snprintf(fn->mul, sizeof fn->mul, "%smul", prefix);
-        snprintf(fn->fc2, sizeof fn->fc2, "%sw2", prefix);
-        snprintf(fn->fc2_op, sizeof fn->fc2_op, "%sw2.matmul", prefix);
+        JOIN(fc1, "w1");
+        JOIN(fc1_op, "w1.matmul");
+        JOIN(fc3, "w3");
+        JOIN(fc3_op, "w3.matmul");
+        JOIN(act_op, "w1.activation.", m->swiglu ? "silu" : "gelu");
+        JOIN(mul, "mul");
+        JOIN(fc2, "w2");
+        JOIN(fc2_op, "w2.matmul");
     } else {
-        snprintf(fn->fc1, sizeof fn->fc1, "%slinear_fc1", prefix);
-        snprintf(fn->fc1_op, sizeof fn->fc1_op, "%slinear_fc1", prefix);
-        snprintf(fn->fc3, sizeof fn->fc3, "%slinear_fc3", prefix); /* unused: gate fused in fc1 */
-        snprintf(fn->fc3_op, sizeof fn->fc3_op, "%slinear_fc3", prefix);
-        snprintf(fn->act_op, sizeof fn->act_op, "%sactivation", prefix);
-        snprintf(fn->mul, sizeof fn->mul, "%smul", prefix);
-        snprintf(fn->fc2, sizeof fn->fc2, "%slinear_fc2", prefix);
-        snprintf(fn->fc2_op, sizeof fn->fc2_op, "%slinear_fc2", prefix);
+        JOIN(fc1, "linear_fc1");
+        JOIN(fc1_op, "linear_fc1");
+        JOIN(fc3, "linear_fc3"); /* unused: gate fused in fc1 */
+        JOIN(fc3_op, "linear_fc3");
+        JOIN(act_op, "activation");
+        JOIN(mul, "mul");
+        JOIN(fc2, "linear_fc2");
+        JOIN(fc2_op, "linear_fc2");
     }
-    snprintf(fn->act_seg, sizeof fn->act_seg, "%sactivation", prefix);
+    JOIN(act_seg, "activation");
+#undef JOIN
 }
 
 /* The activation of rows x width: SiLU(w1 x) * (w3 x) as MindFormers'
@@ -362,7 +365,7 @@ void wm_ffn_act_fwd(wm *m, const wm_ffn_names *fn, uint64_t rows, uint64_t width
                     wm_ffn_saved *fs)
 {
     uint64_t n = rows * width;
-    wb_seg_begin(m->b, "layers.%d.%s", m->b->layer, fn->act_seg);
+    wb_seg_begin_layer(m->b, fn->act_seg);
     if (m->llama && m->swiglu) {
         wm_elementwise(m, wm_name(m, fn->act_op, ""), "silu", MS_KC_ELEMENTWISE, WM_IN(fs->fc1),
                        (double)n, 4);
@@ -464,7 +467,7 @@ uint32_t wm_layer_forward(wm *m, int local, uint32_t x, wm_saved *sv)
     memset(sv, 0xff, sizeof *sv); /* every id WB_NO_TENSOR until made */
     sv->ex = ex;
     sv->x = x;
-    wb_seg_begin(m->b, "layers.%d", m->b->layer);
+    wb_seg_begin_layer(m->b, NULL);
     sv->n1 = norm_fwd(m, m->nm.norm1, m->nm.norm1_op, x, &p->norm1);
     attention_fwd(m, p, sv);
     mlp_fwd(m, p, sv);

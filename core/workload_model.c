@@ -400,6 +400,16 @@ static ms_status build_steps(wm *m)
     return m->b->err;
 }
 
+/* About 40 ops a layer and micro-batch, forward and backward, and some 10
+ * more a local expert (counted on the shipped scenarios), plus a few per
+ * parameter group for the grad reductions and the optimizer. */
+static size_t ops_estimate(const wm *m)
+{
+    size_t experts = m->moe ? (size_t)m->n_local : 0;
+    size_t units = (size_t)m->micro_batches * (size_t)m->n_layers;
+    return units * (48 + 12 * experts) + 8 * (size_t)m->n_layers * (1 + experts) + 256;
+}
+
 ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, ms_diag *d)
 {
     if (out != NULL)
@@ -416,8 +426,10 @@ ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, m
     m.b = &b;
     init_shapes(&m, sc, stage);
     st = wm_layout(&m, sc, stage);
-    if (st == MS_OK)
+    if (st == MS_OK) {
+        wb_reserve(&b, ops_estimate(&m));
         st = wm_params_create(&m);
+    }
     if (st == MS_OK)
         st = build_steps(&m);
     if (st == MS_OK) {

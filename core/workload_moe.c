@@ -28,7 +28,7 @@
 #include "workload_model.h"
 
 #include <math.h>
-#include <stdio.h>
+#include <string.h>
 
 void wm_moe_shapes(wm *m)
 {
@@ -67,15 +67,20 @@ static const char *prefix(const wm *m)
 /* "layers.N.<prefix><what><suffix>" */
 static const char *moe_name(wm *m, const char *what, const char *suffix)
 {
-    snprintf(m->name, sizeof m->name, "layers.%d.%s%s%s", m->b->layer, prefix(m), what, suffix);
-    return m->name;
+    return wb_name_join(m->name, sizeof m->name, m->b->layer, prefix(m), what, suffix,
+                        (char *)NULL);
 }
 
 static void expert_names(const wm *m, int e, wm_ffn_names *fn)
 {
-    char pre[96];
-    snprintf(pre, sizeof pre, "%s%d.", m->llama ? "feed_forward.experts."
-                                                : "mlp.experts.local_experts.", e);
+    /* "<experts><e>." */
+    const char *experts = m->llama ? "feed_forward.experts." : "mlp.experts.local_experts.";
+    char pre[64];
+    size_t n = strlen(experts);
+    memcpy(pre, experts, n);
+    n += wb_put_int(pre + n, e);
+    pre[n++] = '.';
+    pre[n] = '\0';
     wm_ffn_names_init(m, fn, pre);
 }
 

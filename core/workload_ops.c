@@ -4,15 +4,10 @@
  * (inputs + outputs) unless an op moves less than it names. */
 #include "workload_model.h"
 
-#include <stdio.h>
-
+/* Joined, not formatted: every op of a layer is named here. */
 const char *wm_name(wm *m, const char *module, const char *suffix)
 {
-    if (m->b->layer != MS_NONE)
-        snprintf(m->name, sizeof m->name, "layers.%d.%s%s", m->b->layer, module, suffix);
-    else
-        snprintf(m->name, sizeof m->name, "%s%s", module, suffix);
-    return m->name;
+    return wb_name_join(m->name, sizeof m->name, m->b->layer, module, suffix, (char *)NULL);
 }
 
 uint64_t wm_bytes(const wm *m, uint32_t t)

@@ -74,6 +74,14 @@ ms_status ms_simhost_now(const ms_simhost *h, int64_t *ns)
     return MS_OK;
 }
 
+ms_status ms_simhost_parked(const ms_simhost *h, bool *parked)
+{
+    if (h == NULL || parked == NULL)
+        return MS_EINVAL;
+    *parked = h->state == MS_HOST_PARKED;
+    return MS_OK;
+}
+
 ms_status ms_simhost_advance(ms_simhost *h, int64_t ns)
 {
     if (h == NULL || ns < 0 || ns > INT64_MAX - h->now)
@@ -114,34 +122,47 @@ static void make_active(ms_simhost *h, int64_t at)
 }
 
 /* After each engine step: parked hosts whose condition now holds resume at
- * this device time, and from then on bound the engine again. */
-static void wake_parked(const ms_simhost *self)
+ * this device time, and from then on bound the engine again (true if any
+ * did: the horizon may have moved). */
+static bool wake_parked(const ms_simhost *self)
 {
     ms_sim_attachments *a = ms_sim_attached(self->sim);
     if (a->n_parked == 0)
-        return;
+        return false;
+    bool woke = false;
     int64_t now = ms_sim_clock(self->sim);
     for (ms_simhost *h = a->hosts; h != NULL; h = h->next)
-        if (h != self && h->state == MS_HOST_PARKED && h->cond(h->cond_ctx))
+        if (h != self && h->state == MS_HOST_PARKED && h->cond(h->cond_ctx)) {
             make_active(h, now);
+            woke = true;
+        }
+    return woke;
 }
 
 typedef enum ms_run_end { MS_RUN_MET = 0, MS_RUN_DRY, MS_RUN_BOUND } ms_run_end;
 
+/* Other hosts' clocks change only while they run, or when an engine step
+ * here wakes one, so the horizon is computed once and again after a wake. */
 static ms_run_end run(ms_simhost *h, int64_t limit, ms_simhost_cond cond, const void *ctx,
                       bool *stepped)
 {
+    int64_t bound = INT64_MIN; /* not computed yet: most calls never need it */
     for (;;) {
         if (cond != NULL && cond(ctx))
             return MS_RUN_MET;
         int64_t t;
         if (!ms_sim_peek(h->sim, &t))
             return MS_RUN_DRY;
-        if (t > limit || t > horizon(h))
+        if (t > limit)
+            return MS_RUN_BOUND;
+        if (bound == INT64_MIN)
+            bound = horizon(h);
+        if (t > bound)
             return MS_RUN_BOUND;
         ms_sim_step_one(h->sim);
         *stepped = true;
-        wake_parked(h);
+        if (wake_parked(h))
+            bound = INT64_MIN;
     }
 }
 

@@ -108,6 +108,10 @@ typedef struct ms_alloc_event {
     uint64_t size;      /* requested size for alloc/free, segment size for segments */
     uint64_t stream_id;
     int pool;           /* named pool id */
+    /* memory_stats() "all" current values once the event has taken effect
+     * (an alloc counted, a segment's bytes reserved or given back), so that
+     * an observer tracing every event need not copy the whole stats. */
+    uint64_t allocated, reserved, active;
 } ms_alloc_event;
 
 typedef void (*ms_alloc_observer)(void *user, const ms_alloc_event *ev);
@@ -136,6 +140,10 @@ ms_status ms_alloc_free(ms_alloc *a, uint64_t addr);
 ms_status ms_alloc_record_stream(ms_alloc *a, uint64_t addr, ms_stream *s);
 ms_status ms_alloc_empty_cache(ms_alloc *a);
 ms_status ms_alloc_get_stats(const ms_alloc *a, ms_alloc_stats *out);
+/* The "all" current allocated, reserved and active bytes of get_stats, for
+ * callers that sample them per op (any pointer may be NULL). */
+ms_status ms_alloc_current(const ms_alloc *a, uint64_t *allocated, uint64_t *reserved,
+                           uint64_t *active);
 ms_status ms_alloc_reset_peak_stats(ms_alloc *a);
 ms_status ms_alloc_set_observer(ms_alloc *a, ms_alloc_observer fn, void *user);
 

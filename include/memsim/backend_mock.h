@@ -65,8 +65,10 @@ ms_status ms_mock_open(const ms_backend_config *cfg, ms_backend **out);
 ms_status ms_mock_set_host_idle(ms_backend *b);
 /* This device's host clock, read without entering the backend: unlike now(),
  * it neither catches the engine up nor wakes a parked host, so a scheduler
- * of several hosts can look at every clock without disturbing them. */
-ms_status ms_mock_host_clock(const ms_backend *b, int64_t *ns);
+ * of several hosts can look at every clock without disturbing them.
+ * *parked (may be NULL): the host's last call returned MS_EAGAIN and what it
+ * waits for has not happened since, so retrying it now is pointless. */
+ms_status ms_mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked);
 /* The simulated device behind a mock (HBM peak, cost model, engine).
  * MS_EINVAL if b is not a mock. */
 ms_status ms_mock_simdev(const ms_backend *b, ms_simdev **out);

@@ -102,6 +102,9 @@ typedef struct ms_run_record ms_run_record;
 
 ms_status ms_record_create(ms_run_record **out);
 ms_status ms_record_free(ms_run_record *r);
+/* Drop the rows of every step, keeping those made before the first (step
+ * -1: setup allocations, pool choices) and the memory for the next rows. */
+ms_status ms_record_clear_steps(ms_run_record *r);
 ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row);
 ms_status ms_record_add_mem(ms_run_record *r, const ms_mem_row *row);
 ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row);

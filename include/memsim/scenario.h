@@ -20,6 +20,16 @@
 extern "C" {
 #endif
 
+/* Which steps the per-op, per-event and per-tensor reports (ops.csv,
+ * memory.csv, tensors.csv, trace.json) cover; summary.csv always covers all.
+ * A 70B pipeline step is ~1.5 M ops and ~2 GB of detail, so large scenarios
+ * keep only the last step (the steady state a user tunes). */
+typedef enum ms_report_detail {
+    MS_DETAIL_ALL = 0,
+    MS_DETAIL_LAST,
+    MS_DETAIL_NONE,
+} ms_report_detail;
+
 typedef enum ms_arch { MS_ARCH_LLAMA = 0, MS_ARCH_GPT } ms_arch;
 typedef enum ms_norm { MS_NORM_RMSNORM = 0, MS_NORM_LAYERNORM } ms_norm;
 /* Megatron's --position-embedding-type: rotary (llama) or learned absolute
@@ -82,6 +92,7 @@ typedef struct ms_scenario {
     bool avoid_record_streams;
     char policy[256];          /* default policy name or path ("none") */
     int steps;                 /* training steps to simulate (>= 1) */
+    ms_report_detail report_detail; /* report.detail: "all" (default), "last", "none" */
     uint64_t seed;
     /* Recompute and swap settings (recompute, recompute_config, swap_config)
      * and the pipeline layout (parallel.offset, pp_interleave_num), read

@@ -228,6 +228,9 @@ typedef bool (*ms_simhost_cond)(const void *ctx);
 ms_status ms_simhost_create(ms_sim *sim, ms_simhost **out); /* clock 0, active */
 ms_status ms_simhost_destroy(ms_simhost *h);
 ms_status ms_simhost_now(const ms_simhost *h, int64_t *ns);
+/* *parked: h waits for a condition that has not held since it parked (it is
+ * woken, and this turns false, after the engine step that makes it hold). */
+ms_status ms_simhost_parked(const ms_simhost *h, bool *parked);
 /* Host work of ns (>= 0) nanoseconds, e.g. the runtime's launch overhead. */
 ms_status ms_simhost_advance(ms_simhost *h, int64_t ns);
 /* Resume h if parked or idle, then run the engine up to min(h's clock, the

@@ -52,6 +52,47 @@ START_TEST(test_pools_and_segment_sizes)
 }
 END_TEST
 
+/* Observers get the allocator's totals once each event has taken effect
+ * (memory.csv's allocated/reserved/active columns), the same figures
+ * ms_alloc_current and get_stats report at that point. */
+START_TEST(test_event_totals_after_the_event)
+{
+    fx f;
+    fx_open(&f, MS_ALLOC_CUDA, "", 1024 * MiB);
+    uint64_t p = fx_m(&f, MiB); /* small pool: a 2 MiB segment, 1 MiB block */
+    const ms_alloc_event *seg = fx_last(&f, MS_AA_SEGMENT_ALLOC);
+    const ms_alloc_event *al = fx_last(&f, MS_AA_ALLOC);
+    ck_assert_ptr_nonnull(seg);
+    ck_assert_ptr_nonnull(al);
+    ck_assert_uint_eq(seg->reserved, 2 * MiB);
+    ck_assert_uint_eq(seg->allocated, 0);
+    ck_assert_uint_eq(al->allocated, MiB);
+    ck_assert_uint_eq(al->active, MiB);
+    ck_assert_uint_eq(al->reserved, 2 * MiB);
+    uint64_t allocated = 0, reserved = 0, active = 0;
+    ck_assert_int_eq(ms_alloc_current(f.a, &allocated, &reserved, &active), MS_OK);
+    ck_assert_uint_eq(allocated, MiB);
+    ck_assert_uint_eq(reserved, 2 * MiB);
+    ck_assert_uint_eq(active, MiB);
+    fx_f(&f, p); /* no other stream used it: completed at once */
+    const ms_alloc_event *req = fx_last(&f, MS_AA_FREE_REQUESTED);
+    const ms_alloc_event *done = fx_last(&f, MS_AA_FREE_COMPLETED);
+    ck_assert_ptr_nonnull(req);
+    ck_assert_ptr_nonnull(done);
+    ck_assert_uint_eq(req->allocated, 0);
+    ck_assert_uint_eq(req->active, MiB); /* still active until completed */
+    ck_assert_uint_eq(done->active, 0);
+    ck_assert_uint_eq(done->reserved, 2 * MiB); /* cached, not released */
+    ck_assert_int_eq(ms_alloc_empty_cache(f.a), MS_OK);
+    const ms_alloc_event *sf = fx_last(&f, MS_AA_SEGMENT_FREE);
+    ck_assert_ptr_nonnull(sf);
+    ck_assert_uint_eq(sf->reserved, 0);
+    ck_assert_int_eq(ms_alloc_current(NULL, &allocated, NULL, NULL), MS_EINVAL);
+    ck_assert_int_eq(ms_alloc_current(f.a, NULL, NULL, NULL), MS_OK);
+    fx_close(&f);
+}
+END_TEST
+
 /* ---------------------------------------------------------------- best fit */
 
 START_TEST(test_best_fit_size)
@@ -703,6 +744,7 @@ static Suite *alloc_suite(void)
     Suite *s = suite_create("allocator");
     TCase *tc = tcase_create("rules");
     tcase_add_test(tc, test_pools_and_segment_sizes);
+    tcase_add_test(tc, test_event_totals_after_the_event);
     tcase_add_test(tc, test_best_fit_size);
     tcase_add_test(tc, test_best_fit_address_and_stream);
     tcase_add_test(tc, test_split_small);

@@ -380,6 +380,9 @@ START_TEST(test_profile_view)
     /* An entry is the same object each time (usable as a table key). */
     assert_has(out, "identity same=true key=hit tostring=tensor 3 (layers.0.attention.qkv.out) "
                     "arr=profile.ops (11) type=userdata\n");
+    assert_has(out, "names op=op 2 (layers.0.attention.core) seg0=segment 0 (layers.0) "
+                    "seg1=segment 1 (layers.0.attention.core) seg2=segment 2 (layers.1) "
+                    "kernel=flash_attention_fwd\n");
     /* Unmeasured: no start/finish/allocated/reserved/active. */
     assert_has(out, "opkeys class,flops,hbm_bytes,id,inputs,kernel,layer,micro_batch,"
                     "model_flops,name,outputs,phase,segment,stream\n");
@@ -446,6 +449,42 @@ START_TEST(test_profile_measured_and_cache)
     fx.prof.program.tensors = other;
     out = run_inspect(p, log);
     assert_has(out, "t3 id=3 name=renamed.qkv ");
+    free(out);
+    ms_policy_free(p);
+    fclose(log);
+}
+END_TEST
+
+/* The view copies names when it is built and makes Lua strings of them
+ * when they are read: a missing name reads nil (and "?" in tostring), one
+ * past Lua's 40-byte short strings reads whole, and a change to the C
+ * string afterwards does not reach the cached view of the same program. */
+START_TEST(test_profile_names)
+{
+    static char qkv[] = "layers.0.attention.qkv.out";
+    static const char long_name[] = "layers.1.a-segment-name-well-past-forty-bytes-long";
+    fx.tensors[3].name = qkv;
+    fx.segments[1].name = NULL;
+    fx.segments[2].name = long_name;
+    fx.ops[2].kernel.name = NULL;
+    FILE *log = tmpfile();
+    ms_policy *p = load_fixture("inspect", NULL);
+    ms_policy_set_log(p, log);
+    char *out = run_inspect(p, log);
+    assert_has(out, "t3 id=3 name=layers.0.attention.qkv.out bytes=4096 ");
+    assert_has(out, "seg 1 nil parent=0 ");
+    assert_has(out, "seg 2 layers.1.a-segment-name-well-past-forty-bytes-long parent=nil ");
+    assert_has(out, "op2 layers.0.attention.core phase=forward ");
+    assert_has(out, " kernel=nil class=attention ");
+    assert_has(out, "names op=op 2 (layers.0.attention.core) seg0=segment 0 (layers.0) "
+                    "seg1=segment 1 (?) seg2=segment 2 "
+                    "(layers.1.a-segment-name-well-past-forty-bytes-long) kernel=nil\n");
+    free(out);
+    qkv[0] = 'X';
+    out = run_inspect(p, log);
+    assert_has(out, "t3 id=3 name=layers.0.attention.qkv.out bytes=4096 ");
+    assert_has(out, "identity same=true key=hit tostring=tensor 3 (layers.0.attention.qkv.out) ");
+    qkv[0] = 'l';
     free(out);
     ms_policy_free(p);
     fclose(log);
@@ -865,10 +904,11 @@ START_TEST(test_budgets)
 }
 END_TEST
 
-/* A profile too large for the heap cap fails cleanly while it is built. */
+/* A profile too large for the heap cap fails cleanly while it is built:
+ * 40000 tensors take 48 bytes each in the packed view, 1.8 MiB. */
 START_TEST(test_view_over_memory_cap)
 {
-    enum { N = 20000 };
+    enum { N = 40000 };
     ms_tensor *many = calloc(N, sizeof *many);
     ck_assert_ptr_nonnull(many);
     for (uint32_t i = 0; i < N; i++)
@@ -962,6 +1002,7 @@ static Suite *policy_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_profile_view);
     tcase_add_test(tc, test_profile_measured_and_cache);
+    tcase_add_test(tc, test_profile_names);
     tcase_add_test(tc, test_bad_program);
     suite_add_tcase(s, tc);
     tc = tcase_create("ctx");

@@ -245,7 +245,7 @@ static ms_run *run_with(const char *scenario, const char *const *sets, size_t n_
     snprintf(path, sizeof path, "%s/%s", srcdir(), scenario);
     ms_diag d = {0};
     ck_assert_msg(ms_scenario_load(path, sets, n_sets, sc_out, &d) == MS_OK, "%s", d.msg);
-    ms_run_options opt = {.record = false};
+    ms_run_options opt = {.record = true}; /* report_detail test reads it */
     ms_run *run = NULL;
     ck_assert_msg(ms_run_execute(*sc_out, &opt, &run, &d) == MS_OK, "%s", d.msg);
     return run;
@@ -311,6 +311,64 @@ START_TEST(pipeline_oom_ends_the_run)
 }
 END_TEST
 
+/* report.detail = "last" keeps exactly the last step's rows of a full
+ * record (step-local times, so they are the same rows), "none" keeps no
+ * record; the summaries do not change. */
+START_TEST(report_detail_selects_the_steps_kept)
+{
+    const char *all_sets[] = {"steps=3", "model.num_layers=4"};
+    const char *last_sets[] = {"steps=3", "model.num_layers=4", "report.detail=last"};
+    const char *none_sets[] = {"steps=3", "model.num_layers=4", "report.detail=none"};
+    ms_scenario *sa, *sl, *sn;
+    ms_run *all = run_with("scenarios/llama2-7b.lua", all_sets, 2, &sa);
+    ms_run *last = run_with("scenarios/llama2-7b.lua", last_sets, 3, &sl);
+    ms_run *none = run_with("scenarios/llama2-7b.lua", none_sets, 3, &sn);
+    const ms_run_record *ra, *rl, *rn;
+    ms_run_record_get(all, &ra);
+    ms_run_record_get(last, &rl);
+    ms_run_record_get(none, &rn);
+    ck_assert_ptr_nonnull(ra);
+    ck_assert_ptr_nonnull(rl);
+    ck_assert_ptr_null(rn);
+    size_t na, nl, first = 0;
+    ms_record_n_ops(ra, &na);
+    ms_record_n_ops(rl, &nl);
+    const ms_op_row *r;
+    while (first < na && ms_record_op(ra, first, &r) == MS_OK && r->step < 2)
+        first++;
+    ck_assert_uint_gt(nl, 100);
+    ck_assert_uint_eq(na - first, nl);
+    for (size_t i = 0; i < nl; i++) {
+        const ms_op_row *x, *y;
+        ms_record_op(ra, first + i, &x);
+        ms_record_op(rl, i, &y);
+        ck_assert_int_eq(y->step, 2);
+        ck_assert_msg(memcmp(x, y, sizeof *x) == 0, "op row %zu differs", i);
+    }
+    ms_record_n_mem(ra, &na);
+    ms_record_n_mem(rl, &nl);
+    const ms_mem_row *m = NULL;
+    for (first = 0; first < na; first++)
+        if (ms_record_mem(ra, first, &m) == MS_OK && m->step == 2)
+            break;
+    ck_assert_uint_gt(nl, 100);
+    ck_assert_uint_eq(na - first, nl);
+    const ms_run_summary *s1, *s2, *s3;
+    ms_run_summary_get(all, &s1);
+    ms_run_summary_get(last, &s2);
+    ms_run_summary_get(none, &s3);
+    ck_assert_uint_eq(s1->peak_reserved, s2->peak_reserved);
+    ck_assert_uint_eq(s1->peak_reserved, s3->peak_reserved);
+    ck_assert_double_eq(s1->step_time_ms, s3->step_time_ms);
+    ms_run_free(all);
+    ms_run_free(last);
+    ms_run_free(none);
+    ms_scenario_free(sa);
+    ms_scenario_free(sl);
+    ms_scenario_free(sn);
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -324,6 +382,7 @@ static Suite *run_suite(void)
     tcase_add_test(tc, llama2_7b_summary_matches_golden);
     tcase_add_test(tc, pipeline_stages_run_together);
     tcase_add_test(tc, pipeline_oom_ends_the_run);
+    tcase_add_test(tc, report_detail_selects_the_steps_kept);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -76,6 +76,7 @@ START_TEST(llama2_7b_fields)
     ck_assert_int_eq(sc->parallel.global_batch_size, 16);
     ck_assert_int_eq(sc->parallel.num_micro_batches, 4); /* 16 / (4 x 1) */
     ck_assert_str_eq(sc->allocator_flavour, "npu");
+    ck_assert_int_eq(sc->report_detail, MS_DETAIL_ALL);
     ck_assert_str_eq(sc->allocator_conf, "expandable_segments:False");
     ck_assert_str_eq(sc->policy, "none");
     ck_assert_int_eq(sc->steps, 3);
@@ -118,8 +119,10 @@ START_TEST(overrides_apply)
     static const char *const ov[] = {"model.seq_length=8192", "steps=4",
                                      "parallel.sequence_parallel=false",
                                      "allocator.conf=expandable_segments:True",
-                                     "model.hidden_dropout=0.25", "parallel.global_batch_size=32"};
-    ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 6);
+                                     "model.hidden_dropout=0.25", "parallel.global_batch_size=32",
+                                     "report.detail=last"};
+    ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 7);
+    ck_assert_int_eq(sc->report_detail, MS_DETAIL_LAST);
     ck_assert_int_eq(sc->model.seq_length, 8192);
     ck_assert_int_eq(sc->steps, 4);
     ck_assert(!sc->parallel.sequence_parallel);
@@ -149,6 +152,10 @@ START_TEST(overrides_checked)
     static const char *const negative[] = {"model.num_layers=-1"};
     ck_assert_int_eq(load_bad("scenarios/llama2-7b.lua", negative, 1, &d), MS_ERANGE);
     ASSERT_MSG_HAS(d, "llama2-7b.lua: field 'model.num_layers' must be > 0 (got -1)");
+    static const char *const detail[] = {"report.detail=every"};
+    load_bad("scenarios/llama2-7b.lua", detail, 1, &d);
+    ASSERT_MSG_HAS(d, "llama2-7b.lua: field 'report.detail' must be one of \"all\", \"last\", "
+                      "\"none\" (got \"every\")");
     static const char *const tp3[] = {"parallel.tensor_model_parallel_size=3",
                                       "parallel.world_size=3"};
     load_bad("scenarios/llama2-7b.lua", tp3, 2, &d);

@@ -847,6 +847,11 @@ START_TEST(hosts_on_one_engine_synchronise_conservatively)
      * so host 1 may not run the engine past 0: MS_EAGAIN, parked. */
     launch(s1, p2p(MS_COMM_RECV, 0, 1, 1e6), 0, 1);
     ck_assert_int_eq(ms_simhost_wait(h1, stream_idle, s1), MS_EAGAIN);
+    bool parked = false;
+    ck_assert_int_eq(ms_simhost_parked(h1, &parked), MS_OK);
+    ck_assert(parked);
+    ms_simhost_parked(h0, &parked);
+    ck_assert(!parked);
     /* Host 0 computes 50 us and sends (15000 ns) at host time 2000, then
      * waits for its stream: kernel [2000, 52000], send [52000, 67000].  The
      * parked host 1 does not bound host 0. */
@@ -862,6 +867,9 @@ START_TEST(hosts_on_one_engine_synchronise_conservatively)
     ck_assert_int_eq(ms_simhost_wait(h1, stream_idle, s1), MS_OK);
     ms_simhost_now(h1, &now);
     ck_assert_int_eq(now, 67000);
+    ms_simhost_parked(h1, &parked);
+    ck_assert(!parked);
+    ck_assert_int_eq(ms_simhost_parked(NULL, &parked), MS_EINVAL);
     assert_span(&t1, 1, 0, 67000);
     /* An active host bounds the other: host 1 at 67000 issues a 100 us
      * kernel at 68000 and waits; host 0 (at 67000) bounds the engine, so

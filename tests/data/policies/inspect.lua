@@ -61,6 +61,9 @@ return {
     ctx:log("identity same=%s key=%s tostring=%s arr=%s type=%s", s(t3 == profile.tensors[4]),
             s(({ [t3] = "hit" })[profile.tensors[4]]), tostring(t3), tostring(profile.ops),
             type(profile.ops[1]))
+    ctx:log("names op=%s seg0=%s seg1=%s seg2=%s kernel=%s", tostring(profile.ops[3]),
+            tostring(profile.segments[1]), tostring(profile.segments[2]),
+            tostring(profile.segments[3]), s(profile.ops[3].kernel))
     local opkeys = {}
     for k in pairs(profile.ops[3]) do opkeys[#opkeys + 1] = k end
     ctx:log("opkeys %s", table.concat(opkeys, ","))
