@@ -53,6 +53,16 @@ typedef struct ms_inflight_copy {
     ms_event *done;
 } ms_inflight_copy;
 
+/* A host buffer whose swap-in was issued: free once the H2D copy is done
+ * (the tensor's ready event, recorded right after it), as PyTorch's caching
+ * host allocator reuses a pinned block once the events of its uses passed.
+ * Keeping one buffer per swapped tensor instead would need the whole step's
+ * swapped bytes in host memory at once. */
+typedef struct ms_host_release {
+    uint64_t host_addr;
+    uint32_t tensor;
+} ms_host_release;
+
 struct ms_exec {
     ms_exec_config cfg;
     const ms_program_view *p;
@@ -76,6 +86,8 @@ struct ms_exec {
     /* Copies that may still read a device block. */
     ms_inflight_copy *inflight;
     size_t n_inflight, cap_inflight;
+    ms_host_release *host_release;
+    size_t n_host_release, cap_host_release;
     ms_event *comm_done;     /* re-recorded after every collective */
     ms_event *free_events[64];
     size_t n_free_events;
@@ -102,16 +114,25 @@ static int64_t host_now(ms_exec *e)
 
 /* ---- the run record as the step goes -------------------------------- */
 
+/* Room for one more element in a growing array (doubling from `first`). */
+static ms_status grow_for_one(void **arr, size_t n, size_t *cap, size_t elem, size_t first)
+{
+    if (n < *cap)
+        return MS_OK;
+    size_t c = *cap ? *cap * 2 : first;
+    void *p = realloc(*arr, c * elem);
+    if (p == NULL)
+        return MS_ENOMEM;
+    *arr = p;
+    *cap = c;
+    return MS_OK;
+}
+
 static ms_status add_row(ms_exec *e, const ms_op_row *row, size_t *index)
 {
-    if (e->n_rows == e->cap_rows) {
-        size_t cap = e->cap_rows ? e->cap_rows * 2 : 4096;
-        ms_op_row *r = realloc(e->rows, cap * sizeof *r);
-        if (r == NULL)
-            return MS_ENOMEM;
-        e->rows = r;
-        e->cap_rows = cap;
-    }
+    ms_status st = grow_for_one((void **)&e->rows, e->n_rows, &e->cap_rows, sizeof *e->rows, 4096);
+    if (st != MS_OK)
+        return st;
     e->rows[e->n_rows] = *row;
     *index = e->n_rows++;
     return MS_OK;
@@ -461,6 +482,38 @@ static ms_status issue_swap_copy(ms_exec *e, uint32_t t, uint32_t at_op, int aft
     return MS_OK;
 }
 
+/* Free the host buffers whose swap-in copies are done; with `wait`, wait
+ * for every one (the host is out of pinned memory). */
+static ms_status release_host_buffers(ms_exec *e, bool wait)
+{
+    size_t k = 0;
+    ms_status st = MS_OK;
+    for (size_t i = 0; i < e->n_host_release; i++) {
+        ms_host_release *h = &e->host_release[i];
+        ms_event *ev = e->rt[h->tensor].ready_ev;
+        bool done = false;
+        if (st == MS_OK)
+            st = wait ? BE(e, event_synchronize, ev) : BE(e, event_query, ev, &done);
+        if (st == MS_OK && (wait || done))
+            st = BE(e, free_host, h->host_addr);
+        else
+            e->host_release[k++] = *h;
+        if (st != MS_OK)
+            return be_call_failed(e, st, "releasing a swap's host buffer");
+    }
+    e->n_host_release = k;
+    return MS_OK;
+}
+
+static ms_status host_buffer(ms_exec *e, uint64_t bytes, uint64_t *addr)
+{
+    ms_status st = release_host_buffers(e, false);
+    if (st == MS_OK && (st = BE(e, malloc_host, bytes, addr)) == MS_ENOMEM &&
+        e->n_host_release > 0 && (st = release_host_buffers(e, true)) == MS_OK)
+        st = BE(e, malloc_host, bytes, addr);
+    return st;
+}
+
 static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
 {
     ms_tensor_rt *r = &e->rt[t];
@@ -468,7 +521,7 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
     ms_status st = check_readable(e, at_op, t);
     if (st != MS_OK)
         return st;
-    if (r->host_addr == 0 && (st = BE(e, malloc_host, tn->bytes, &r->host_addr)) != MS_OK)
+    if (r->host_addr == 0 && (st = host_buffer(e, tn->bytes, &r->host_addr)) != MS_OK)
         return ms_diag_set(e->diag, st, "pinned host memory for swapping tensor %u (%s, %" PRIu64
                            " bytes) is exhausted", t, tn->name, tn->bytes);
     /* The copy starts once the op it follows has run on its stream. */
@@ -476,14 +529,9 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
         return st;
     e->swapped_bytes += tn->bytes;
     /* Remember the copy so a block reused under it is caught as a hazard. */
-    if (e->n_inflight == e->cap_inflight) {
-        size_t cap = e->cap_inflight ? e->cap_inflight * 2 : 64;
-        ms_inflight_copy *c = realloc(e->inflight, cap * sizeof *c);
-        if (c == NULL)
-            return MS_ENOMEM;
-        e->inflight = c;
-        e->cap_inflight = cap;
-    }
+    if ((st = grow_for_one((void **)&e->inflight, e->n_inflight, &e->cap_inflight,
+                           sizeof *e->inflight, 64)) != MS_OK)
+        return st;
     ms_event *done = e->n_free_events ? e->free_events[--e->n_free_events] : NULL;
     if ((st = get_event(e, &done)) != MS_OK ||
         (st = BE(e, event_record, done, e->streams[ST_SWAP_OUT])) != MS_OK)
@@ -509,9 +557,15 @@ static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op)
         return st;
     /* The H2D must not overwrite the block before compute is done with its
      * previous owner: order the swap-in stream after compute's current work. */
-    if ((st = issue_swap_copy(e, t, at_op, ST_COMPUTE, ST_SWAP_IN)) != MS_OK)
+    if ((st = issue_swap_copy(e, t, at_op, ST_COMPUTE, ST_SWAP_IN)) != MS_OK ||
+        (st = record_ready(e, t, ST_SWAP_IN)) != MS_OK)
         return st;
-    return record_ready(e, t, ST_SWAP_IN);
+    if ((st = grow_for_one((void **)&e->host_release, e->n_host_release, &e->cap_host_release,
+                           sizeof *e->host_release, 64)) != MS_OK)
+        return st;
+    e->host_release[e->n_host_release++] = (ms_host_release){r->host_addr, t};
+    r->host_addr = 0;
+    return MS_OK;
 }
 
 static ms_status recompute(ms_exec *e, uint32_t seg_id)
@@ -695,6 +749,8 @@ ms_status ms_exec_destroy(ms_exec *e)
     }
     for (size_t i = 0; i < e->n_inflight; i++)
         BE(e, event_destroy, e->inflight[i].done);
+    for (size_t i = 0; i < e->n_host_release; i++)
+        BE(e, free_host, e->host_release[i].host_addr);
     for (size_t i = 0; i < e->n_free_events; i++)
         BE(e, event_destroy, e->free_events[i]);
     if (e->comm_done)
@@ -709,6 +765,7 @@ ms_status ms_exec_destroy(ms_exec *e)
     free(e->kernel_row);
     free(e->rows);
     free(e->inflight);
+    free(e->host_release);
     free(e);
     return MS_OK;
 }

@@ -4,4 +4,5 @@ nobase_dist_pkgdata_DATA += \
 	policies_lua/none.lua \
 	policies_lua/full_recompute.lua \
 	policies_lua/lifetime_pools.lua \
+	policies_lua/smart_swap.lua \
 	policies_lua/lib/memsim.lua

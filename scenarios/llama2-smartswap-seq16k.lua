@@ -3,7 +3,7 @@
 -- recompute off and letting SmartSwap keep memory in bounds gave +28%).
 -- This file has full recompute on, in MindFormers' words
 -- (recompute_config.recompute = true: every layer); the other side is
---   memsim run scenarios/llama2-smartswap-seq16k.lua --set recompute_config.recompute=false
+--   memsim run scenarios/llama2-smartswap-seq16k.lua --set recompute_config.recompute=false --policy smart_swap
 -- (Megatron's words for the same: recompute = { recompute_granularity =
 -- "full", recompute_method = "uniform", recompute_num_layers = 1 }).
 --

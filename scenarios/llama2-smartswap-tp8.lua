@@ -2,7 +2,7 @@
 -- SmartSwap, "使用效果" 1: llama2 on 8 NPUs, PP 1, sequence 8K, 32 layers;
 -- moving from TP 8 to TP 1 and letting SmartSwap keep memory in bounds gave
 -- +25% throughput).  The pair is scenarios/llama2-smartswap-tp8.lua and
--- scenarios/llama2-smartswap-tp1.lua; run them with a swap policy to compare.
+-- scenarios/llama2-smartswap-tp1.lua; compare them with --policy smart_swap.
 --
 -- Model: Llama 2 7B (32 layers; Touvron et al. 2023, Table 1 / the released
 -- config: hidden 4096, 32 heads, SwiGLU 11008, RMSNorm, RoPE, vocabulary

@@ -369,6 +369,59 @@ START_TEST(report_detail_selects_the_steps_kept)
 }
 END_TEST
 
+/* SmartSwap (seed 002, policies_lua/smart_swap.lua): llama2 at TP 1 runs out
+ * of memory without a policy and fits with the v2 swap plan; and a step that
+ * swaps more than the device's pinned host memory in all still runs,
+ * because a host buffer is reused once its swap-in copy is done. */
+static ms_run *run_policy(const char *scenario, const char *policy, const char *const *sets,
+                          size_t n_sets, ms_scenario **sc)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", srcdir(), scenario);
+    ms_diag d = {0};
+    ck_assert_msg(ms_scenario_load(path, sets, n_sets, sc, &d) == MS_OK, "%s", d.msg);
+    ms_run_options opt = {.policy = policy, .record = false};
+    ms_run *run = NULL;
+    ck_assert_msg(ms_run_execute(*sc, &opt, &run, &d) == MS_OK, "%s", d.msg);
+    return run;
+}
+
+START_TEST(smart_swap_fits_what_none_cannot)
+{
+    static const char *const one_step[] = {"steps=1"};
+    ms_scenario *sc0, *sc1;
+    ms_run *none = run_policy("scenarios/llama2-smartswap-tp1.lua", "none", one_step, 1, &sc0);
+    ms_run *swap = run_policy("scenarios/llama2-smartswap-tp1.lua", "smart_swap", one_step, 1,
+                              &sc1);
+    const ms_run_summary *a, *b;
+    ms_run_summary_get(none, &a);
+    ms_run_summary_get(swap, &b);
+    ck_assert(a->oom);
+    ck_assert_msg(!b->oom, "%s", b->oom_message);
+    ck_assert_uint_gt(b->swapped_bytes, 0);
+    ck_assert_uint_le(b->peak_reserved, b->capacity);
+    ck_assert_uint_lt(b->peak_activation_bytes, a->peak_activation_bytes);
+    ms_run_free(none);
+    ms_run_free(swap);
+    ms_scenario_free(sc0);
+    ms_scenario_free(sc1);
+}
+END_TEST
+
+START_TEST(smart_swap_reuses_host_buffers)
+{
+    static const char *const sets[] = {"steps=1", "recompute_config.recompute=false"};
+    ms_scenario *sc;
+    ms_run *run = run_policy("scenarios/llama2-smartswap-seq16k.lua", "smart_swap", sets, 2, &sc);
+    const ms_run_summary *s;
+    ms_run_summary_get(run, &s);
+    ck_assert_msg(!s->oom, "%s", s->oom_message);
+    ck_assert_uint_gt(s->swapped_bytes, sc->device.host_pinned_bytes);
+    ms_run_free(run);
+    ms_scenario_free(sc);
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -383,6 +436,8 @@ static Suite *run_suite(void)
     tcase_add_test(tc, pipeline_stages_run_together);
     tcase_add_test(tc, pipeline_oom_ends_the_run);
     tcase_add_test(tc, report_detail_selects_the_steps_kept);
+    tcase_add_test(tc, smart_swap_fits_what_none_cannot);
+    tcase_add_test(tc, smart_swap_reuses_host_buffers);
     suite_add_tcase(s, tc);
     return s;
 }
