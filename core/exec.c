@@ -704,10 +704,13 @@ ms_status ms_exec_create(const ms_exec_config *cfg, ms_exec **out, bool *setup_o
         st = ms_alloc_set_observer(e->cfg.alloc, on_alloc_event, e);
     if (st == MS_OK)
         mark_cross_stream(e);
+    if (cfg->quiet_setup)
+        e->cfg.record = NULL;
     if (st == MS_OK)
         st = resolve_pools(e, d);
     if (st == MS_OK)
         st = alloc_persistent(e, setup_oom);
+    e->cfg.record = cfg->record;
     if (st != MS_OK) {
         if (d != NULL && d->msg[0] == '\0')
             ms_diag_set(d, st, "creating the executor failed: %s", ms_strerror(st));

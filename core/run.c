@@ -57,6 +57,7 @@ typedef struct ms_stage {
     ms_step_result res;
     bool setup_oom;
     bool cancelled;          /* its step was abandoned for another stage's OOM */
+    int64_t earlier_ooms, earlier_retries; /* allocator counts of devices relaunched */
     int step;
     ms_diag diag;            /* the stage's own, since stages run interleaved */
 } ms_stage;
@@ -91,7 +92,7 @@ static void stage_close_device(ms_stage *s)
 
 static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, int device, ms_sim *engine,
                                    ms_cohost *co, const char *backend, ms_policy *policy,
-                                   ms_run_record *record, ms_diag *d)
+                                   ms_run_record *record, bool quiet_setup, ms_diag *d)
 {
     ms_alloc_config acfg;
     ms_status st = alloc_config(sc, &acfg, d);
@@ -108,7 +109,8 @@ static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, int devic
         ms_exec_config ecfg = {.program = &s->view, .backend = s->backend, .alloc = s->alloc,
                                .policy = policy, .record = record, .device = &sc->device,
                                .avoid_record_streams = sc->avoid_record_streams,
-                               .pipeline_size = sc->parallel.pipeline_model_parallel_size};
+                               .pipeline_size = sc->parallel.pipeline_model_parallel_size,
+                               .quiet_setup = quiet_setup};
         st = ms_exec_create(&ecfg, &s->exec, &s->setup_oom, d);
     }
     return st;
@@ -134,7 +136,8 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *o
     memset(out, 0, sizeof *out);
     ms_status st = ms_sim_create(&engine);
     if (st == MS_OK)
-        st = stage_open_device(c->sc, &s, 0, engine, NULL, c->backend, c->policy, NULL, d);
+        st = stage_open_device(c->sc, &s, 0, engine, NULL, c->backend, c->policy, NULL, false,
+                               d);
     if (st == MS_OK)
         s.prof = calloc(s.view.n_ops ? s.view.n_ops : 1, sizeof *s.prof);
     if (st == MS_OK && s.prof == NULL)
@@ -352,6 +355,54 @@ static void peaks_of_abandoned_step(ms_stage *s)
     s->res.peak_active = (uint64_t)st.active_bytes[MS_STAT_ALL].peak;
 }
 
+static bool any_setup_oom(ms_run *r, ms_diag *d)
+{
+    bool any = false;
+    for (int i = 0; i < r->n; i++) {
+        if (!r->stages[i].setup_oom)
+            continue;
+        /* Weights, grads and optimizer state alone do not fit. */
+        ms_run_summary *s = &r->summaries[i];
+        s->oom = true;
+        s->oom_step = 0;
+        snprintf(s->oom_message, sizeof s->oom_message, "%s",
+                 d && d->msg[0] ? d->msg : "out of memory at setup");
+        any = true;
+    }
+    if (any && d)
+        ms_diag_clear(d);
+    return any;
+}
+
+/* A pipeline that ran out of memory leaves the other stages' work stuck in
+ * their streams, and a real job crashes.  As the job would be relaunched
+ * with the policy's new decisions, every stage starts again on a fresh
+ * device (empty caches, persistent tensors allocated anew), keeping its
+ * program, plans, profile and summary. */
+static ms_status relaunch_pipeline(ms_run *r, ms_diag *d)
+{
+    for (int i = 0; i < r->n; i++) {
+        ms_stage *s = &r->stages[i];
+        ms_alloc_stats st;
+        if (ms_alloc_get_stats(s->alloc, &st) == MS_OK) {
+            s->earlier_ooms += st.num_ooms;
+            s->earlier_retries += st.num_alloc_retries;
+        }
+        stage_close_device(s);
+    }
+    ms_cohost_destroy(r->co);
+    ms_sim_destroy(r->engine);
+    r->co = NULL;
+    r->engine = NULL;
+    ms_status st = ms_sim_create(&r->engine);
+    if (st == MS_OK)
+        st = ms_cohost_create(r->n, ms_mock_host_clock, &r->co);
+    for (int i = 0; st == MS_OK && i < r->n; i++)
+        st = stage_open_device(r->sc, &r->stages[i], i, r->engine, r->co, r->simctx[i].backend,
+                               r->policy, r->record, true, d);
+    return st;
+}
+
 static ms_status run_steps(ms_run *r, ms_diag *d)
 {
     bool stable = false;
@@ -383,10 +434,10 @@ static ms_status run_steps(ms_run *r, ms_diag *d)
         for (int i = 0; oom && i < r->n; i++)
             if (r->stages[i].res.oom && (st = handle_oom(r, &r->stages[i], d)) != MS_OK)
                 return st;
-        /* Work abandoned on the other stages is stuck in their streams: a
-         * pipeline that ran out of memory ends the run. */
-        if (oom && r->n > 1)
-            break;
+        /* The next plan_step ends the run unless some decisions changed. */
+        if (oom && r->n > 1 && step + 1 < r->sc->steps &&
+            ((st = relaunch_pipeline(r, d)) != MS_OK || any_setup_oom(r, d)))
+            return st;
         if (oom)
             continue;
         /* The pipeline's step lasts from the first host's start to the last
@@ -424,8 +475,8 @@ static void fill_times(ms_run *r)
         s->mfu = peak > 0 ? s->model_tflops * 1e12 / peak : 0.0;
         ms_alloc_stats st;
         if (ms_alloc_get_stats(r->stages[i].alloc, &st) == MS_OK) {
-            s->num_alloc_retries = st.num_alloc_retries;
-            s->num_ooms = st.num_ooms;
+            s->num_alloc_retries = st.num_alloc_retries + r->stages[i].earlier_retries;
+            s->num_ooms = st.num_ooms + r->stages[i].earlier_ooms;
         }
     }
 }
@@ -478,28 +529,9 @@ static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
                                     .policy = r->policy};
         if (st == MS_OK)
             st = stage_open_device(r->sc, s, i, r->engine, r->co, backend, r->policy, r->record,
-                                   d);
+                                   false, d);
     }
     return st;
-}
-
-static bool any_setup_oom(ms_run *r, ms_diag *d)
-{
-    bool any = false;
-    for (int i = 0; i < r->n; i++) {
-        if (!r->stages[i].setup_oom)
-            continue;
-        /* Weights, grads and optimizer state alone do not fit. */
-        ms_run_summary *s = &r->summaries[i];
-        s->oom = true;
-        s->oom_step = 0;
-        snprintf(s->oom_message, sizeof s->oom_message, "%s",
-                 d && d->msg[0] ? d->msg : "out of memory at setup");
-        any = true;
-    }
-    if (any && d)
-        ms_diag_clear(d);
-    return any;
 }
 
 static void close_devices(ms_run *r)

@@ -15,5 +15,5 @@ tests_unit_test_run_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_run_LDADD = libmemsim.la $(TEST_LIBS)
 # The end-to-end test runs the memsim program.
 EXTRA_tests_unit_test_run_DEPENDENCIES = memsim$(EXEEXT)
-EXTRA_DIST += tests/data/cli/plan_error.lua tests/data/cli/tiny-gpt.lua
+EXTRA_DIST += tests/data/cli/plan_error.lua tests/data/cli/tiny-gpt.lua tests/data/policies/recompute_on_oom.lua
 EXTRA_DIST += tests/golden/llama2-7b-none.summary.csv

@@ -41,6 +41,9 @@ typedef struct ms_exec_config {
      * work.wait() does) instead of through record_stream. */
     bool avoid_record_streams;
     int pipeline_size;        /* stages; p2p peers are neighbours on this ring */
+    /* Record nothing of the setup (persistent allocations, pool choices):
+     * a relaunched job's setup is already in the record once. */
+    bool quiet_setup;
 } ms_exec_config;
 
 /* Result of one step. */

@@ -422,6 +422,39 @@ START_TEST(smart_swap_reuses_host_buffers)
 }
 END_TEST
 
+/* A pipeline that ran out of memory is relaunched on fresh devices when the
+ * policy's on_oom changed the decisions: stage 0 of this 2-stage GPT does
+ * not fit keeping every activation (76 GiB allocated, then a 3 GiB request
+ * on an 80 GiB device), recomputing every layer it does, and the two steps
+ * after the OOM complete. */
+START_TEST(pipeline_oom_relaunches_with_new_decisions)
+{
+    static const char *const sets[] = {
+        "parallel.pipeline_model_parallel_size=2", "parallel.world_size=4",
+        "model.hidden_size=8192", "model.num_attention_heads=64", "model.num_layers=4",
+        "model.seq_length=32768", "model.use_flash_attn=true", "parallel.micro_batch_size=4",
+        "parallel.global_batch_size=16", "steps=3"};
+    char policy[1024];
+    snprintf(policy, sizeof policy, "%s/tests/data/policies/recompute_on_oom.lua", srcdir());
+    ms_scenario *sc;
+    ms_run *run = run_policy("tests/data/cli/tiny-gpt.lua", policy, sets, 10, &sc);
+    const ms_run_summary *s;
+    size_t n;
+    ms_run_summaries(run, &s, &n);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(s[0].oom);
+    ck_assert_int_eq(s[0].oom_step, 0);
+    ck_assert_int_eq(s[0].steps, 2);
+    ck_assert_int_ge(s[0].num_ooms, 1); /* counted across the relaunch */
+    ck_assert_uint_gt(s[0].recomputed_ops, 0);
+    ck_assert_uint_eq(s[1].recomputed_ops, 0); /* stage 1 fitted: no decision */
+    ck_assert_double_gt(s[1].step_time_ms, 0);
+    ck_assert_uint_le(s[0].peak_allocated, s[0].capacity);
+    ms_run_free(run);
+    ms_scenario_free(sc);
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -438,6 +471,7 @@ static Suite *run_suite(void)
     tcase_add_test(tc, report_detail_selects_the_steps_kept);
     tcase_add_test(tc, smart_swap_fits_what_none_cannot);
     tcase_add_test(tc, smart_swap_reuses_host_buffers);
+    tcase_add_test(tc, pipeline_oom_relaunches_with_new_decisions);
     suite_add_tcase(s, tc);
     return s;
 }
