@@ -792,6 +792,22 @@ static ms_status issue_step(ms_exec *e)
     return MS_OK;
 }
 
+ms_status ms_exec_partial_peaks(const ms_exec *e, ms_step_result *res)
+{
+    if (e == NULL || res == NULL)
+        return MS_EINVAL;
+    ms_alloc_stats s;
+    ms_status st = ms_alloc_get_stats(e->cfg.alloc, &s);
+    if (st != MS_OK)
+        return st;
+    res->peak_allocated = (uint64_t)s.allocated_bytes[MS_STAT_ALL].peak;
+    res->peak_reserved = (uint64_t)s.reserved_bytes[MS_STAT_ALL].peak;
+    res->peak_active = (uint64_t)s.active_bytes[MS_STAT_ALL].peak;
+    res->reserved_minus_allocated_at_peak = e->gap_at_peak;
+    res->peak_activation_bytes = e->peak_activation;
+    return MS_OK;
+}
+
 static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result *res)
 {
     ms_status st = e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
@@ -805,13 +821,7 @@ static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result 
     for (size_t i = 0; i < e->n_rows; i++)
         if (e->rows[i].stream_id == e->stream_ids[ST_COMPUTE] && e->rows[i].start_ns >= 0)
             res->compute_busy_ns += e->rows[i].end_ns - e->rows[i].start_ns;
-    ms_alloc_stats s;
-    ms_alloc_get_stats(e->cfg.alloc, &s);
-    res->peak_allocated = (uint64_t)s.allocated_bytes[MS_STAT_ALL].peak;
-    res->peak_reserved = (uint64_t)s.reserved_bytes[MS_STAT_ALL].peak;
-    res->peak_active = (uint64_t)s.active_bytes[MS_STAT_ALL].peak;
-    res->reserved_minus_allocated_at_peak = e->gap_at_peak;
-    res->peak_activation_bytes = e->peak_activation;
+    ms_exec_partial_peaks(e, res);
     res->swapped_bytes = e->swapped_bytes;
     res->recomputed_ops = e->recomputed_ops;
     for (uint32_t i = 0; i < e->p->n_ops; i++) {

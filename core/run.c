@@ -343,16 +343,11 @@ static ms_status plan_step(ms_run *r, int step, bool *stable, bool *go, ms_diag 
     return MS_OK;
 }
 
-/* An abandoned step has no result, but its allocator saw what the stage
+/* An abandoned step has no result, but its executor saw what the stage
  * held until then (peaks are reset at each step's start, not at release). */
 static void peaks_of_abandoned_step(ms_stage *s)
 {
-    ms_alloc_stats st;
-    if (ms_alloc_get_stats(s->alloc, &st) != MS_OK)
-        return;
-    s->res.peak_allocated = (uint64_t)st.allocated_bytes[MS_STAT_ALL].peak;
-    s->res.peak_reserved = (uint64_t)st.reserved_bytes[MS_STAT_ALL].peak;
-    s->res.peak_active = (uint64_t)st.active_bytes[MS_STAT_ALL].peak;
+    ms_exec_partial_peaks(s->exec, &s->res);
 }
 
 static bool any_setup_oom(ms_run *r, ms_diag *d)

@@ -75,6 +75,10 @@ ms_status ms_exec_destroy(ms_exec *e);
  * (n == program n_ops) used by the policy's next plan(). */
 ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile *profile,
                        ms_step_result *res, ms_diag *d);
+/* The peaks of a step that did not finish (cancelled: another pipeline
+ * stage ran out of memory): allocator peaks, the gap at the allocated peak
+ * and the activation peak reached so far.  Other fields are left alone. */
+ms_status ms_exec_partial_peaks(const ms_exec *e, ms_step_result *res);
 
 /* A whole run: scenario + policy -> summary (+ record for reports). */
 typedef struct ms_run_options {

@@ -455,6 +455,30 @@ START_TEST(pipeline_oom_relaunches_with_new_decisions)
 }
 END_TEST
 
+/* Seed 000's trimmed GPT-175B at TP 2, PP 4, VPP 2 without recompute: stage
+ * 0 runs out of memory in step 0 and the other stages' step is abandoned;
+ * their rows still report the activations they held when it was. */
+START_TEST(abandoned_stages_report_their_activations)
+{
+    ms_scenario *sc;
+    ms_run *run = run_policy("scenarios/gpt-175b-trimmed-tp2pp4vpp2.lua", "none", NULL, 0, &sc);
+    const ms_run_summary *s;
+    size_t n;
+    ms_run_summaries(run, &s, &n);
+    ck_assert_uint_eq(n, 4);
+    ck_assert(s[0].oom);
+    for (size_t i = 1; i < n; i++) {
+        ck_assert(!s[i].oom);
+        ck_assert_uint_gt(s[i].peak_activation_bytes, 0);
+        ck_assert_uint_ge(s[i].peak_allocated, s[i].weights_bytes + s[i].grads_bytes +
+                                                   s[i].optimizer_bytes +
+                                                   s[i].peak_activation_bytes);
+    }
+    ms_run_free(run);
+    ms_scenario_free(sc);
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -472,6 +496,7 @@ static Suite *run_suite(void)
     tcase_add_test(tc, smart_swap_fits_what_none_cannot);
     tcase_add_test(tc, smart_swap_reuses_host_buffers);
     tcase_add_test(tc, pipeline_oom_relaunches_with_new_decisions);
+    tcase_add_test(tc, abandoned_stages_report_their_activations);
     suite_add_tcase(s, tc);
     return s;
 }
