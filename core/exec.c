@@ -863,6 +863,31 @@ static ms_status record_decisions(ms_exec *e)
     return MS_OK;
 }
 
+typedef struct segment_visit {
+    ms_exec *e;
+    ms_snapshot_when when;
+    ms_status st;
+} segment_visit;
+
+static void add_segment_row(void *user, const ms_block_info *b)
+{
+    segment_visit *v = user;
+    ms_segment_row row = {.step = v->e->step, .device = v->e->cfg.backend->device,
+                          .when = v->when, .block = *b};
+    if (v->st == MS_OK)
+        v->st = ms_record_add_segment(v->e->cfg.record, &row);
+}
+
+/* The allocator's blocks into the record (segments.csv). */
+static ms_status record_segments(ms_exec *e, ms_snapshot_when when)
+{
+    if (e->cfg.record == NULL)
+        return MS_OK;
+    segment_visit v = {e, when, MS_OK};
+    ms_status st = ms_alloc_visit_blocks(e->cfg.alloc, add_segment_row, &v);
+    return st != MS_OK ? st : v.st;
+}
+
 ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile *profile,
                        ms_step_result *res, ms_diag *d)
 {
@@ -892,6 +917,8 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
     st = issue_step(e);
     if (st == MS_ENOMEM) {
         /* The framework would raise here; the step is lost, the run is not. */
+        if ((st = record_segments(e, MS_SNAP_OOM)) != MS_OK)
+            return st;
         res->oom = true;
         res->oom_tensor = e->oom_tensor;
         res->oom_bytes = e->p->tensors[e->oom_tensor].bytes;
@@ -906,6 +933,8 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
     }
     if (st == MS_OK)
         st = finish_step(e, profile, res);
+    if (st == MS_OK && !res->oom)
+        st = record_segments(e, MS_SNAP_STEP_END);
     if (st != MS_OK)
         release_step_tensors(e); /* e.g. cancelled: another stage ran out */
     return st;

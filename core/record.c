@@ -11,6 +11,8 @@ struct ms_run_record {
     size_t n_mem, cap_mem;
     ms_tensor_row *tensors;
     size_t n_tensors, cap_tensors;
+    ms_segment_row *segments;
+    size_t n_segments, cap_segments;
 };
 
 static const char *const work_kind_names[] = {"kernel", "recompute", "swap_out", "swap_in"};
@@ -51,6 +53,7 @@ ms_status ms_record_free(ms_run_record *r)
     free(r->ops);
     free(r->mem);
     free(r->tensors);
+    free(r->segments);
     free(r);
     return MS_OK;
 }
@@ -72,6 +75,7 @@ ms_status ms_record_clear_steps(ms_run_record *r)
     KEEP_SETUP_ROWS(r->ops, r->n_ops);
     KEEP_SETUP_ROWS(r->mem, r->n_mem);
     KEEP_SETUP_ROWS(r->tensors, r->n_tensors);
+    KEEP_SETUP_ROWS(r->segments, r->n_segments);
     return MS_OK;
 }
 
@@ -102,6 +106,17 @@ ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row)
     ms_status st = grow((void **)&r->tensors, &r->cap_tensors, r->n_tensors, sizeof *r->tensors);
     if (st == MS_OK)
         r->tensors[r->n_tensors++] = *row;
+    return st;
+}
+
+ms_status ms_record_add_segment(ms_run_record *r, const ms_segment_row *row)
+{
+    if (r == NULL || row == NULL)
+        return MS_EINVAL;
+    ms_status st =
+        grow((void **)&r->segments, &r->cap_segments, r->n_segments, sizeof *r->segments);
+    if (st == MS_OK)
+        r->segments[r->n_segments++] = *row;
     return st;
 }
 
@@ -160,4 +175,25 @@ ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row
         return MS_EINVAL;
     *row = &r->tensors[i];
     return MS_OK;
+}
+
+ms_status ms_record_n_segments(const ms_run_record *r, size_t *n)
+{
+    if (r == NULL || n == NULL)
+        return MS_EINVAL;
+    *n = r->n_segments;
+    return MS_OK;
+}
+
+ms_status ms_record_segment(const ms_run_record *r, size_t i, const ms_segment_row **row)
+{
+    if (r == NULL || row == NULL || i >= r->n_segments)
+        return MS_EINVAL;
+    *row = &r->segments[i];
+    return MS_OK;
+}
+
+const char *ms_snapshot_when_name(ms_snapshot_when w)
+{
+    return w == MS_SNAP_OOM ? "oom" : w == MS_SNAP_STEP_END ? "step_end" : "?";
 }

@@ -123,17 +123,22 @@ static const char *const mem_cols[] = {
     "temp_bytes", "comm_buffer_bytes",
 };
 
+static ms_status hex(ms_csv_out *w, uint64_t v)
+{
+    char buf[24];
+    snprintf(buf, sizeof buf, "0x%" PRIx64, v);
+    return ms_csv_str(w, buf);
+}
+
 static ms_status mem_row(ms_csv_out *w, const ms_mem_row *r)
 {
-    char addr[32];
-    snprintf(addr, sizeof addr, "0x%" PRIx64, r->addr);
     ms_status st = MS_OK;
 #define S(x) if (st == MS_OK) st = (x)
     S(ms_csv_i64(w, r->step));
     S(ms_csv_i64(w, r->device));
     S(ms_csv_i64(w, r->time_ns));
     S(ms_csv_str(w, ms_alloc_action_name((ms_alloc_action)r->action)));
-    S(ms_csv_str(w, addr));
+    S(hex(w, r->addr));
     S(ms_csv_u64(w, r->bytes));
     S(ms_csv_u64(w, r->allocated));
     S(ms_csv_u64(w, r->reserved));
@@ -168,7 +173,39 @@ static ms_status tensor_row(ms_csv_out *w, const ms_tensor_row *r, const ms_prog
     return st;
 }
 
-typedef enum { TABLE_OPS, TABLE_MEM, TABLE_TENSORS } table_kind;
+static const char *const segment_cols[] = {
+    "step", "device", "when", "segment_addr", "segment_size", "segment_type", "expandable",
+    "pool", "addr", "size", "requested", "state", "stream",
+};
+
+/* Names as in PyTorch's memory snapshot (segment_type, block state). */
+static ms_status segment_row(ms_csv_out *w, const ms_segment_row *r)
+{
+    const ms_block_info *b = &r->block;
+    const char *state = b->allocated      ? "active_allocated"
+                        : b->pending_free ? "active_pending_free"
+                                          : "inactive";
+    ms_status st = MS_OK;
+#define S(x) if (st == MS_OK) st = (x)
+    S(ms_csv_i64(w, r->step));
+    S(ms_csv_i64(w, r->device));
+    S(ms_csv_str(w, ms_snapshot_when_name(r->when)));
+    S(hex(w, b->segment_addr));
+    S(ms_csv_u64(w, b->segment_size));
+    S(ms_csv_str(w, b->small ? "small" : "large"));
+    S(ms_csv_str(w, b->expandable ? "true" : "false"));
+    S(ms_csv_i64(w, b->pool));
+    S(hex(w, b->addr));
+    S(ms_csv_u64(w, b->size));
+    S(ms_csv_u64(w, b->allocated || b->pending_free ? b->requested : 0));
+    S(ms_csv_str(w, state));
+    S(ms_csv_u64(w, b->stream_id));
+    S(ms_csv_end_row(w));
+#undef S
+    return st;
+}
+
+typedef enum { TABLE_OPS, TABLE_MEM, TABLE_TENSORS, TABLE_SEGMENTS } table_kind;
 
 /* Rows name ops and tensors of their own device's program. */
 static const ms_program_view *program_of(const ms_program_view *programs, size_t n, int device)
@@ -202,6 +239,14 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
             const ms_mem_row *r;
             ms_record_mem(rec, i, &r);
             st = mem_row(&w, r);
+        }
+    } else if (kind == TABLE_SEGMENTS) {
+        st = ms_csv_header(&w, segment_cols, NCOLS(segment_cols));
+        ms_record_n_segments(rec, &n);
+        for (size_t i = 0; i < n && st == MS_OK; i++) {
+            const ms_segment_row *r;
+            ms_record_segment(rec, i, &r);
+            st = segment_row(&w, r);
         }
     } else {
         st = ms_csv_header(&w, tensor_cols, NCOLS(tensor_cols));
@@ -252,6 +297,8 @@ ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, 
             st = write_table(dir, "memory.csv", TABLE_MEM, record, programs, n_programs, d);
         if (st == MS_OK)
             st = write_table(dir, "tensors.csv", TABLE_TENSORS, record, programs, n_programs, d);
+        if (st == MS_OK)
+            st = write_table(dir, "segments.csv", TABLE_SEGMENTS, record, programs, n_programs, d);
         char path[4096];
         snprintf(path, sizeof path, "%s/trace.json", dir);
         if (st == MS_OK)

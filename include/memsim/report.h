@@ -11,6 +11,7 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "memsim/allocator.h"
 #include "memsim/status.h"
 #include "memsim/workload.h"
 
@@ -67,6 +68,21 @@ typedef struct ms_tensor_row {
     uint64_t bytes;
 } ms_tensor_row;
 
+/* The allocator's segments, block by block (segments.csv), at a moment of a
+ * step: when an allocation failed (what PyTorch users dump a snapshot for:
+ * which cached blocks were free but too small or split), or at its end (the
+ * cache the next step starts from). */
+typedef enum ms_snapshot_when { MS_SNAP_OOM = 0, MS_SNAP_STEP_END } ms_snapshot_when;
+
+const char *ms_snapshot_when_name(ms_snapshot_when w); /* "oom", "step_end" */
+
+typedef struct ms_segment_row {
+    int step;
+    int device;
+    ms_snapshot_when when;
+    ms_block_info block;
+} ms_segment_row;
+
 /* One finished run of one policy on one scenario: the figures of the summary. */
 typedef struct ms_run_summary {
     char scenario[128];
@@ -108,6 +124,7 @@ ms_status ms_record_clear_steps(ms_run_record *r);
 ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row);
 ms_status ms_record_add_mem(ms_run_record *r, const ms_mem_row *row);
 ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row);
+ms_status ms_record_add_segment(ms_run_record *r, const ms_segment_row *row);
 /* Patch device start/end of an op row once the backend reports it. */
 ms_status ms_record_set_times(ms_run_record *r, size_t row, int64_t start_ns, int64_t end_ns);
 ms_status ms_record_n_ops(const ms_run_record *r, size_t *n);
@@ -116,6 +133,8 @@ ms_status ms_record_n_mem(const ms_run_record *r, size_t *n);
 ms_status ms_record_mem(const ms_run_record *r, size_t i, const ms_mem_row **row);
 ms_status ms_record_n_tensors(const ms_run_record *r, size_t *n);
 ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row **row);
+ms_status ms_record_n_segments(const ms_run_record *r, size_t *n);
+ms_status ms_record_segment(const ms_run_record *r, size_t i, const ms_segment_row **row);
 
 /* Write summary.csv (one row per summary), ops.csv, memory.csv and
  * tensors.csv into dir (created if missing).  Files are written whole to a

@@ -380,7 +380,7 @@ static ms_run *run_policy(const char *scenario, const char *policy, const char *
     snprintf(path, sizeof path, "%s/%s", srcdir(), scenario);
     ms_diag d = {0};
     ck_assert_msg(ms_scenario_load(path, sets, n_sets, sc, &d) == MS_OK, "%s", d.msg);
-    ms_run_options opt = {.policy = policy, .record = false};
+    ms_run_options opt = {.policy = policy, .record = true};
     ms_run *run = NULL;
     ck_assert_msg(ms_run_execute(*sc, &opt, &run, &d) == MS_OK, "%s", d.msg);
     return run;
@@ -479,6 +479,61 @@ START_TEST(abandoned_stages_report_their_activations)
 }
 END_TEST
 
+/* segments.csv's rows: every segment is tiled by its blocks in address
+ * order, at the end of each step and, for a step that ran out of memory, at
+ * the failed allocation (after the allocator freed its cache and retried). */
+static void assert_segments_tiled(const ms_run_record *rec, ms_snapshot_when when, int step,
+                                  size_t *n_rows)
+{
+    size_t n = 0;
+    ms_record_n_segments(rec, &n);
+    uint64_t seg = 0, next = 0, end = 0;
+    *n_rows = 0;
+    for (size_t i = 0; i < n; i++) {
+        const ms_segment_row *r;
+        ms_record_segment(rec, i, &r);
+        if (r->when != when || r->step != step)
+            continue;
+        (*n_rows)++;
+        const ms_block_info *b = &r->block;
+        if (b->segment_addr != seg) {
+            ck_assert_uint_eq(next, end); /* the previous segment was covered */
+            seg = b->segment_addr;
+            next = seg;
+            end = seg + b->segment_size;
+        }
+        ck_assert_uint_eq(b->addr, next);
+        next += b->size;
+        ck_assert_uint_le(next, end);
+    }
+    ck_assert_uint_eq(next, end);
+}
+
+START_TEST(segments_at_step_end_and_at_oom)
+{
+    static const char *const one_step[] = {"steps=1"};
+    ms_scenario *sc0, *sc1;
+    ms_run *fits = run_policy("scenarios/llama2-smartswap-tp8.lua", "none", one_step, 1, &sc0);
+    ms_run *oom = run_policy("scenarios/llama2-smartswap-tp1.lua", "none", one_step, 1, &sc1);
+    const ms_run_record *a, *b;
+    ms_run_record_get(fits, &a);
+    ms_run_record_get(oom, &b);
+    size_t n;
+    assert_segments_tiled(a, MS_SNAP_STEP_END, 0, &n);
+    ck_assert_uint_gt(n, 10);
+    assert_segments_tiled(a, MS_SNAP_OOM, 0, &n);
+    ck_assert_uint_eq(n, 0);
+    assert_segments_tiled(b, MS_SNAP_OOM, 0, &n);
+    ck_assert_uint_gt(n, 10);
+    assert_segments_tiled(b, MS_SNAP_STEP_END, 0, &n);
+    ck_assert_uint_eq(n, 0);
+    ms_run_free(fits);
+    ms_run_free(oom);
+    ms_scenario_free(sc0);
+    ms_scenario_free(sc1);
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -497,6 +552,7 @@ static Suite *run_suite(void)
     tcase_add_test(tc, smart_swap_reuses_host_buffers);
     tcase_add_test(tc, pipeline_oom_relaunches_with_new_decisions);
     tcase_add_test(tc, abandoned_stages_report_their_activations);
+    tcase_add_test(tc, segments_at_step_end_and_at_oom);
     suite_add_tcase(s, tc);
     return s;
 }
