@@ -136,8 +136,9 @@ ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row
 ms_status ms_record_n_segments(const ms_run_record *r, size_t *n);
 ms_status ms_record_segment(const ms_run_record *r, size_t i, const ms_segment_row **row);
 
-/* Write summary.csv (one row per summary), ops.csv, memory.csv and
- * tensors.csv into dir (created if missing).  Files are written whole to a
+/* Write summary.csv (one row per summary), and with a record ops.csv,
+ * memory.csv, tensors.csv, segments.csv and trace.json, into dir (created
+ * if missing).  Files are written whole to a
  * temporary name and renamed, so a failed run never leaves a partial CSV
  * that looks complete. */
 ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
