@@ -154,8 +154,8 @@ static int cmd_run(int argc, char **argv)
             for (size_t k = 0; k < n_stages; k++)
                 ms_report_print_summary(stdout, &s[k]);
             if (rec != NULL)
-                printf("wrote           %s/{summary,ops,memory,tensors,segments}.csv and "
-                       "trace.json%s\n",
+                printf("wrote           %s/{summary,ops,memory,tensors,segments}.csv, trace.json, "
+                       "{memory,timeline}.svg%s\n",
                        dir, sc->report_detail == MS_DETAIL_LAST ? " (last step)" : "");
             else
                 printf("wrote           %s/summary.csv (report.detail = \"none\")\n", dir);

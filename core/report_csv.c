@@ -10,6 +10,7 @@
 
 #include "memsim/allocator.h"
 #include "csv_out.h"
+#include "report_svg.h"
 
 #define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
@@ -303,6 +304,9 @@ ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, 
         snprintf(path, sizeof path, "%s/trace.json", dir);
         if (st == MS_OK)
             st = ms_report_write_chrome_trace(path, record, programs, n_programs, d);
+        if (st == MS_OK)
+            st = ms_report_write_svg_capacity(dir, record, programs, n_programs,
+                                              summaries[0].capacity, d);
     }
     /* The summary goes last: its presence says the others are complete. */
     if (st == MS_OK) {

@@ -17,3 +17,10 @@ tests_unit_test_run_LDADD = libmemsim.la $(TEST_LIBS)
 EXTRA_tests_unit_test_run_DEPENDENCIES = memsim$(EXEEXT)
 EXTRA_DIST += tests/data/cli/plan_error.lua tests/data/cli/tiny-gpt.lua tests/data/policies/recompute_on_oom.lua
 EXTRA_DIST += tests/golden/llama2-7b-none.summary.csv
+
+# SVG plots of a run record (memory over time by tensor kind, stream timelines).
+check_PROGRAMS += tests/unit/test_report_svg
+TESTS += tests/unit/test_report_svg
+tests_unit_test_report_svg_SOURCES = tests/unit/test_report_svg.c
+tests_unit_test_report_svg_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_report_svg_LDADD = libmemsim.la $(TEST_LIBS)
