@@ -99,7 +99,17 @@ static int32_t first_backward_use(const ms_program_view *p, const ms_tensor *t)
  * the consumer saves it, so it stays (the attention core's context layer
  * under selective recompute; a layer's output, the next layer's checkpoint,
  * under full recompute). */
-static bool droppable(const ms_program_view *p, const ms_segment *s, const ms_tensor *t)
+/* op is inside a segment that is recomputed (itself or an ancestor). */
+static bool in_recomputed(const ms_program_view *p, const ms_schedule *s, const ms_op *op)
+{
+    for (int32_t g = op->segment; g != MS_NONE; g = p->segments[g].parent)
+        if (s->seg_recompute[g])
+            return true;
+    return false;
+}
+
+static bool droppable(const ms_program_view *p, const ms_schedule *sched, const ms_segment *s,
+                      const ms_tensor *t)
 {
     if (t->persistent || t->producer == MS_NONE || !t->saved_for_backward)
         return false;
@@ -108,7 +118,11 @@ static bool droppable(const ms_program_view *p, const ms_segment *s, const ms_te
     bool any_backward = false;
     for (uint32_t u = 0; u < t->n_uses; u++) {
         const ms_op *op = &p->ops[t->uses[u]];
-        if (op->phase == MS_PHASE_FORWARD && (t->uses[u] < s->first_op || t->uses[u] > s->last_op))
+        bool outside = t->uses[u] < s->first_op || t->uses[u] > s->last_op;
+        /* A reader outside that is re-issued itself would need the tensor
+         * before this segment's replay brings it back. */
+        if (op->phase == MS_PHASE_FORWARD && outside &&
+            (!s->op_level || in_recomputed(p, sched, op)))
             return false;
         if (op->phase != MS_PHASE_BACKWARD)
             continue;
@@ -131,10 +145,15 @@ static ms_status mark_recompute(const ms_program_view *p, const ms_plan *plan, m
                                dec->segment, p->n_segments);
         s->seg_recompute[dec->segment] = 1;
     }
-    /* A module inside a recomputed layer is recomputed with it. */
+    /* A module (or op) inside a recomputed layer or module is recomputed
+     * with it.  Parents come before their children, so one pass in id order
+     * sees every ancestor's final mark: covered[] is "an ancestor is
+     * recomputed" (seg_at serves as scratch; emit_recompute_actions sets it). */
+    int32_t *covered = s->seg_at;
     for (uint32_t i = 0; i < p->n_segments; i++) {
         int32_t parent = p->segments[i].parent;
-        if (parent != MS_NONE && s->seg_recompute[parent])
+        covered[i] = parent != MS_NONE && (s->seg_recompute[parent] || covered[parent]);
+        if (covered[i])
             s->seg_recompute[i] = 0;
     }
     for (uint32_t i = 0; i < p->n_segments; i++) {
@@ -145,7 +164,7 @@ static ms_status mark_recompute(const ms_program_view *p, const ms_plan *plan, m
             const ms_op *op = &p->ops[o];
             for (uint32_t k = 0; k < op->n_outputs; k++) {
                 const ms_tensor *t = &p->tensors[op->outputs[k]];
-                if (droppable(p, seg, t)) {
+                if (droppable(p, s, seg, t)) {
                     s->tensors[t->id].dropped = 1;
                     s->tensors[t->id].segment = (int32_t)i;
                 }

@@ -611,7 +611,8 @@ static ms_status build_segments(const wb *b, ms_program *p)
         ms_segment *s = &p->segments[i];
         *s = (ms_segment){.id = i, .name = p->names + w->name, .layer = w->layer,
                           .micro_batch = w->micro_batch, .parent = w->parent,
-                          .first_op = w->first_op, .last_op = w->last_op};
+                          .first_op = w->first_op, .last_op = w->last_op,
+                          .op_level = w->op_level};
         uint32_t *in = p->seg_inputs + off, n = 0;
         for (uint32_t o = w->first_op; o <= w->last_op; o++)
             for (uint32_t k = 0; k < p->ops[o].n_inputs; k++) {
@@ -630,6 +631,57 @@ static ms_status build_segments(const wb *b, ms_program *p)
         s->first_backward_op = first_backward_op(p, s);
     }
     return MS_OK;
+}
+
+/* Worth a segment of its own: it keeps an output for backward (something
+ * to drop), and every input outlives the forward pass (persistent, or kept
+ * for backward), so a replay before the backward finds them.  An input freed
+ * after forward (sequence parallelism's all-gathered activations, gathered
+ * again in backward) would have to be kept, which is not what recompute
+ * saves. */
+static bool recomputable_alone(const ms_program *p, uint32_t o)
+{
+    const ms_op *op = &p->ops[o];
+    for (uint32_t k = 0; k < op->n_inputs; k++) {
+        const ms_tensor *t = &p->tensors[op->inputs[k]];
+        if (!t->persistent && !t->saved_for_backward)
+            return false;
+    }
+    for (uint32_t k = 0; k < op->n_outputs; k++) {
+        const ms_tensor *t = &p->tensors[op->outputs[k]];
+        if (t->producer == (int32_t)o && t->saved_for_backward && !t->persistent)
+            return true;
+    }
+    return false;
+}
+
+/* MindFormers' select_recompute may name a single op of a module
+ * ("feed_forward\.w1\.matmul": recompute that matmul's output from its
+ * kept inputs).  Recompute works on segments, so every forward op of a layer
+ * that keeps a tensor for backward and shares its innermost segment with
+ * other ops gets a segment of its own, nested in that one.  They are
+ * appended after the model's segments, which keep their ids (a parent's id
+ * is still smaller than its children's). */
+static bool add_op_segments(wb *b, ms_program *p)
+{
+    uint32_t n_model = b->n_segs;
+    for (uint32_t o = 0; o < p->n_ops; o++) {
+        ms_op *op = &p->ops[o];
+        if (op->phase != MS_PHASE_FORWARD || op->layer == MS_NONE || op->segment == MS_NONE ||
+            (uint32_t)op->segment >= n_model)
+            continue;
+        const wb_segment *in = &b->segs[op->segment];
+        if (in->first_op == in->last_op || !recomputable_alone(p, o))
+            continue;
+        if (!grow32(b, (void **)&b->segs, sizeof *b->segs, &b->cap_segs, b->n_segs + 1))
+            return false;
+        b->segs[b->n_segs] = (wb_segment){
+            .name = b->op_at[o].name, .layer = op->layer, .micro_batch = op->micro_batch,
+            .parent = op->segment, .first_op = o, .last_op = o, .op_level = true};
+        op->segment = (int32_t)b->n_segs++;
+        b->seg_reads += op->n_inputs;
+    }
+    return true;
 }
 
 /* The program keeps only what it uses of a reserved array: shrinking is
@@ -674,16 +726,24 @@ ms_status wb_finish(wb *b, int stage, ms_program **out)
         return MS_ENOMEM;
     p->stage = stage;
     take_arrays(b, p);
-    p->n_segments = b->n_segs;
-    /* Every element is written below: no need to zero them. */
-    p->segments = malloc((b->n_segs ? b->n_segs : 1) * sizeof *p->segments);
     p->uses = malloc((b->n_reads ? b->n_reads : 1) * sizeof *p->uses);
-    if (p->segments == NULL || p->uses == NULL) {
+    if (p->uses == NULL) {
         program_free_parts(p);
         return MS_ENOMEM;
     }
     link_tensors(b, p);
     link_ops(b, p);
+    if (!add_op_segments(b, p)) {
+        program_free_parts(p);
+        return MS_ENOMEM;
+    }
+    p->n_segments = b->n_segs;
+    /* Every element is written below: no need to zero them. */
+    p->segments = malloc((b->n_segs ? b->n_segs : 1) * sizeof *p->segments);
+    if (p->segments == NULL) {
+        program_free_parts(p);
+        return MS_ENOMEM;
+    }
     ms_status st = build_segments(b, p);
     if (st != MS_OK) {
         program_free_parts(p);

@@ -42,6 +42,7 @@ typedef struct wb_segment {
     int32_t layer, micro_batch, parent;
     uint32_t first_op, last_op;
     bool open;
+    bool op_level;
 } wb_segment;
 
 /* The builder.  The "current" fields stamp every op appended.

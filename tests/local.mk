@@ -15,7 +15,7 @@ tests_unit_test_run_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_run_LDADD = libmemsim.la $(TEST_LIBS)
 # The end-to-end test runs the memsim program.
 EXTRA_tests_unit_test_run_DEPENDENCIES = memsim$(EXEEXT)
-EXTRA_DIST += tests/data/cli/plan_error.lua tests/data/cli/tiny-gpt.lua tests/data/policies/recompute_on_oom.lua
+EXTRA_DIST += tests/data/cli/plan_error.lua tests/data/cli/tiny-gpt.lua tests/data/policies/recompute_on_oom.lua tests/data/cli/select-op.lua
 EXTRA_DIST += tests/golden/llama2-7b-none.summary.csv
 
 # SVG plots of a run record (memory over time by tensor kind, stream timelines).

@@ -95,6 +95,12 @@ typedef struct ms_segment {
     const uint32_t *inputs;  /* tensors read but not produced inside (weights too), ascending */
     uint32_t n_inputs;
     uint32_t first_backward_op;
+    /* One op of a module, for MindFormers' select_recompute of single ops.
+     * Recomputing it drops the op's saved outputs even where later forward
+     * ops read them (MindSpore recomputes an op's output, whoever reads
+     * it); a module or layer segment, like torch.utils.checkpoint, keeps an
+     * output that ops outside it read in forward, since they save it. */
+    bool op_level;
 } ms_segment;
 
 typedef struct ms_program ms_program;

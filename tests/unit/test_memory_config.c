@@ -437,11 +437,16 @@ START_TEST(plan_select_recompute)
     ck_assert_uint_eq(b.plan.n, 16);
     ck_assert_uint_eq(count_dec(&b, MS_DEC_RECOMPUTE, "_norm"), 16);
     built_free(&b);
-    /* Only mul: the activation segment also holds silu, so nothing is a
-     * whole recompute unit. */
+    /* Only mul: the activation segment also holds silu, so mul's own
+     * op-level segment is recomputed (its inputs, silu's output and w3's,
+     * are kept for backward; its output, read by w2's weight grad, is
+     * dropped and made again). */
     plan_small(&b, 4, 1, "recompute_config = { select_recompute = {'feed_forward\\\\.mul'} },",
                0);
-    ck_assert_uint_eq(b.plan.n, 0);
+    ck_assert_uint_eq(b.plan.n, 8);
+    ck_assert_uint_eq(count_dec(&b, MS_DEC_RECOMPUTE, ".feed_forward.mul"), 8);
+    for (uint32_t i = 0; i < b.plan.n; i++)
+        ck_assert(b.v.segments[b.plan.items[i].segment].op_level);
     built_free(&b);
     /* Every op of the layer matched: the layer itself. */
     plan_small(&b, 4, 1, "recompute_config = { select_recompute = {'.*'} },", 0);

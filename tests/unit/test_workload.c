@@ -224,7 +224,9 @@ START_TEST(full_recompute_keeps_layer_input)
 END_TEST
 
 /* Each (layer, micro-batch) has one layer segment and, inside it, the two
- * norms, the attention core and the MLP activation, contiguous and nested. */
+ * norms, the attention core and the MLP activation, contiguous and nested;
+ * after them come op-level segments (select_recompute of single ops): one
+ * op each, inside a segment of several ops. */
 START_TEST(segments_nest)
 {
     ms_scenario sc = gpt(512, 1, 1024, 16, 2, true, false, 2);
@@ -232,9 +234,18 @@ START_TEST(segments_nest)
     sc.parallel.num_micro_batches = 3;
     ms_program_view v;
     ms_program *p = build(&sc, 0, &v);
-    ck_assert_uint_eq(v.n_segments, 2 * 3 * 5);
+    uint32_t model = 0;
     for (uint32_t i = 0; i < v.n_segments; i++) {
         const ms_segment *s = &v.segments[i];
+        if (!s->op_level) {
+            ck_assert_uint_eq(i, model++); /* the model's segments come first */
+        } else {
+            ck_assert_uint_eq(s->first_op, s->last_op);
+            ck_assert_int_ne(s->parent, MS_NONE);
+            ck_assert(!v.segments[s->parent].op_level);
+            ck_assert_uint_lt(v.segments[s->parent].first_op, v.segments[s->parent].last_op);
+            ck_assert_str_eq(s->name, v.ops[s->first_op].name);
+        }
         ck_assert_uint_le(s->first_op, s->last_op);
         for (uint32_t o = s->first_op; o <= s->last_op; o++) {
             ck_assert_int_eq(v.ops[o].phase, MS_PHASE_FORWARD);
@@ -245,9 +256,12 @@ START_TEST(segments_nest)
             const ms_segment *par = &v.segments[s->parent];
             ck_assert_int_ge(s->first_op, par->first_op);
             ck_assert_int_le(s->last_op, par->last_op);
-            ck_assert_int_eq(v.ops[s->first_op].segment, (int32_t)i);
+            int32_t inner = v.ops[s->first_op].segment;
+            ck_assert(inner == (int32_t)i || v.segments[inner].parent == (int32_t)i);
         }
     }
+    ck_assert_uint_eq(model, 2 * 3 * 5);
+    ck_assert_uint_gt(v.n_segments, model);
     ck_assert_str_eq(v.segments[0].name, "layers.0");
     ck_assert_str_eq(v.segments[2].name, "layers.0.self_attention.core_attention");
     ms_program_free(p);
