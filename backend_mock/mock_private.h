@@ -19,6 +19,19 @@ struct ms_event {
     struct ms_event *prev, *next;
 };
 
+/* One remembered kernel price: the fields ms_cost_kernel_ns reads (doubles
+ * as their bit patterns, so only identical inputs match) and its result. */
+typedef struct ms_price_memo {
+    uint64_t flops, bytes, comm_bytes;
+    int32_t cls, dtype, comm, link, group_size;
+    bool used;
+    int64_t ns;
+} ms_price_memo;
+
+/* Open addressing (linear probing); emptied when three quarters full, so a
+ * workload with more distinct kernels than that only prices some again. */
+enum { MS_PRICE_MEMO_BITS = 10, MS_PRICE_MEMO_SLOTS = 1 << MS_PRICE_MEMO_BITS };
+
 /* A va_reserve'd range and the parts of it that are mapped. */
 typedef struct ms_reservation {
     ms_range range;
@@ -42,6 +55,8 @@ typedef struct ms_mock {
     size_t n_resv, cap_resv;
     struct ms_stream *streams; /* open handles */
     struct ms_event *events;
+    ms_price_memo prices[MS_PRICE_MEMO_SLOTS];
+    uint32_t n_prices; /* slots used */
 } ms_mock;
 
 /* memory.c */

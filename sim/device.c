@@ -188,10 +188,35 @@ static void sweep_streams(ms_simdev *d)
     d->sweep = false;
 }
 
+/* False when ms_simstream_advance(s) would return at its first look and
+ * change nothing: no head, a head already handed to an engine, a wait whose
+ * capture has not run, a p2p receive with an empty mailbox, or a head not yet
+ * issued whose arrival kick is already scheduled.  Skipping those keeps the
+ * order of everything that does happen (creation order of the streams). */
+static bool may_advance(const ms_simdev *d, const ms_simstream *s, int64_t now)
+{
+    const ms_work_item *it = s->head;
+    if (it == NULL)
+        return false;
+    switch ((ms_item_state)it->state) {
+    case MS_IS_READY:
+    case MS_IS_RUNNING:
+        return false;
+    case MS_IS_WAITING:
+        if (it->kind == MS_IK_WAIT)
+            return it->cap->done;
+        return ms_sim_attached(d->sim)->n_mail > 0;
+    default:
+        return it->issue_ns <= now || !it->arrival_kicked;
+    }
+}
+
 static void advance_all(ms_simdev *d)
 {
+    int64_t now = ms_sim_clock(d->sim);
     for (size_t i = 0; i < d->n_streams; i++)
-        ms_simstream_advance(d->streams[i]);
+        if (may_advance(d, d->streams[i], now))
+            ms_simstream_advance(d->streams[i]);
 }
 
 void ms_simdev_settle(ms_simdev *d, ms_simstream *changed)

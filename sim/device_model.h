@@ -46,7 +46,7 @@ typedef struct ms_capture {
 
 typedef struct ms_work_item {
     struct ms_work_item *next; /* stream FIFO; free list */
-    struct ms_work_item *link; /* copy engine lists */
+    struct ms_work_item *link; /* copy engine lists; a serial engine's ready list */
     ms_simstream *stream;
     uint8_t kind, res, state;
     bool arrival_kicked; /* a kick is scheduled for its issue time */
@@ -67,7 +67,11 @@ typedef struct ms_serial_engine {
     ms_simdev *dev;
     ms_item_res res;
     ms_work_item *current;
-    uint32_t n_ready; /* stream heads waiting for this engine */
+    /* Stream heads waiting for this engine, in no particular order: the
+     * dispatch rule is a total order on them (seq is unique per device), so
+     * the pick does not depend on where they sit.  Kept so that a dispatch
+     * looks at these few instead of at every stream's head. */
+    ms_work_item *ready;
 } ms_serial_engine;
 
 /* One direction of the full-duplex host link. */
@@ -130,12 +134,46 @@ struct ms_simdev {
     ms_status fault; /* sticky: the engine could not grow inside a callback */
 };
 
-/* work_pool.c: items and captures come from per-device slabs. */
-ms_work_item *ms_pool_item_get(ms_simdev *d);
-void ms_pool_item_put(ms_simdev *d, ms_work_item *it);
-ms_capture *ms_pool_capture_get(ms_simdev *d);
-void ms_capture_unref(ms_simdev *d, ms_capture *c);
+/* work_pool.c: items and captures come from per-device slabs.  The refills
+ * (false: out of memory) are there; taking and returning, done once per
+ * item, are inline. */
+bool ms_pool_items_refill(ms_simdev *d);
+bool ms_pool_captures_refill(ms_simdev *d);
 void ms_pool_free_all(ms_simdev *d);
+
+static inline ms_work_item *ms_pool_item_get(ms_simdev *d)
+{
+    if (d->free_items == NULL && !ms_pool_items_refill(d))
+        return NULL;
+    ms_work_item *it = d->free_items;
+    d->free_items = it->next;
+    return it;
+}
+
+static inline void ms_pool_item_put(ms_simdev *d, ms_work_item *it)
+{
+    it->next = d->free_items;
+    d->free_items = it;
+}
+
+/* A fresh capture holding one reference. */
+static inline ms_capture *ms_pool_capture_get(ms_simdev *d)
+{
+    if (d->free_caps == NULL && !ms_pool_captures_refill(d))
+        return NULL;
+    ms_capture *c = d->free_caps;
+    d->free_caps = c->next_free;
+    *c = (ms_capture){.refs = 1};
+    return c;
+}
+
+static inline void ms_capture_unref(ms_simdev *d, ms_capture *c)
+{
+    if (c == NULL || --c->refs > 0)
+        return;
+    c->next_free = d->free_caps;
+    d->free_caps = c;
+}
 
 /* device.c */
 /* Bring the device up to date at the engine's clock: advance stream heads
@@ -156,6 +194,12 @@ bool ms_simstream_advance(ms_simstream *s);
 
 /* serial_engine.c */
 void ms_serial_engine_init(ms_serial_engine *e, ms_simdev *d, ms_item_res res);
+/* The head it became ready for e (state already MS_IS_READY). */
+static inline void ms_serial_engine_add_ready(ms_serial_engine *e, ms_work_item *it)
+{
+    it->link = e->ready;
+    e->ready = it;
+}
 void ms_serial_engine_dispatch(ms_serial_engine *e);
 void ms_serial_engine_done(ms_sim *sim, void *arg);
 

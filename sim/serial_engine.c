@@ -23,23 +23,25 @@ static bool before(const ms_work_item *a, const ms_work_item *b)
 
 void ms_serial_engine_dispatch(ms_serial_engine *e)
 {
-    if (e->current != NULL || e->n_ready == 0)
+    if (e->current != NULL || e->ready == NULL)
         return;
     ms_simdev *d = e->dev;
-    ms_work_item *best = NULL;
-    for (size_t i = 0; i < d->n_streams; i++) {
-        ms_work_item *it = d->streams[i]->head;
-        if (it != NULL && it->state == MS_IS_READY && it->res == e->res &&
-            (best == NULL || before(it, best)))
-            best = it;
-    }
-    if (best == NULL || ms_simdev_defer_dispatch(d))
+    /* The ready list holds exactly the stream heads in MS_IS_READY for this
+     * engine; before() is a total order on them, so its minimum is the item
+     * a scan of every stream's head would pick. */
+    ms_work_item **best_at = &e->ready;
+    for (ms_work_item **p = &e->ready->link; *p != NULL; p = &(*p)->link)
+        if (before(*p, *best_at))
+            best_at = p;
+    if (ms_simdev_defer_dispatch(d))
         return;
+    ms_work_item *best = *best_at;
+    *best_at = best->link;
+    best->link = NULL;
     int64_t now = ms_sim_clock(d->sim);
     best->state = MS_IS_RUNNING;
     best->start_ns = now;
     best->stream->not_started--;
-    e->n_ready--;
     e->current = best;
     if (ms_sim_schedule(d->sim, now + best->dur_ns, ms_serial_engine_done, e) != MS_OK)
         d->fault = MS_ENOMEM;

@@ -209,11 +209,11 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
         return true;
     case MS_RES_COMPUTE:
         it->state = MS_IS_READY; /* the serial engine picks among ready heads */
-        d->compute.n_ready++;
+        ms_serial_engine_add_ready(&d->compute, it);
         return false;
     case MS_RES_COMM:
         it->state = MS_IS_READY;
-        d->comm.n_ready++;
+        ms_serial_engine_add_ready(&d->comm, it);
         return false;
     case MS_RES_P2P_RECV:
         /* A receive occupies its stream from now until its send arrives. */

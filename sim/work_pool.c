@@ -19,51 +19,28 @@ static void *slab_new(ms_simdev *d, size_t payload)
     return (char *)s + head;
 }
 
-ms_work_item *ms_pool_item_get(ms_simdev *d)
+bool ms_pool_items_refill(ms_simdev *d)
 {
-    if (d->free_items == NULL) {
-        ms_work_item *v = slab_new(d, ITEMS_PER_SLAB * sizeof *v);
-        if (v == NULL)
-            return NULL;
-        for (size_t i = 0; i < ITEMS_PER_SLAB; i++) {
-            v[i].next = d->free_items;
-            d->free_items = &v[i];
-        }
+    ms_work_item *v = slab_new(d, ITEMS_PER_SLAB * sizeof *v);
+    if (v == NULL)
+        return false;
+    for (size_t i = 0; i < ITEMS_PER_SLAB; i++) {
+        v[i].next = d->free_items;
+        d->free_items = &v[i];
     }
-    ms_work_item *it = d->free_items;
-    d->free_items = it->next;
-    return it;
+    return true;
 }
 
-void ms_pool_item_put(ms_simdev *d, ms_work_item *it)
+bool ms_pool_captures_refill(ms_simdev *d)
 {
-    it->next = d->free_items;
-    d->free_items = it;
-}
-
-ms_capture *ms_pool_capture_get(ms_simdev *d)
-{
-    if (d->free_caps == NULL) {
-        ms_capture *v = slab_new(d, CAPS_PER_SLAB * sizeof *v);
-        if (v == NULL)
-            return NULL;
-        for (size_t i = 0; i < CAPS_PER_SLAB; i++) {
-            v[i].next_free = d->free_caps;
-            d->free_caps = &v[i];
-        }
+    ms_capture *v = slab_new(d, CAPS_PER_SLAB * sizeof *v);
+    if (v == NULL)
+        return false;
+    for (size_t i = 0; i < CAPS_PER_SLAB; i++) {
+        v[i].next_free = d->free_caps;
+        d->free_caps = &v[i];
     }
-    ms_capture *c = d->free_caps;
-    d->free_caps = c->next_free;
-    *c = (ms_capture){.refs = 1};
-    return c;
-}
-
-void ms_capture_unref(ms_simdev *d, ms_capture *c)
-{
-    if (c == NULL || --c->refs > 0)
-        return;
-    c->next_free = d->free_caps;
-    d->free_caps = c;
+    return true;
 }
 
 void ms_pool_free_all(ms_simdev *d)
