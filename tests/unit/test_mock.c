@@ -147,6 +147,38 @@ START_TEST(host_runs_ahead_of_device)
 }
 END_TEST
 
+/* The mock remembers kernel prices (the same kernel is launched once per
+ * layer and micro-batch): every launch, first or repeated, of kernels that
+ * differ in any priced field takes exactly what the cost model says. */
+START_TEST(repeated_kernels_take_the_cost_model_time)
+{
+    ms_device_spec s = spec_base();
+    rig r;
+    rig_open(&r, &s);
+    ms_cost_model *cm = NULL;
+    ck_assert_int_eq(ms_cost_model_create(&s, &cm), MS_OK);
+    ms_stream *a = stream(&r, 0);
+    ms_kernel k[4] = {matmul(1e11), matmul(1e11), matmul(3e10), matmul(1e11)};
+    k[1].dtype = MS_DTYPE_FP32; /* same FLOPs, other dtype: another price */
+    k[3].bytes = 4e9;           /* memory-bound now */
+    int64_t want[4];
+    for (int i = 0; i < 4; i++)
+        ck_assert_int_eq(ms_cost_kernel_ns(cm, &k[i], &want[i]), MS_OK);
+    ck_assert_int_ne(want[0], want[1]);
+    ck_assert_int_ne(want[0], want[3]);
+    for (int rep = 0; rep < 3; rep++)
+        for (int i = 0; i < 4; i++)
+            launch(&r, k[i], a, (uint64_t)(rep * 4 + i + 1));
+    ck_assert_int_eq(OPS(&r)->device_synchronize(INST(&r)), MS_OK);
+    for (int j = 0; j < 12; j++) {
+        const ms_work_record *w = by_tag(&r.tr, (uint64_t)j + 1);
+        ck_assert_int_eq(w->end_ns - w->start_ns, want[j % 4]);
+    }
+    ms_cost_model_destroy(cm);
+    rig_close(&r);
+}
+END_TEST
+
 START_TEST(synchronize_moves_host_to_completion)
 {
     ms_device_spec s = spec_base();
@@ -613,6 +645,7 @@ static Suite *mock_suite(void)
     Suite *s = suite_create("mock");
     TCase *tc = tcase_create("time");
     tcase_add_test(tc, host_runs_ahead_of_device);
+    tcase_add_test(tc, repeated_kernels_take_the_cost_model_time);
     tcase_add_test(tc, synchronize_moves_host_to_completion);
     tcase_add_test(tc, full_launch_queue_blocks_the_host);
     tcase_add_test(tc, stream_and_tracer_bookkeeping);
