@@ -28,11 +28,11 @@ const char *ms_alloc_action_name(ms_alloc_action action)
 void ms_alloc_emit_event(ms_alloc *a, ms_alloc_action action, uint64_t addr, uint64_t size,
                          uint64_t stream_id, const ms_bpool *pool)
 {
-    const ms_alloc_stats *s = &a->stats;
+    const ms_astats *s = &a->stats;
     ms_alloc_event ev = {action, addr, size, stream_id, pool->owner->id,
-                         (uint64_t)s->allocated_bytes[MS_STAT_ALL].current,
-                         (uint64_t)s->reserved_bytes[MS_STAT_ALL].current,
-                         (uint64_t)s->active_bytes[MS_STAT_ALL].current};
+                         (uint64_t)ms_astat_current(&s->allocated_bytes),
+                         (uint64_t)ms_astat_current(&s->reserved_bytes),
+                         (uint64_t)ms_astat_current(&s->active_bytes)};
     a->observer(a->observer_user, &ev);
 }
 
@@ -88,6 +88,11 @@ ms_status ms_alloc_create(ms_backend *be, const ms_alloc_config *cfg, ms_alloc *
     a->cfg = *cfg;
     /* memory_stats()["max_split_size"]: SIZE_MAX reads as -1. */
     a->stats.max_split_size = (int64_t)cfg->max_split_size;
+    a->plain_round = true;
+    for (int i = 0; i < MS_ALLOC_BANDS; i++)
+        if (cfg->roundup_power2_divisions[i] > 1)
+            a->plain_round = false;
+    a->npu_align = cfg->flavour == MS_ALLOC_NPU && cfg->expandable_segments;
     int id = 0;
     st = ms_aindex_init(&a->index);
     if (st == MS_OK)
@@ -141,18 +146,6 @@ static ms_status new_block(ms_alloc *a, ms_aparams *p, bool *found)
     return st;
 }
 
-/* get_free_block takes the block out of its set; a block about to be
- * carved from the front may stay (ms_alloc_split_in_place). */
-static void take_found(ms_alloc *a, ms_aparams *p)
-{
-    bool split = !p->exact && ms_alloc_should_split(a, p->block, p->size);
-    if (ms_alloc_split_in_place(p, split)) {
-        p->in_set = true;
-        return;
-    }
-    ms_bpool_erase(p->pool, p->block);
-}
-
 static ms_status too_big(const ms_alloc *a, ms_diag *d)
 {
     return ms_diag_set(d, MS_ENOMEM, "%s out of memory. Tried to allocate more than 1EB memory.",
@@ -174,12 +167,28 @@ static ms_status start_params(ms_alloc *a, uint64_t size, ms_stream *stream, int
                            (unsigned long long)p->stream_id,
                            (unsigned long long)MS_ATREE_MAX_STREAM);
     ms_npool *np = a->pools[pool];
-    p->size = ms_alloc_round(&a->cfg, size);
+    p->size = ms_alloc_round_request(a, size);
     p->stream = stream;
     p->pool = ms_npool_class(np, p->size);
     p->exact = np->opt.exact_segments && !p->pool->is_small;
-    p->alloc_size = ms_alloc_segment_size(p->size, p->exact);
+    p->block = NULL;
+    p->split = false;
+    p->in_set = false;
+    /* get_allocation_size: get_free_block needs it only for an exact
+     * request; the others wait until no cached block fits. */
+    if (p->exact)
+        p->alloc_size = ms_alloc_segment_size(p->size, true);
     return MS_OK;
+}
+
+/* Steps 2-6 of malloc when get_free_block found nothing. */
+static ms_status no_free_block(ms_alloc *a, ms_aparams *p, int pool, bool *found)
+{
+    p->alloc_size = ms_alloc_segment_size(p->size, p->exact);
+    *found = pool == 0 && ms_alloc_borrow(a, p);
+    if (*found)
+        return MS_OK;
+    return new_block(a, p, found);
 }
 
 ms_status ms_alloc_malloc(ms_alloc *a, uint64_t size, ms_stream *stream, int pool, uint64_t *addr,
@@ -192,27 +201,25 @@ ms_status ms_alloc_malloc(ms_alloc *a, uint64_t size, ms_stream *stream, int poo
         return MS_OK; /* a zero-byte tensor has no block */
     if (size >= ONE_EXA_BYTE)
         return too_big(a, d);
-    ms_aparams p = {0};
+    ms_aparams p;
     ms_status st = start_params(a, size, stream, pool, &p, d);
     if (st != MS_OK)
         return st;
     /* No block, and no device, holds MS_ATREE_MAX_SIZE (128 PiB) or more:
      * such a request goes straight to the out-of-memory path. */
-    p.block = p.size < MS_ATREE_MAX_SIZE ? ms_alloc_peek_free_block(a, &p) : NULL;
-    bool found = p.block != NULL;
-    if (found)
-        take_found(a, &p);
-    else if (pool == 0)
-        found = ms_alloc_borrow(a, &p);
+    bool found = p.size < MS_ATREE_MAX_SIZE && ms_alloc_get_free_block(a, &p);
+    bool taken = found;
     if (!found)
-        st = new_block(a, &p, &found);
+        st = no_free_block(a, &p, pool, &found);
     if (st != MS_OK)
         return ms_diag_set(d, st, "ms_alloc_malloc: %s", ms_strerror(st));
     if (!found)
         return ms_alloc_oom(a, &p, d);
-    ms_alloc_npu_align(a, &p);
-    bool split = !p.exact && ms_alloc_should_split(a, p.block, p.size);
-    st = ms_alloc_found_block(a, &p, size, split, addr);
+    /* should_split, unless get_free_block's answer still holds. */
+    bool aligned = a->npu_align && ms_alloc_npu_align(a, &p);
+    if (aligned || !taken)
+        p.split = !p.exact && ms_alloc_should_split(a, p.block, p.size);
+    st = ms_alloc_found_block(a, &p, size, addr);
     if (st != MS_OK)
         return ms_diag_set(d, st, "ms_alloc_malloc: %s", ms_strerror(st));
     return MS_OK;
@@ -230,8 +237,9 @@ ms_status ms_alloc_free(ms_alloc *a, uint64_t addr)
     if (!b)
         return MS_EINVAL; /* "invalid device pointer" */
     b->allocated = false;
-    ms_stats_pool_dec(a->stats.allocation, b->pool, 1);
-    ms_stats_pool_dec(a->stats.allocated_bytes, b->pool, b->size);
+    int c = ms_alloc_stat_class(b->pool);
+    ms_astat_dec(&a->stats.allocation, c, 1);
+    ms_astat_dec(&a->stats.allocated_bytes, c, b->size);
     ms_alloc_emit(a, MS_AA_FREE_REQUESTED, b->addr, b->requested, b->stream_id, b->pool);
     if (b->size >= a->cfg.max_split_size)
         ms_stat_dec(&a->stats.oversize_allocations, 1);

@@ -28,11 +28,17 @@ ms_ablock *ms_ablock_new(ms_alloc *a)
     }
     ms_ablock *b = a->free_blocks;
     a->free_blocks = b->link;
-    ms_ause *uses = b->uses;
-    uint32_t cap = b->cap_uses;
-    memset(b, 0, sizeof *b);
-    b->uses = uses; /* keep the record_stream buffer for the next block */
-    b->cap_uses = cap;
+    /* Every field but the record_stream buffer, kept for the next block
+     * (a recycled block's node is already unlinked). */
+    b->node = (ms_anode){{NULL, NULL}, NULL, 0, 0};
+    b->addr = b->size = b->stream_id = b->requested = 0;
+    b->prev = b->next = b->link = NULL;
+    b->stream = NULL;
+    b->pool = NULL;
+    b->seg = NULL;
+    b->gc_count_base = 0;
+    b->n_uses = b->event_count = 0;
+    b->allocated = false;
     b->mapped = true;
     return b;
 }
@@ -91,7 +97,7 @@ ms_ablock *ms_bpool_lower_bound(const ms_bpool *p, uint64_t stream_id, uint64_t 
 {
     /* Round the key up so a size that is not a multiple of 512 still finds
      * only blocks at least that large. */
-    return of_node(ms_atree_lower_bound(&p->blocks, ms_atree_size_key(stream_id, size + 511), 0));
+    return of_node(ms_atree_lower_bound(&p->blocks, ms_atree_size_key(stream_id, size + 511)));
 }
 
 ms_ablock *ms_bpool_next(const ms_ablock *b)
@@ -142,7 +148,7 @@ static ms_ablock *expandable_fit(const ms_alloc *a, ms_ablock *b, uint64_t strea
 
 /* get_free_block, leaving the block in its set (the caller takes it out,
  * or splits it in place). */
-ms_ablock *ms_alloc_peek_free_block(ms_alloc *a, const ms_aparams *p)
+static inline ms_ablock *peek_free_block(ms_alloc *a, const ms_aparams *p)
 {
     ms_bpool *pool = p->pool;
     if (a->set_fraction && a->cfg.garbage_collection_threshold > 0.0)
@@ -166,6 +172,11 @@ ms_ablock *ms_alloc_peek_free_block(ms_alloc *a, const ms_aparams *p)
     return b;
 }
 
+ms_ablock *ms_alloc_peek_free_block(ms_alloc *a, const ms_aparams *p)
+{
+    return peek_free_block(a, p);
+}
+
 bool ms_alloc_should_split(const ms_alloc *a, const ms_ablock *b, uint64_t size)
 {
     uint64_t remaining = b->size - size;
@@ -176,18 +187,23 @@ bool ms_alloc_should_split(const ms_alloc *a, const ms_ablock *b, uint64_t size)
 
 /* torch_npu: with expandable segments a request of 2 MiB or more starts on a
  * 16 KiB boundary; the bytes skipped stay behind as a free block. */
-void ms_alloc_npu_align(ms_alloc *a, ms_aparams *p)
+static bool npu_align_applies(const ms_alloc *a, const ms_aparams *p)
 {
+    const ms_ablock *b = p->block;
+    if (!a->npu_align || p->size < MS_KROUND_LARGE || b->addr % MS_KNPU_ALIGN == 0)
+        return false;
+    return MS_KNPU_ALIGN - b->addr % MS_KNPU_ALIGN + p->size <= b->size;
+}
+
+bool ms_alloc_npu_align(ms_alloc *a, ms_aparams *p)
+{
+    if (!npu_align_applies(a, p))
+        return false;
     ms_ablock *b = p->block;
-    if (a->cfg.flavour != MS_ALLOC_NPU || !a->cfg.expandable_segments ||
-        p->size < MS_KROUND_LARGE || b->addr % MS_KNPU_ALIGN == 0)
-        return;
     uint64_t offset = MS_KNPU_ALIGN - b->addr % MS_KNPU_ALIGN;
-    if (offset + p->size > b->size)
-        return;
     ms_ablock *nb = ms_ablock_new(a);
     if (!nb)
-        return; /* out of host memory: serve the block unaligned */
+        return false; /* out of host memory: serve the block unaligned */
     nb->addr = b->addr + offset;
     nb->size = b->size - offset;
     nb->stream = p->stream;
@@ -202,6 +218,7 @@ void ms_alloc_npu_align(ms_alloc *a, ms_aparams *p)
     b->size = offset;
     ms_bpool_insert(p->pool, b);
     p->block = nb;
+    return true;
 }
 
 /* ------------------------------------------------------- alloc_found_block */
@@ -226,7 +243,7 @@ static ms_ablock *split_front(ms_alloc *a, ms_aparams *p, ms_ablock *remaining)
     remaining->addr += p->size;
     remaining->size -= p->size;
     if (p->in_set) {
-        /* The tail keeps its place in the set: see ms_alloc_split_in_place.
+        /* The tail keeps its place in the set: see split_in_place.
          * Re-keying it stands for PyTorch's erase + insert_into_blocks. */
         remaining->node.hi = ms_atree_size_key(remaining->stream_id, remaining->size);
         remaining->gc_count_base = p->pool->get_free_blocks_call_count;
@@ -236,38 +253,70 @@ static ms_ablock *split_front(ms_alloc *a, ms_aparams *p, ms_ablock *remaining)
     return b;
 }
 
-/* Whether a found block can be split without leaving its set.  It was the
- * lower bound of (stream, size), so its predecessor is smaller than size;
- * a tail of at least size bytes therefore still sorts after it, and before
- * the successor since the tail is smaller than the block.  Saves an erase
- * and an insert when a cached block is carved up, the common case. */
-bool ms_alloc_split_in_place(const ms_aparams *p, bool split)
+/* Whether a found block can be split without leaving its set: the tail
+ * [addr + size, end) must sort where the block did.  The tail is smaller
+ * than the block, so it sorts before the block's successor; it must still
+ * sort after the block's predecessor.  The block was the lower bound of
+ * (stream, size), so its predecessor is smaller than size and a tail of at
+ * least size bytes always does; a smaller tail is checked against it.
+ * Saves an erase and an insert when a cached block is carved up, the
+ * common case.  Not where torch_npu's alignment would cut the block first. */
+static bool split_in_place(const ms_alloc *a, const ms_aparams *p)
 {
     const ms_ablock *b = p->block;
-    return split && !b->seg->expandable && b->size - p->size >= p->size;
+    if (b->seg->expandable || npu_align_applies(a, p))
+        return false;
+    uint64_t tail = b->size - p->size;
+    if (tail >= p->size)
+        return true;
+    uint64_t hi = ms_atree_size_key(b->stream_id, tail);
+    uint64_t lo = b->addr + p->size;
+    if (!ms_atree_key_before(hi, lo, &b->node))
+        return false;
+    /* Keys are unique (addresses differ), so not before is after. */
+    const ms_anode *pred = ms_atree_prev(&b->node);
+    return !pred || !ms_atree_key_before(hi, lo, pred);
 }
 
-static void split_stats(ms_alloc *a, const ms_aparams *p, bool already_split,
-                        const ms_ablock *b, const ms_ablock *remaining)
+/* get_free_block: the best fit, taken out of its set, or left there when
+ * it is about to be carved from the front and may stay (split_in_place).
+ * Also decides should_split. */
+bool ms_alloc_get_free_block(ms_alloc *a, ms_aparams *p)
+{
+    ms_ablock *b = peek_free_block(a, p);
+    if (!b)
+        return false;
+    p->block = b;
+    p->split = !p->exact && ms_alloc_should_split(a, b, p->size);
+    if (p->split && split_in_place(a, p))
+        p->in_set = true;
+    else
+        ms_bpool_erase(p->pool, b);
+    return true;
+}
+
+static void split_stats(ms_astats *s, int c, bool already_split, const ms_ablock *b,
+                        const ms_ablock *remaining)
 {
     if (b->seg->expandable)
         return; /* inactive_split leaves expandable segments out */
     if (already_split) {
         /* An already-split inactive block is being shrunk by size bytes. */
-        ms_stats_pool_dec(a->stats.inactive_split_bytes, p->pool, b->size);
+        ms_astat_dec(&s->inactive_split_bytes, c, b->size);
         return;
     }
     /* A new split inactive block is being created from an unsplit one. */
-    ms_stats_pool_inc(a->stats.inactive_split_bytes, p->pool, remaining->size);
-    ms_stats_pool_inc(a->stats.inactive_split, p->pool, 1);
+    ms_astat_inc(&s->inactive_split_bytes, c, remaining->size);
+    ms_astat_inc(&s->inactive_split, c, 1);
 }
 
-ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, bool split,
-                               uint64_t *addr)
+ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, uint64_t *addr)
 {
     ms_ablock *b = p->block;
+    ms_astats *s = &a->stats;
+    int c = ms_alloc_stat_class(p->pool); /* the block's set, split or not */
     bool already_split = ms_ablock_is_split(b);
-    if (split) {
+    if (p->split) {
         ms_ablock *remaining = b;
         b = split_front(a, p, remaining);
         if (!b) {
@@ -275,23 +324,24 @@ ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, b
                 ms_bpool_insert(p->pool, remaining);
             return MS_ENOMEM;
         }
-        split_stats(a, p, already_split, b, remaining);
+        split_stats(s, c, already_split, b, remaining);
     } else if (already_split && !b->seg->expandable) {
         /* An already-split block is becoming active. */
-        ms_stats_pool_dec(a->stats.inactive_split_bytes, p->pool, b->size);
-        ms_stats_pool_dec(a->stats.inactive_split, p->pool, 1);
+        ms_astat_dec(&s->inactive_split_bytes, c, b->size);
+        ms_astat_dec(&s->inactive_split, c, 1);
     }
-    /* ms_alloc_malloc reserved the slot, so this cannot fail. */
-    ms_aindex_put(&a->index, b);
+    /* ms_alloc_malloc reserved the slot. */
+    ms_aindex_put_reserved(&a->index, b);
     b->allocated = true;
     b->requested = orig_size;
-    ms_stats_pool_inc(a->stats.allocation, b->pool, 1);
-    ms_stats_pool_inc(a->stats.allocated_bytes, b->pool, b->size);
-    ms_stats_pool_inc(a->stats.active, b->pool, 1);
-    ms_stats_pool_inc(a->stats.active_bytes, b->pool, b->size);
-    ms_stats_pool_inc(a->stats.requested_bytes, b->pool, orig_size);
-    if (b->size >= a->cfg.max_split_size)
-        ms_stat_inc(&a->stats.oversize_allocations, 1);
+    uint64_t size = b->size;
+    ms_astat_inc(&s->allocation, c, 1);
+    ms_astat_inc(&s->allocated_bytes, c, size);
+    ms_astat_inc(&s->active, c, 1);
+    ms_astat_inc(&s->active_bytes, c, size);
+    ms_astat_inc(&s->requested_bytes, c, orig_size);
+    if (size >= a->cfg.max_split_size)
+        ms_stat_inc(&s->oversize_allocations, 1);
     /* After the stats: observers see the state the event left. */
     ms_alloc_emit(a, MS_AA_ALLOC, b->addr, orig_size, b->stream_id, b->pool);
     *addr = b->addr;
@@ -300,11 +350,17 @@ ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, b
 
 /* -------------------------------------------------------------- free_block */
 
-uint64_t ms_alloc_try_merge(ms_ablock *dst, ms_ablock *src)
+/* try_merge_blocks' test: src is a free, idle neighbour of dst. */
+static bool can_merge(const ms_ablock *dst, const ms_ablock *src)
 {
-    if (!src || src->allocated || src->event_count > 0 || src->n_uses > 0 ||
-        dst->mapped != src->mapped)
-        return 0;
+    return src && !src->allocated && src->event_count == 0 && src->n_uses == 0 &&
+           dst->mapped == src->mapped;
+}
+
+/* try_merge_blocks' splice: dst takes over src's range (src stays in its
+ * set for the caller to take out). */
+static uint64_t absorb(ms_ablock *dst, ms_ablock *src)
+{
     if (dst->prev == src) { /* [src dst] */
         dst->addr = src->addr;
         dst->prev = src->prev;
@@ -316,8 +372,15 @@ uint64_t ms_alloc_try_merge(ms_ablock *dst, ms_ablock *src)
         if (dst->next)
             dst->next->prev = dst;
     }
-    uint64_t subsumed = src->size;
-    dst->size += subsumed;
+    dst->size += src->size;
+    return src->size;
+}
+
+uint64_t ms_alloc_try_merge(ms_ablock *dst, ms_ablock *src)
+{
+    if (!can_merge(dst, src))
+        return 0;
+    uint64_t subsumed = absorb(dst, src);
     if (src->mapped)
         ms_bpool_erase(src->pool, src);
     else
@@ -325,6 +388,43 @@ uint64_t ms_alloc_try_merge(ms_ablock *dst, ms_ablock *src)
     return subsumed;
 }
 
+static bool node_before(const ms_anode *x, const ms_anode *y)
+{
+    return ms_atree_key_before(x->hi, ms_anode_lo(x), y);
+}
+
+/* The set after merging: the merged neighbours leave, b (already grown)
+ * enters.  b sorts after each neighbour it absorbed (same stream, larger);
+ * when it also sorts before the larger neighbour's successor it takes that
+ * neighbour's node in place, which saves an erase and an insert.  The set
+ * holds the same blocks either way, so every lookup answers the same. */
+static void insert_merged(ms_bpool *pool, ms_ablock *b, ms_ablock *const *m, int n)
+{
+    b->gc_count_base = pool->get_free_blocks_call_count; /* insert_into_blocks */
+    b->node.hi = ms_atree_size_key(b->stream_id, b->size);
+    if (n > 0) {
+        ms_ablock *z = m[0];
+        if (n == 2) {
+            ms_ablock *w = m[1];
+            if (node_before(&z->node, &w->node)) {
+                w = m[0];
+                z = m[1];
+            }
+            ms_bpool_erase(w->pool, w);
+        }
+        const ms_anode *succ = ms_atree_next(&z->node);
+        if (z->pool == pool && node_before(&z->node, &b->node) &&
+            (!succ || node_before(&b->node, succ))) {
+            ms_atree_replace(&pool->blocks, &z->node, &b->node);
+            return;
+        }
+        ms_bpool_erase(z->pool, z);
+    }
+    ms_atree_insert(&pool->blocks, &b->node);
+}
+
+/* free_block: merge with free neighbours (previous first), cache the block,
+ * and net the inactive_split changes. */
 void ms_alloc_free_block(ms_alloc *a, ms_ablock *b)
 {
     uint64_t freed_addr = b->addr; /* merging may move the block's start */
@@ -332,30 +432,38 @@ void ms_alloc_free_block(ms_alloc *a, ms_ablock *b)
     uint64_t requested = b->requested;
     int64_t net_blocks = 0;
     int64_t net_bytes = 0;
+    ms_ablock *merged[2];
+    int n = 0;
     ms_ablock *candidates[2] = {b->prev, b->next};
     for (int i = 0; i < 2; i++) {
-        uint64_t subsumed = ms_alloc_try_merge(b, candidates[i]);
-        if (subsumed > 0) {
-            net_blocks -= 1;
-            net_bytes -= (int64_t)subsumed;
-            ms_ablock_recycle(a, candidates[i]);
-        }
+        if (!can_merge(b, candidates[i]))
+            continue;
+        net_blocks -= 1;
+        net_bytes -= (int64_t)absorb(b, candidates[i]);
+        merged[n++] = candidates[i];
     }
-    ms_bpool_insert(b->pool, b);
+    if (b->mapped) {
+        /* Free neighbours of a mapped block are in b's block set. */
+        insert_merged(b->pool, b, merged, n);
+    } else {
+        for (int i = 0; i < n; i++)
+            ms_bpool_erase_unmapped(merged[i]->pool, merged[i]);
+        ms_bpool_insert(b->pool, b);
+    }
+    for (int i = 0; i < n; i++)
+        ms_ablock_recycle(a, merged[i]);
     if (ms_ablock_is_split(b)) {
         net_blocks += 1;
         net_bytes += (int64_t)b->size;
     }
-    int t = ms_alloc_stat_type(b->pool);
-    ms_alloc_stats *s = &a->stats;
+    int c = ms_alloc_stat_class(b->pool);
+    ms_astats *s = &a->stats;
     if (!b->seg->expandable) {
-        ms_stat_add(&s->inactive_split[MS_STAT_ALL], net_blocks);
-        ms_stat_add(&s->inactive_split[t], net_blocks);
-        ms_stat_add(&s->inactive_split_bytes[MS_STAT_ALL], net_bytes);
-        ms_stat_add(&s->inactive_split_bytes[t], net_bytes);
+        ms_astat_add(&s->inactive_split, c, net_blocks);
+        ms_astat_add(&s->inactive_split_bytes, c, net_bytes);
     }
-    ms_stats_pool_dec(s->active, b->pool, 1);
-    ms_stats_pool_dec(s->active_bytes, b->pool, original_size);
-    ms_stats_pool_dec(s->requested_bytes, b->pool, requested);
+    ms_astat_dec(&s->active, c, 1);
+    ms_astat_dec(&s->active_bytes, c, original_size);
+    ms_astat_dec(&s->requested_bytes, c, requested);
     ms_alloc_emit(a, MS_AA_FREE_COMPLETED, freed_addr, requested, b->stream_id, b->pool);
 }

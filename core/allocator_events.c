@@ -164,11 +164,15 @@ static void event_done(ms_alloc *a, ms_aqueue *q)
  * stop at the first one still pending. */
 ms_status ms_alloc_process_events_slow(ms_alloc *a)
 {
+    /* Every malloc queries the front of each waiting queue, most often to
+     * hear "not yet": the backend's entry point is looked up once. */
+    ms_status (*query)(void *, ms_event *, bool *) = a->be->ops->event_query;
+    void *inst = a->be->inst;
     for (uint32_t i = 0; i < a->n_queues; i++) {
         ms_aqueue *q = &a->queues[i];
         while (q->count > 0) {
             bool complete = false;
-            ms_status st = a->be->ops->event_query(a->be->inst, q->items[q->head].event, &complete);
+            ms_status st = query(inst, q->items[q->head].event, &complete);
             if (st != MS_OK)
                 return st;
             if (!complete)

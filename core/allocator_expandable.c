@@ -98,7 +98,7 @@ static bool has_room(const ms_ablock *b, uint64_t size)
  * just before the unmapped one counts), else a new segment. */
 static ms_status find_expandable(ms_alloc *a, const ms_aparams *p, ms_ablock **out)
 {
-    ms_anode *n = ms_atree_lower_bound(&p->pool->unmapped, p->stream_id, 0);
+    ms_anode *n = ms_atree_lower_bound(&p->pool->unmapped, p->stream_id);
     for (; n && ((ms_ablock *)n)->stream_id == p->stream_id; n = ms_atree_next(n)) {
         ms_ablock *c = (ms_ablock *)n; /* the node is the block's first member */
         if (allocatable(c->prev))
@@ -195,7 +195,7 @@ static ms_status map_block(ms_alloc *a, ms_ablock *to_map, uint64_t size, bool *
             ms_ablock_recycle(a, neighbours[i]);
     ms_bpool_insert(to_map->pool, to_map);
     a->total_allocated_memory += mapped;
-    ms_stats_pool_inc(a->stats.reserved_bytes, to_map->pool, mapped);
+    ms_stats_pool_inc(&a->stats.reserved_bytes, to_map->pool, mapped);
     a->stats.num_device_alloc++;
     ms_alloc_emit(a, MS_AA_SEGMENT_MAP, start, mapped, to_map->stream_id, to_map->pool);
     return MS_OK;
@@ -286,7 +286,7 @@ ms_status ms_alloc_unmap_block(ms_alloc *a, ms_ablock *b)
             ms_ablock_recycle(a, neighbours[i]);
     ms_bpool_insert_unmapped(b->pool, b);
     a->total_allocated_memory -= bytes;
-    ms_stats_pool_dec(a->stats.reserved_bytes, b->pool, bytes);
+    ms_stats_pool_dec(&a->stats.reserved_bytes, b->pool, bytes);
     a->stats.num_device_free++;
     ms_alloc_emit(a, MS_AA_SEGMENT_UNMAP, first, bytes, b->stream_id, b->pool);
     return MS_OK;

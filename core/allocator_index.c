@@ -9,12 +9,6 @@
 
 #define INDEX_MIN_CAP 1024u
 
-static uint64_t slot_of(uint64_t mask, uint64_t addr)
-{
-    /* Fibonacci hashing: addresses are 512-byte aligned, so mix the bits. */
-    return ((addr * UINT64_C(0x9E3779B97F4A7C15)) >> 20) & mask;
-}
-
 ms_status ms_aindex_init(ms_aindex *ix)
 {
     ix->slots = calloc(INDEX_MIN_CAP, sizeof *ix->slots);
@@ -33,15 +27,6 @@ void ms_aindex_free(ms_aindex *ix)
     ix->count = 0;
 }
 
-static void put_slot(ms_aslot *slots, uint64_t mask, ms_ablock *b)
-{
-    uint64_t i = slot_of(mask, b->addr);
-    while (slots[i].block)
-        i = (i + 1) & mask;
-    slots[i].addr = b->addr;
-    slots[i].block = b;
-}
-
 static ms_status grow(ms_aindex *ix)
 {
     uint64_t cap = (ix->mask + 1) * 2;
@@ -50,7 +35,7 @@ static ms_status grow(ms_aindex *ix)
         return MS_ENOMEM;
     for (uint64_t i = 0; i <= ix->mask; i++)
         if (ix->slots[i].block)
-            put_slot(slots, cap - 1, ix->slots[i].block);
+            ms_aindex_put_slot(slots, cap - 1, ix->slots[i].block);
     free(ix->slots);
     ix->slots = slots;
     ix->mask = cap - 1;
@@ -74,14 +59,13 @@ ms_status ms_aindex_put(ms_aindex *ix, ms_ablock *b)
     ms_status st = ms_aindex_reserve(ix);
     if (st != MS_OK)
         return st;
-    put_slot(ix->slots, ix->mask, b);
-    ix->count++;
+    ms_aindex_put_reserved(ix, b);
     return MS_OK;
 }
 
 static ms_aslot *find_slot(const ms_aindex *ix, uint64_t addr)
 {
-    uint64_t i = slot_of(ix->mask, addr);
+    uint64_t i = ms_aindex_slot(ix->mask, addr);
     while (ix->slots[i].block) {
         if (ix->slots[i].addr == addr)
             return &ix->slots[i];
@@ -98,22 +82,26 @@ ms_ablock *ms_aindex_get(const ms_aindex *ix, uint64_t addr)
 
 ms_ablock *ms_aindex_take(ms_aindex *ix, uint64_t addr)
 {
-    ms_aslot *s = find_slot(ix, addr);
-    if (!s)
-        return NULL;
-    ms_ablock *b = s->block;
-    /* Backward-shift deletion: pull later members of the run into the hole
-     * when their home slot does not lie cyclically in (hole, j]. */
-    uint64_t hole = (uint64_t)(s - ix->slots);
-    for (uint64_t j = (hole + 1) & ix->mask; ix->slots[j].block; j = (j + 1) & ix->mask) {
-        uint64_t home = slot_of(ix->mask, ix->slots[j].addr);
-        bool stays = (hole <= j) ? (hole < home && home <= j) : (hole < home || home <= j);
-        if (stays)
-            continue;
-        ix->slots[hole] = ix->slots[j];
-        hole = j;
+    ms_aslot *slots = ix->slots;
+    uint64_t mask = ix->mask;
+    uint64_t hole = ms_aindex_slot(mask, addr);
+    while (slots[hole].addr != addr || !slots[hole].block) {
+        if (!slots[hole].block)
+            return NULL;
+        hole = (hole + 1) & mask;
     }
-    ix->slots[hole].block = NULL;
+    ms_ablock *b = slots[hole].block;
+    /* Backward-shift deletion: a later member of the run moves into the
+     * hole when the hole lies on its probe path, i.e. its home is at least
+     * as far behind it (cyclically) as the hole is. */
+    for (uint64_t j = (hole + 1) & mask; slots[j].block; j = (j + 1) & mask) {
+        uint64_t home = ms_aindex_slot(mask, slots[j].addr);
+        if (((j - home) & mask) >= ((j - hole) & mask)) {
+            slots[hole] = slots[j];
+            hole = j;
+        }
+    }
+    slots[hole].block = NULL;
     ix->count--;
     return b;
 }

@@ -6,6 +6,7 @@
 #define MEMSIM_CORE_ALLOCATOR_INTERNAL_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
 
 #include "allocator_tree.h"
@@ -54,6 +55,27 @@ typedef struct ms_ablock {
     bool allocated;
     bool mapped;
 } ms_ablock;
+
+/* The tree compares keys without knowing blocks: the low word of a node's
+ * key is the address of the block it starts. */
+_Static_assert(offsetof(ms_ablock, node) == 0, "the node starts the block");
+
+static inline uint64_t ms_anode_lo(const ms_anode *n)
+{
+    return ((const ms_ablock *)n)->addr;
+}
+
+/* Whether (hi, lo) sorts before node n's key. */
+static inline bool ms_atree_key_before(uint64_t hi, uint64_t lo, const ms_anode *n)
+{
+#ifdef __SIZEOF_INT128__
+    /* One compare-with-borrow instead of two compares and a branch. */
+    __extension__ typedef unsigned __int128 u128;
+    return ((u128)hi << 64 | lo) < ((u128)n->hi << 64 | ms_anode_lo(n));
+#else
+    return hi < n->hi || (hi == n->hi && lo < ms_anode_lo(n));
+#endif
+}
 
 /* BlockPool: the free blocks of one size class of one named pool. */
 typedef struct ms_bpool {
@@ -121,10 +143,45 @@ typedef struct ms_aslab {
     ms_ablock blocks[];
 } ms_aslab;
 
+/* One memory_stats() statistic, kept per pool class (small, large).  The
+ * aggregate's current, allocated and freed are always the sums of the two
+ * classes' (every change moves the aggregate and one class alike), so only
+ * its peak, which is not a sum, is kept: half the updates of keeping all
+ * three.  ms_alloc_stats_fill lays it out as memory_stats() reports it. */
+typedef struct ms_astat {
+    /* By class (0 small, 1 large); arrays, not ms_stat[2], so that a field
+     * of a class is one scaled-index access. */
+    int64_t current[2];
+    int64_t peak[2];
+    int64_t allocated[2];
+    int64_t freed[2];
+    int64_t all_peak;
+} ms_astat;
+
+typedef struct ms_astats {
+    ms_astat allocation;
+    ms_astat segment;
+    ms_astat active;
+    ms_astat inactive_split;
+    ms_astat allocated_bytes;
+    ms_astat reserved_bytes;
+    ms_astat active_bytes;
+    ms_astat inactive_split_bytes;
+    ms_astat requested_bytes;
+    ms_stat oversize_allocations;
+    ms_stat oversize_segments;
+    int64_t num_alloc_retries;
+    int64_t num_ooms;
+    int64_t num_sync_all_streams;
+    int64_t num_device_alloc;
+    int64_t num_device_free;
+    int64_t max_split_size;
+} ms_astats;
+
 struct ms_alloc {
     ms_backend *be;
     ms_alloc_config cfg;
-    ms_alloc_stats stats;
+    ms_astats stats;
     ms_npool **pools;
     int n_pools;
     int cap_pools;
@@ -147,6 +204,9 @@ struct ms_alloc {
     bool borrowing;
     ms_alloc_observer observer;
     void *observer_user;
+    /* Fixed by the configuration, for the malloc path: */
+    bool plain_round;  /* no roundup_power2_divisions: round_size is 512-byte steps */
+    bool npu_align;    /* torch_npu with expandable segments (ms_alloc_npu_align) */
 };
 
 /* What one malloc is looking for (AllocParams). */
@@ -158,6 +218,7 @@ typedef struct ms_aparams {
     ms_bpool *pool;
     ms_ablock *block;
     bool exact;  /* own request of an exact_segments pool (large class) */
+    bool split;  /* should_split of block */
     bool in_set; /* block is still in pool->blocks (split in place) */
 } ms_aparams;
 
@@ -186,10 +247,11 @@ static inline void ms_aseg_fix_head(ms_ablock *b)
 }
 
 /* Statistics (increase_stat / decrease_stat / get_stat_types_for_pool): a
- * stat moves for the aggregate and for the block set's size class. */
-static inline int ms_alloc_stat_type(const ms_bpool *p)
+ * stat moves for the aggregate and for the block set's size class; the
+ * aggregate follows from the classes (ms_astat). */
+static inline int ms_alloc_stat_class(const ms_bpool *p)
 {
-    return p->is_small ? MS_STAT_SMALL_POOL : MS_STAT_LARGE_POOL;
+    return p->is_small ? 0 : 1;
 }
 
 static inline void ms_stat_inc(ms_stat *s, uint64_t amount)
@@ -206,25 +268,46 @@ static inline void ms_stat_dec(ms_stat *s, uint64_t amount)
     s->freed += (int64_t)amount;
 }
 
+static inline int64_t ms_astat_current(const ms_astat *s)
+{
+    return s->current[0] + s->current[1];
+}
+
+static inline void ms_astat_inc(ms_astat *s, int c, uint64_t amount)
+{
+    int64_t cur = s->current[c] + (int64_t)amount;
+    s->current[c] = cur;
+    if (cur > s->peak[c])
+        s->peak[c] = cur;
+    s->allocated[c] += (int64_t)amount;
+    int64_t all = ms_astat_current(s);
+    if (all > s->all_peak)
+        s->all_peak = all;
+}
+
+static inline void ms_astat_dec(ms_astat *s, int c, uint64_t amount)
+{
+    s->current[c] -= (int64_t)amount;
+    s->freed[c] += (int64_t)amount;
+}
+
 /* free_block nets its inactive_split changes before applying them. */
-static inline void ms_stat_add(ms_stat *s, int64_t delta)
+static inline void ms_astat_add(ms_astat *s, int c, int64_t delta)
 {
     if (delta > 0)
-        ms_stat_inc(s, (uint64_t)delta);
+        ms_astat_inc(s, c, (uint64_t)delta);
     else if (delta < 0)
-        ms_stat_dec(s, (uint64_t)-delta);
+        ms_astat_dec(s, c, (uint64_t)-delta);
 }
 
-static inline void ms_stats_pool_inc(ms_stat *arr, const ms_bpool *p, uint64_t amount)
+static inline void ms_stats_pool_inc(ms_astat *s, const ms_bpool *p, uint64_t amount)
 {
-    ms_stat_inc(&arr[MS_STAT_ALL], amount);
-    ms_stat_inc(&arr[ms_alloc_stat_type(p)], amount);
+    ms_astat_inc(s, ms_alloc_stat_class(p), amount);
 }
 
-static inline void ms_stats_pool_dec(ms_stat *arr, const ms_bpool *p, uint64_t amount)
+static inline void ms_stats_pool_dec(ms_astat *s, const ms_bpool *p, uint64_t amount)
 {
-    ms_stat_dec(&arr[MS_STAT_ALL], amount);
-    ms_stat_dec(&arr[ms_alloc_stat_type(p)], amount);
+    ms_astat_dec(s, ms_alloc_stat_class(p), amount);
 }
 
 /* allocator_blocks.c: blocks, block sets, split and merge */
@@ -242,12 +325,11 @@ ms_ablock *ms_bpool_first(const ms_bpool *p);
 ms_ablock *ms_bpool_last(const ms_bpool *p);
 uint64_t ms_alloc_try_merge(ms_ablock *dst, ms_ablock *src);
 ms_ablock *ms_alloc_peek_free_block(ms_alloc *a, const ms_aparams *p);
+bool ms_alloc_get_free_block(ms_alloc *a, ms_aparams *p);
 bool ms_alloc_should_split(const ms_alloc *a, const ms_ablock *b, uint64_t size);
-bool ms_alloc_split_in_place(const ms_aparams *p, bool split);
-ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, bool split,
-                               uint64_t *addr);
+ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, uint64_t *addr);
 void ms_alloc_free_block(ms_alloc *a, ms_ablock *b);
-void ms_alloc_npu_align(ms_alloc *a, ms_aparams *p);
+bool ms_alloc_npu_align(ms_alloc *a, ms_aparams *p);
 
 /* allocator_segments.c: device segments, release and garbage collection */
 ms_aseg *ms_aseg_new(ms_alloc *a, uint64_t addr, uint64_t size, ms_bpool *pool,
@@ -295,13 +377,49 @@ static inline ms_status ms_aindex_reserve(ms_aindex *ix)
     return ms_aindex_reserve_n(ix, 1);
 }
 ms_status ms_aindex_put(ms_aindex *ix, ms_ablock *b);
+
+static inline uint64_t ms_aindex_slot(uint64_t mask, uint64_t addr)
+{
+    /* Fibonacci hashing: addresses are 512-byte aligned, so mix the bits. */
+    return ((addr * UINT64_C(0x9E3779B97F4A7C15)) >> 20) & mask;
+}
+
+static inline void ms_aindex_put_slot(ms_aslot *slots, uint64_t mask, ms_ablock *b)
+{
+    uint64_t i = ms_aindex_slot(mask, b->addr);
+    while (slots[i].block)
+        i = (i + 1) & mask;
+    slots[i].addr = b->addr;
+    slots[i].block = b;
+}
+
+/* ms_aindex_put after ms_aindex_reserve succeeded: cannot fail. */
+static inline void ms_aindex_put_reserved(ms_aindex *ix, ms_ablock *b)
+{
+    ms_aindex_put_slot(ix->slots, ix->mask, b);
+    ix->count++;
+}
 ms_ablock *ms_aindex_get(const ms_aindex *ix, uint64_t addr);
 ms_ablock *ms_aindex_take(ms_aindex *ix, uint64_t addr);
 
 /* allocator_stats.c: memory_stats() and its resets are public */
+void ms_alloc_stats_fill(const ms_astats *s, ms_alloc_stats *out);
 
 /* allocator_conf.c */
 uint64_t ms_alloc_round(const ms_alloc_config *cfg, uint64_t size);
+
+/* round_size on the malloc path: without power-of-2 divisions it is
+ * ms_alloc_round's last case (torch_npu pads by 32 bytes first). */
+static inline uint64_t ms_alloc_round_request(const ms_alloc *a, uint64_t size)
+{
+    if (!a->plain_round)
+        return ms_alloc_round(&a->cfg, size);
+    if (a->cfg.flavour == MS_ALLOC_NPU)
+        size += MS_KNPU_PADDING;
+    if (size < MS_KMIN_BLOCK)
+        return MS_KMIN_BLOCK;
+    return (size + MS_KMIN_BLOCK - 1) & ~(MS_KMIN_BLOCK - 1);
+}
 uint64_t ms_alloc_segment_size(uint64_t rounded, bool exact);
 uint64_t ms_alloc_oversize_limit(const ms_alloc_config *cfg);
 ms_status ms_alloc_config_check(const ms_alloc_config *cfg);
@@ -313,7 +431,11 @@ ms_status ms_alloc_oom(ms_alloc *a, const ms_aparams *p, ms_diag *d);
 /* allocator_pools.c */
 ms_status ms_npool_new(ms_alloc *a, const char *name, const ms_pool_options *opt, int *id);
 void ms_npools_free(ms_alloc *a);
-ms_bpool *ms_npool_class(ms_npool *np, uint64_t rounded);
+/* get_pool: requests up to 1 MiB (rounded) use the small block set. */
+static inline ms_bpool *ms_npool_class(ms_npool *np, uint64_t rounded)
+{
+    return rounded <= MS_KSMALL_SIZE ? &np->small : &np->large;
+}
 bool ms_alloc_borrow(ms_alloc *a, ms_aparams *p);
 
 #endif

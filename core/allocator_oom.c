@@ -37,15 +37,15 @@ typedef struct oom_sizes {
 static void oom_sizes_fill(const ms_alloc *a, const ms_aparams *p, uint64_t free_bytes,
                            uint64_t total, oom_sizes *s)
 {
-    const ms_alloc_stats *st = &a->stats;
-    int64_t allocated = st->allocated_bytes[MS_STAT_ALL].current;
-    int64_t reserved = st->reserved_bytes[MS_STAT_ALL].current;
+    const ms_astats *st = &a->stats;
+    int64_t allocated = ms_astat_current(&st->allocated_bytes);
+    int64_t reserved = ms_astat_current(&st->reserved_bytes);
     ms_alloc_format(p->alloc_size, s->alloc);
     ms_alloc_format(total, s->total);
     ms_alloc_format(free_bytes, s->free_);
     ms_alloc_format(free_bytes <= total ? total - free_bytes : 0, s->used);
     ms_alloc_format((uint64_t)allocated, s->allocated);
-    ms_alloc_format((uint64_t)st->active_bytes[MS_STAT_ALL].current, s->active);
+    ms_alloc_format((uint64_t)ms_astat_current(&st->active_bytes), s->active);
     ms_alloc_format((uint64_t)reserved, s->reserved);
     ms_alloc_format((uint64_t)(reserved - allocated), s->unallocated);
     s->allowed[0] = '\0';

@@ -54,11 +54,6 @@ void ms_npools_free(ms_alloc *a)
     a->n_pools = 0;
 }
 
-ms_bpool *ms_npool_class(ms_npool *np, uint64_t rounded)
-{
-    return rounded <= MS_KSMALL_SIZE ? &np->small : &np->large;
-}
-
 ms_status ms_alloc_pool_find(const ms_alloc *a, const char *name, int *pool)
 {
     if (!a || !name || !pool)

@@ -53,8 +53,8 @@ void ms_aseg_drop(ms_alloc *a, ms_aseg *s)
 static void count_new_segment(ms_alloc *a, const ms_ablock *b)
 {
     a->total_allocated_memory += b->size;
-    ms_stats_pool_inc(a->stats.segment, b->pool, 1);
-    ms_stats_pool_inc(a->stats.reserved_bytes, b->pool, b->size);
+    ms_stats_pool_inc(&a->stats.segment, b->pool, 1);
+    ms_stats_pool_inc(&a->stats.reserved_bytes, b->pool, b->size);
     if (b->size >= a->cfg.max_split_size)
         ms_stat_inc(&a->stats.oversize_segments, 1);
 }
@@ -117,8 +117,8 @@ ms_status ms_alloc_release_block(ms_alloc *a, ms_ablock *b)
     if (st != MS_OK)
         return st;
     a->total_allocated_memory -= b->size;
-    ms_stats_pool_dec(a->stats.segment, b->pool, 1);
-    ms_stats_pool_dec(a->stats.reserved_bytes, b->pool, b->size);
+    ms_stats_pool_dec(&a->stats.segment, b->pool, 1);
+    ms_stats_pool_dec(&a->stats.reserved_bytes, b->pool, b->size);
     if (b->size >= a->cfg.max_split_size)
         ms_stat_dec(&a->stats.oversize_segments, 1);
     ms_alloc_emit(a, MS_AA_SEGMENT_FREE, b->addr, b->size, b->stream_id, b->pool);

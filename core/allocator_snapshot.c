@@ -130,18 +130,18 @@ static void seed_one(ms_alloc *a, ms_ablock *b, const ms_seed_block *sb, ms_aseg
     if (!sb->allocated) {
         ms_bpool_insert(s->pool, b);
         if (split && !s->expandable) {
-            ms_stats_pool_inc(a->stats.inactive_split, s->pool, 1);
-            ms_stats_pool_inc(a->stats.inactive_split_bytes, s->pool, b->size);
+            ms_stats_pool_inc(&a->stats.inactive_split, s->pool, 1);
+            ms_stats_pool_inc(&a->stats.inactive_split_bytes, s->pool, b->size);
         }
         return;
     }
     b->allocated = true;
     ms_aindex_put(&a->index, b); /* reserved by the caller */
-    ms_stats_pool_inc(a->stats.allocation, s->pool, 1);
-    ms_stats_pool_inc(a->stats.allocated_bytes, s->pool, b->size);
-    ms_stats_pool_inc(a->stats.active, s->pool, 1);
-    ms_stats_pool_inc(a->stats.active_bytes, s->pool, b->size);
-    ms_stats_pool_inc(a->stats.requested_bytes, s->pool, b->requested);
+    ms_stats_pool_inc(&a->stats.allocation, s->pool, 1);
+    ms_stats_pool_inc(&a->stats.allocated_bytes, s->pool, b->size);
+    ms_stats_pool_inc(&a->stats.active, s->pool, 1);
+    ms_stats_pool_inc(&a->stats.active_bytes, s->pool, b->size);
+    ms_stats_pool_inc(&a->stats.requested_bytes, s->pool, b->requested);
     if (b->size >= a->cfg.max_split_size)
         ms_stat_inc(&a->stats.oversize_allocations, 1);
 }
@@ -182,8 +182,8 @@ static ms_status import_plain(ms_alloc *a, const ms_seed_segment *seg, ms_bpool 
     if (!s)
         return MS_ENOMEM;
     a->total_allocated_memory += seg->size;
-    ms_stats_pool_inc(a->stats.segment, pool, 1);
-    ms_stats_pool_inc(a->stats.reserved_bytes, pool, seg->size);
+    ms_stats_pool_inc(&a->stats.segment, pool, 1);
+    ms_stats_pool_inc(&a->stats.reserved_bytes, pool, seg->size);
     if (seg->size >= a->cfg.max_split_size)
         ms_stat_inc(&a->stats.oversize_segments, 1);
     seed_chain(a, blocks, seg, s, NULL, NULL, seg->n_blocks > 1);
@@ -262,7 +262,7 @@ static ms_status import_expandable(ms_alloc *a, const ms_seed_segment *seg, ms_b
     for (uint64_t i = 0; i < seg->size / s->page; i++)
         s->page_mapped[first + i] = 1;
     a->total_allocated_memory += seg->size;
-    ms_stats_pool_inc(a->stats.reserved_bytes, pool, seg->size);
+    ms_stats_pool_inc(&a->stats.reserved_bytes, pool, seg->size);
     return MS_OK;
 }
 

@@ -1,198 +1,129 @@
 /* Intrusive red-black tree for the allocator's ordered block sets.
- * The classic algorithm (Cormen et al., ch. 13) with NULL leaves. */
+ * The classic algorithm (Cormen et al., ch. 13) with NULL leaves, written
+ * once for both directions: dir 0 is left, 1 is right, and each mirrored
+ * case is the same code with the direction flipped. */
 #include "allocator_tree.h"
 
 #include "allocator_internal.h"
 
-static uint64_t addr_of(const ms_anode *n)
+static bool is_red(const ms_anode *n)
 {
-    return ((const ms_ablock *)n)->addr; /* the node is the block's first member */
+    return n && n->red;
 }
 
-/* Branch-free: the direction taken at each node is data-dependent and
- * unpredictable, so setcc beats a mispredicted jump. */
-static int key_less(uint64_t ahi, uint64_t alo, uint64_t bhi, uint64_t blo)
+/* The link that points at n: its parent's child slot, or the root. */
+static ms_anode **link_of(ms_atree *t, const ms_anode *n)
 {
-    return (ahi < bhi) | ((ahi == bhi) & (alo < blo));
+    ms_anode *p = n->parent;
+    return p ? &p->child[p->child[1] == n] : &t->root;
 }
 
-static void rotate_left(ms_atree *t, ms_anode *x)
+/* Rotate x down towards dir: its child on the other side takes its place
+ * (dir 0: rotate left). */
+static void rotate(ms_atree *t, ms_anode *x, int dir)
 {
-    ms_anode *y = x->right;
-    x->right = y->left;
-    if (y->left)
-        y->left->parent = x;
+    ms_anode *y = x->child[!dir];
+    ms_anode *inner = y->child[dir];
+    x->child[!dir] = inner;
+    if (inner)
+        inner->parent = x;
+    *link_of(t, x) = y;
     y->parent = x->parent;
-    if (!x->parent)
-        t->root = y;
-    else if (x == x->parent->left)
-        x->parent->left = y;
-    else
-        x->parent->right = y;
-    y->left = x;
-    x->parent = y;
-}
-
-static void rotate_right(ms_atree *t, ms_anode *x)
-{
-    ms_anode *y = x->left;
-    x->left = y->right;
-    if (y->right)
-        y->right->parent = x;
-    y->parent = x->parent;
-    if (!x->parent)
-        t->root = y;
-    else if (x == x->parent->right)
-        x->parent->right = y;
-    else
-        x->parent->left = y;
-    y->right = x;
+    y->child[dir] = x;
     x->parent = y;
 }
 
 static void insert_fixup(ms_atree *t, ms_anode *z)
 {
-    while (z->parent && z->parent->red) {
-        ms_anode *p = z->parent;
-        ms_anode *g = p->parent;
-        if (p == g->left) {
-            ms_anode *u = g->right;
-            if (u && u->red) {
-                p->red = 0;
-                u->red = 0;
-                g->red = 1;
-                z = g;
-                continue;
-            }
-            if (z == p->right) {
-                z = p;
-                rotate_left(t, z);
-                p = z->parent;
-            }
+    ms_anode *p;
+    while ((p = z->parent) && p->red) {
+        ms_anode *g = p->parent; /* a red node is never the root */
+        int side = g->child[1] == p;
+        ms_anode *u = g->child[!side];
+        if (is_red(u)) {
             p->red = 0;
+            u->red = 0;
             g->red = 1;
-            rotate_right(t, g);
-        } else {
-            ms_anode *u = g->left;
-            if (u && u->red) {
-                p->red = 0;
-                u->red = 0;
-                g->red = 1;
-                z = g;
-                continue;
-            }
-            if (z == p->left) {
-                z = p;
-                rotate_right(t, z);
-                p = z->parent;
-            }
-            p->red = 0;
-            g->red = 1;
-            rotate_left(t, g);
+            z = g;
+            continue;
         }
+        if (z == p->child[!side]) {
+            rotate(t, p, side);
+            p = z;
+        }
+        p->red = 0;
+        g->red = 1;
+        rotate(t, g, !side);
+        break;
     }
     t->root->red = 0;
 }
 
 void ms_atree_insert(ms_atree *t, ms_anode *n)
 {
-    uint64_t hi = n->hi, lo = addr_of(n);
+    uint64_t hi = n->hi, lo = ms_anode_lo(n);
     ms_anode *parent = NULL;
     ms_anode **link = &t->root;
     while (*link) {
         parent = *link;
-        link = key_less(hi, lo, parent->hi, addr_of(parent)) ? &parent->left : &parent->right;
+        link = &parent->child[!ms_atree_key_before(hi, lo, parent)];
     }
     n->parent = parent;
-    n->left = n->right = NULL;
+    n->child[0] = n->child[1] = NULL;
     n->red = 1;
     *link = n;
-    insert_fixup(t, n);
     t->count++;
+    if (parent && parent->red)
+        insert_fixup(t, n);
+    else if (!parent)
+        n->red = 0;
 }
 
+/* v (possibly NULL) takes u's place under u's parent. */
 static void transplant(ms_atree *t, ms_anode *u, ms_anode *v)
 {
-    if (!u->parent)
-        t->root = v;
-    else if (u == u->parent->left)
-        u->parent->left = v;
-    else
-        u->parent->right = v;
+    *link_of(t, u) = v;
     if (v)
         v->parent = u->parent;
 }
 
-static ms_anode *min_node(ms_anode *n)
+static ms_anode *extreme(ms_anode *n, int dir)
 {
-    while (n->left)
-        n = n->left;
+    while (n->child[dir])
+        n = n->child[dir];
     return n;
 }
 
-static ms_anode *max_node(ms_anode *n)
-{
-    while (n->right)
-        n = n->right;
-    return n;
-}
-
-/* x may be NULL (a black leaf); xp is its parent. */
+/* x may be NULL (a black leaf); xp is its parent.  x's side is found from
+ * its sibling, which a black-height deficit guarantees exists. */
 static void erase_fixup(ms_atree *t, ms_anode *x, ms_anode *xp)
 {
-    while (x != t->root && (!x || !x->red)) {
-        if (x == xp->left) {
-            ms_anode *w = xp->right;
-            if (w->red) {
-                w->red = 0;
-                xp->red = 1;
-                rotate_left(t, xp);
-                w = xp->right;
-            }
-            if ((!w->left || !w->left->red) && (!w->right || !w->right->red)) {
-                w->red = 1;
-                x = xp;
-                xp = x->parent;
-                continue;
-            }
-            if (!w->right || !w->right->red) {
-                w->left->red = 0;
-                w->red = 1;
-                rotate_right(t, w);
-                w = xp->right;
-            }
-            w->red = xp->red;
-            xp->red = 0;
-            if (w->right)
-                w->right->red = 0;
-            rotate_left(t, xp);
-            x = t->root;
-            break;
-        }
-        ms_anode *w = xp->left;
+    while (x != t->root && !is_red(x)) {
+        int side = xp->child[0] != x;
+        ms_anode *w = xp->child[!side];
         if (w->red) {
             w->red = 0;
             xp->red = 1;
-            rotate_right(t, xp);
-            w = xp->left;
+            rotate(t, xp, side);
+            w = xp->child[!side];
         }
-        if ((!w->left || !w->left->red) && (!w->right || !w->right->red)) {
+        if (!is_red(w->child[0]) && !is_red(w->child[1])) {
             w->red = 1;
             x = xp;
             xp = x->parent;
             continue;
         }
-        if (!w->left || !w->left->red) {
-            w->right->red = 0;
+        if (!is_red(w->child[!side])) {
+            w->child[side]->red = 0;
             w->red = 1;
-            rotate_left(t, w);
-            w = xp->left;
+            rotate(t, w, !side);
+            w = xp->child[!side];
         }
         w->red = xp->red;
         xp->red = 0;
-        if (w->left)
-            w->left->red = 0;
-        rotate_right(t, xp);
+        if (w->child[!side])
+            w->child[!side]->red = 0;
+        rotate(t, xp, side);
         x = t->root;
         break;
     }
@@ -204,83 +135,76 @@ void ms_atree_erase(ms_atree *t, ms_anode *z)
 {
     ms_anode *x;
     ms_anode *xp;
-    int removed_red = z->red;
-    if (!z->left) {
-        x = z->right;
+    uint32_t removed_red = z->red;
+    if (!z->child[0] || !z->child[1]) {
+        x = z->child[0] ? z->child[0] : z->child[1];
         xp = z->parent;
-        transplant(t, z, z->right);
-    } else if (!z->right) {
-        x = z->left;
-        xp = z->parent;
-        transplant(t, z, z->left);
+        transplant(t, z, x);
     } else {
-        ms_anode *y = min_node(z->right);
+        ms_anode *y = extreme(z->child[1], 0);
         removed_red = y->red;
-        x = y->right;
+        x = y->child[1];
         if (y->parent == z) {
             xp = y;
         } else {
             xp = y->parent;
-            transplant(t, y, y->right);
-            y->right = z->right;
-            y->right->parent = y;
+            transplant(t, y, x);
+            y->child[1] = z->child[1];
+            y->child[1]->parent = y;
         }
         transplant(t, z, y);
-        y->left = z->left;
-        y->left->parent = y;
+        y->child[0] = z->child[0];
+        y->child[0]->parent = y;
         y->red = z->red;
     }
     if (!removed_red && t->root)
         erase_fixup(t, x, xp);
-    z->left = z->right = z->parent = NULL;
+    z->child[0] = z->child[1] = z->parent = NULL;
     t->count--;
 }
 
-ms_anode *ms_atree_lower_bound(const ms_atree *t, uint64_t hi, uint64_t addr)
+void ms_atree_replace(ms_atree *t, ms_anode *old, ms_anode *nw)
 {
-    ms_anode *n = t->root;
-    ms_anode *best = NULL;
-    while (n) {
-        if (key_less(n->hi, addr_of(n), hi, addr)) {
-            n = n->right;
-        } else {
-            best = n;
-            n = n->left;
-        }
+    *link_of(t, old) = nw;
+    nw->parent = old->parent;
+    nw->red = old->red;
+    for (int d = 0; d < 2; d++) {
+        nw->child[d] = old->child[d];
+        if (nw->child[d])
+            nw->child[d]->parent = nw;
     }
-    return best;
+    old->child[0] = old->child[1] = old->parent = NULL;
 }
 
 ms_anode *ms_atree_first(const ms_atree *t)
 {
-    return t->root ? min_node(t->root) : NULL;
+    return t->root ? extreme(t->root, 0) : NULL;
 }
 
 ms_anode *ms_atree_last(const ms_atree *t)
 {
-    return t->root ? max_node(t->root) : NULL;
+    return t->root ? extreme(t->root, 1) : NULL;
+}
+
+/* In-order step towards dir (1: next, 0: previous). */
+static ms_anode *step(const ms_anode *n, int dir)
+{
+    if (n->child[dir])
+        return extreme(n->child[dir], !dir);
+    const ms_anode *p = n->parent;
+    while (p && n == p->child[dir]) {
+        n = p;
+        p = p->parent;
+    }
+    return (ms_anode *)p;
 }
 
 ms_anode *ms_atree_next(const ms_anode *n)
 {
-    if (n->right)
-        return min_node(n->right);
-    const ms_anode *p = n->parent;
-    while (p && n == p->right) {
-        n = p;
-        p = p->parent;
-    }
-    return (ms_anode *)p;
+    return step(n, 1);
 }
 
 ms_anode *ms_atree_prev(const ms_anode *n)
 {
-    if (n->left)
-        return max_node(n->left);
-    const ms_anode *p = n->parent;
-    while (p && n == p->left) {
-        n = p;
-        p = p->parent;
-    }
-    return (ms_anode *)p;
+    return step(n, 0);
 }

@@ -7,17 +7,21 @@
  * of the block.  A key is two words, hi and the block's address: hi packs
  * (stream, size / 512) for the free set and is the stream for the unmapped
  * set; it is computed at insertion (a block is only resized or moved while
- * it is out of every set).  A comparison is two integer compares on one
- * cache line. */
+ * it is out of every set, or re-keyed in place where the order allows).  A
+ * comparison is one double-word compare on one cache line
+ * (ms_atree_key_before, allocator_internal.h). */
 #ifndef MEMSIM_CORE_ALLOCATOR_TREE_H
 #define MEMSIM_CORE_ALLOCATOR_TREE_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
+/* child[0] is the left (smaller) subtree, child[1] the right: a descent
+ * indexes the child by the comparison's outcome instead of branching on it,
+ * since the direction taken at each node is data-dependent. */
 typedef struct ms_anode {
-    struct ms_anode *left;
-    struct ms_anode *right;
+    struct ms_anode *child[2];
     struct ms_anode *parent;
     uint64_t hi;
     uint32_t red;
@@ -41,11 +45,26 @@ static inline uint64_t ms_atree_size_key(uint64_t stream_id, uint64_t size)
 /* Insert n with n->hi set; (hi, address) must be unique. */
 void ms_atree_insert(ms_atree *t, ms_anode *n);
 void ms_atree_erase(ms_atree *t, ms_anode *n);
-/* The first node with key >= (hi, addr), or NULL. */
-ms_anode *ms_atree_lower_bound(const ms_atree *t, uint64_t hi, uint64_t addr);
+/* nw takes old's place in the tree (old leaves it): the caller guarantees
+ * that nw's key sorts where old's did. */
+void ms_atree_replace(ms_atree *t, ms_anode *old, ms_anode *nw);
 ms_anode *ms_atree_first(const ms_atree *t);
 ms_anode *ms_atree_last(const ms_atree *t);
 ms_anode *ms_atree_next(const ms_anode *n);
 ms_anode *ms_atree_prev(const ms_anode *n);
+
+/* The first node with key >= (hi, 0), or NULL; every lookup starts at
+ * address 0, so only hi is compared. */
+static inline ms_anode *ms_atree_lower_bound(const ms_atree *t, uint64_t hi)
+{
+    ms_anode *n = t->root;
+    ms_anode *best = NULL;
+    while (n) {
+        bool right = n->hi < hi;
+        best = right ? best : n;
+        n = n->child[right];
+    }
+    return best;
+}
 
 #endif

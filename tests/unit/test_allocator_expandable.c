@@ -216,6 +216,46 @@ START_TEST(test_import_expandable)
 }
 END_TEST
 
+/* torch_npu with expandable segments, and a plain (not expandable) segment
+ * imported from a trace whose free block does not start on a 16 KiB
+ * boundary: the 16 KiB alignment of a >= 2 MiB request splits that block
+ * twice.  Splitting the tail in place as well once left the block in the
+ * ordered set twice, and the next search looped forever (Check's timeout
+ * catches that).  The segment is memory the fake device handed out (so
+ * destroying the allocator gives it back): 3072 B allocated at X, free from
+ * X + 3072 to X + 40 MiB. */
+START_TEST(test_npu_align_in_imported_plain_segment)
+{
+    fx f;
+    fx_open_expandable(&f, MS_ALLOC_NPU, 4096 * MiB);
+    uint64_t X = 0;
+    ck_assert_int_eq(f.be->ops->malloc_device(f.be->inst, 40 * MiB, &X), MS_OK);
+    ms_seed_block odd[2] = {{X, 3072, 3000, true}, {X + 3072, 40 * MiB - 3072, 0, false}};
+    ck_assert_int_eq(ms_alloc_import_segment(f.a, X, 40 * MiB, f.s0, false, odd, 2), MS_OK);
+    /* 4 MiB + 32 -> 4 MiB + 512, on the first 16 KiB boundary: X + 16 KiB,
+     * leaving 13312 B free before it. */
+    uint64_t a = fx_m(&f, 4 * MiB);
+    ck_assert_uint_eq(a, X + 16 * KiB);
+    fx_blocks bs = fx_visit(&f);
+    ck_assert_int_eq(bs.n, 4);
+    ck_assert_uint_eq(bs.b[1].addr, X + 3072);
+    ck_assert_uint_eq(bs.b[1].size, 13312);
+    ck_assert_uint_eq(bs.b[2].size, 4 * MiB + 512);
+    ck_assert_uint_eq(bs.b[3].addr, X + 16 * KiB + 4 * MiB + 512);
+    uint64_t b = fx_m(&f, 3 * MiB);
+    fx_f(&f, a);
+    fx_f(&f, b);
+    /* Freed and merged back: the imported block, then one free block to the
+     * segment's end. */
+    bs = fx_visit(&f);
+    ck_assert_int_eq(bs.n, 2);
+    ck_assert_uint_eq(bs.b[1].addr, X + 3072);
+    ck_assert_uint_eq(bs.b[1].size, 40 * MiB - 3072);
+    fx_f(&f, X);
+    fx_close(&f);
+}
+END_TEST
+
 static Suite *expandable_suite(void)
 {
     Suite *s = suite_create("allocator_expandable");
@@ -227,6 +267,7 @@ static Suite *expandable_suite(void)
     tcase_add_test(tc, test_expandable_oom);
     tcase_add_test(tc, test_npu_align_16k);
     tcase_add_test(tc, test_import_expandable);
+    tcase_add_test(tc, test_npu_align_in_imported_plain_segment);
     suite_add_tcase(s, tc);
     return s;
 }
