@@ -239,17 +239,24 @@ START_TEST(llama2_7b_summary_matches_golden)
 }
 END_TEST
 
-static ms_run *run_with(const char *scenario, const char *const *sets, size_t n_sets,
-                        ms_scenario **sc_out)
+/* A run with the run record kept; policy NULL: the scenario's own. */
+static ms_run *run_policy(const char *scenario, const char *policy, const char *const *sets,
+                          size_t n_sets, ms_scenario **sc)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", srcdir(), scenario);
     ms_diag d = {0};
-    ck_assert_msg(ms_scenario_load(path, sets, n_sets, sc_out, &d) == MS_OK, "%s", d.msg);
-    ms_run_options opt = {.record = true}; /* report_detail test reads it */
+    ck_assert_msg(ms_scenario_load(path, sets, n_sets, sc, &d) == MS_OK, "%s", d.msg);
+    ms_run_options opt = {.policy = policy, .record = true};
     ms_run *run = NULL;
-    ck_assert_msg(ms_run_execute(*sc_out, &opt, &run, &d) == MS_OK, "%s", d.msg);
+    ck_assert_msg(ms_run_execute(*sc, &opt, &run, &d) == MS_OK, "%s", d.msg);
     return run;
+}
+
+static ms_run *run_with(const char *scenario, const char *const *sets, size_t n_sets,
+                        ms_scenario **sc_out)
+{
+    return run_policy(scenario, NULL, sets, n_sets, sc_out);
 }
 
 /* Three and four stages run 1F1B together on one engine.  p2p on one FIFO
@@ -374,19 +381,6 @@ END_TEST
  * of memory without a policy and fits with the v2 swap plan; and a step that
  * swaps more than the device's pinned host memory in all still runs,
  * because a host buffer is reused once its swap-in copy is done. */
-static ms_run *run_policy(const char *scenario, const char *policy, const char *const *sets,
-                          size_t n_sets, ms_scenario **sc)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", srcdir(), scenario);
-    ms_diag d = {0};
-    ck_assert_msg(ms_scenario_load(path, sets, n_sets, sc, &d) == MS_OK, "%s", d.msg);
-    ms_run_options opt = {.policy = policy, .record = true};
-    ms_run *run = NULL;
-    ck_assert_msg(ms_run_execute(*sc, &opt, &run, &d) == MS_OK, "%s", d.msg);
-    return run;
-}
-
 START_TEST(smart_swap_fits_what_none_cannot)
 {
     static const char *const one_step[] = {"steps=1"};
