@@ -120,10 +120,13 @@ static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, int devic
 
 /* A candidate plan runs one step of one stage on a fresh device (a RECV from
  * a stage that is not simulated costs its transfer time), so a policy can
- * search without disturbing the real run. */
+ * search without disturbing the real run.  The device keeps the stage's own
+ * index: with index 0, a later stage's sends and receives to stage 0 would
+ * find itself as their peer and wait forever. */
 typedef struct ms_sim_ctx {
     const ms_scenario *sc;
     ms_stage *stage;
+    int index;
     const char *backend;
     ms_policy *policy;
 } ms_sim_ctx;
@@ -136,8 +139,8 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *o
     memset(out, 0, sizeof *out);
     ms_status st = ms_sim_create(&engine);
     if (st == MS_OK)
-        st = stage_open_device(c->sc, &s, 0, engine, NULL, c->backend, c->policy, NULL, false,
-                               d);
+        st = stage_open_device(c->sc, &s, c->index, engine, NULL, c->backend, c->policy, NULL,
+                               false, d);
     if (st == MS_OK)
         s.prof = calloc(s.view.n_ops ? s.view.n_ops : 1, sizeof *s.prof);
     if (st == MS_OK && s.prof == NULL)
@@ -520,7 +523,7 @@ static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
         s->profile = (ms_profile){.step = -1, .measured = false, .program = s->view,
                                   .capacity = r->sc->device.hbm_bytes, .oom_op = MS_NONE,
                                   .device = &r->sc->device, .current = &s->plan};
-        r->simctx[i] = (ms_sim_ctx){.sc = r->sc, .stage = s, .backend = backend,
+        r->simctx[i] = (ms_sim_ctx){.sc = r->sc, .stage = s, .index = i, .backend = backend,
                                     .policy = r->policy};
         if (st == MS_OK)
             st = stage_open_device(r->sc, s, i, r->engine, r->co, backend, r->policy, r->record,

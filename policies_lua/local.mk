@@ -5,4 +5,5 @@ nobase_dist_pkgdata_DATA += \
 	policies_lua/full_recompute.lua \
 	policies_lua/lifetime_pools.lua \
 	policies_lua/smart_swap.lua \
+	policies_lua/adaptive_memory.lua \
 	policies_lua/lib/memsim.lua

@@ -11,6 +11,7 @@
 -- formula discounts by min(1, m/p) the same way).  Flash attention and
 -- sequence parallelism assumed on, bf16.  Stages 0-3 hold ranks 0-1, 2-3,
 -- 4-5, 6-7: all p2p stays in the node.
+-- Compare: memsim run scenarios/gpt-175b-trimmed-tp2pp4.lua --policy full_recompute --policy adaptive_memory
 return {
   name = "gpt-175b-trimmed-tp2pp4",
   device = "ascend-910b",

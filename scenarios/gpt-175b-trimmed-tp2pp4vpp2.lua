@@ -12,6 +12,7 @@
 -- stage's warmup ((p-1) x 2 + (v-1) x p = 10 steps) covers all m v = 8
 -- chunk passes: all 4 micro-batches are in flight at once, fewer than the
 -- p (1 + (p-1)/(p v)) = 5.5 Megatron's formula assumes.
+-- Compare: memsim run scenarios/gpt-175b-trimmed-tp2pp4vpp2.lua --policy full_recompute --policy adaptive_memory
 return {
   name = "gpt-175b-trimmed-tp2pp4vpp2",
   device = "ascend-910b",

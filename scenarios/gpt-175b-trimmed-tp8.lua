@@ -19,6 +19,7 @@
 -- and 37.0 GB of activations (memsim: 37.0 GB): over 64 GiB without a
 -- memory policy, which is why the seed compares adaptive memory
 -- optimization with full recompute.
+-- Compare: memsim run scenarios/gpt-175b-trimmed-tp8.lua --policy full_recompute --policy adaptive_memory
 return {
   name = "gpt-175b-trimmed-tp8",
   device = "ascend-910b",

@@ -554,6 +554,44 @@ START_TEST(select_recompute_of_one_op)
 }
 END_TEST
 
+/* Adaptive memory (seed 000, policies_lua/adaptive_memory.lua) on the seed's
+ * trimmed GPT-175B: without recompute stage 0 runs out of memory; the
+ * policy profiles a fully recomputed step, then keeps the layers its
+ * knapsack fits (each budget checked with ctx:simulate, on every stage of
+ * the pipeline too) and runs faster than full recompute, recomputing
+ * fewer ops but not none. */
+START_TEST(adaptive_memory_beats_full_recompute)
+{
+    static const char *const scen[] = {"scenarios/gpt-175b-trimmed-tp8.lua",
+                                       "scenarios/gpt-175b-trimmed-tp2pp4.lua"};
+    for (size_t k = 0; k < 2; k++) {
+        ms_scenario *sc0, *sc1, *sc2;
+        ms_run *none = run_policy(scen[k], "none", NULL, 0, &sc0);
+        ms_run *full = run_policy(scen[k], "full_recompute", NULL, 0, &sc1);
+        ms_run *ad = run_policy(scen[k], "adaptive_memory", NULL, 0, &sc2);
+        const ms_run_summary *n, *f, *a;
+        size_t stages;
+        ms_run_summary_get(none, &n);
+        ms_run_summary_get(full, &f);
+        ms_run_summaries(ad, &a, &stages);
+        ck_assert(n->oom);
+        ck_assert(!f->oom);
+        for (size_t i = 0; i < stages; i++)
+            ck_assert_msg(!a[i].oom, "%s stage %zu: %s", scen[k], i, a[i].oom_message);
+        ck_assert_int_eq(a[0].steps, 3);
+        ck_assert_double_lt(a[0].step_time_ms, f->step_time_ms);
+        ck_assert_uint_gt(a[0].recomputed_ops, 0);
+        ck_assert_uint_lt(a[0].recomputed_ops, f->recomputed_ops);
+        ms_run_free(none);
+        ms_run_free(full);
+        ms_run_free(ad);
+        ms_scenario_free(sc0);
+        ms_scenario_free(sc1);
+        ms_scenario_free(sc2);
+    }
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -574,6 +612,7 @@ static Suite *run_suite(void)
     tcase_add_test(tc, abandoned_stages_report_their_activations);
     tcase_add_test(tc, segments_at_step_end_and_at_oom);
     tcase_add_test(tc, select_recompute_of_one_op);
+    tcase_add_test(tc, adaptive_memory_beats_full_recompute);
     suite_add_tcase(s, tc);
     return s;
 }
