@@ -16,7 +16,11 @@ tests_unit_test_run_LDADD = libmemsim.la $(TEST_LIBS)
 # The end-to-end test runs the memsim program.
 EXTRA_tests_unit_test_run_DEPENDENCIES = memsim$(EXEEXT)
 EXTRA_DIST += tests/data/cli/plan_error.lua tests/data/cli/tiny-gpt.lua tests/data/policies/recompute_on_oom.lua tests/data/cli/select-op.lua
-EXTRA_DIST += tests/golden/llama2-7b-none.summary.csv
+EXTRA_DIST += tests/golden/llama2-7b-none.summary.csv \
+	tests/golden/gpt-175b-trimmed-tp2pp4vpp2-adaptive_memory.summary.csv \
+	tests/golden/llama2-smartswap-tp1-smart_swap.summary.csv \
+	tests/golden/mixtral-8x7b-none.summary.csv \
+	tests/golden/llama2-7b-swap-recompute-none.summary.csv
 
 # SVG plots of a run record (memory over time by tensor kind, stream timelines).
 check_PROGRAMS += tests/unit/test_report_svg
