@@ -1,5 +1,6 @@
 /* CSV output through libcsv: see csv_out.h for the file discipline. */
 #include "csv_out.h"
+#include "decimal.h"
 
 #include <csv.h>
 #include <errno.h>
@@ -35,16 +36,6 @@ static void put_field(ms_csv_out *w, const char *s, size_t n)
     if (w->col++ > 0)
         putc(',', w->f);
     fwrite(s, 1, n, w->f);
-}
-
-/* Decimal digits of v, right-aligned ending at end; returns the first. */
-static char *digits(uint64_t v, char *end)
-{
-    do {
-        *--end = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    return end;
 }
 
 static bool plain_token(const char *s)
@@ -85,8 +76,7 @@ ms_status ms_csv_u64(ms_csv_out *w, uint64_t v)
     if (w == NULL || w->f == NULL)
         return MS_EINVAL;
     char buf[24];
-    char *p = digits(v, buf + sizeof buf);
-    put_field(w, p, (size_t)(buf + sizeof buf - p));
+    put_field(w, buf, (size_t)(ms_put_u64(buf, v) - buf));
     return MS_OK;
 }
 
@@ -95,11 +85,7 @@ ms_status ms_csv_i64(ms_csv_out *w, int64_t v)
     if (w == NULL || w->f == NULL)
         return MS_EINVAL;
     char buf[24];
-    uint64_t mag = v < 0 ? 0 - (uint64_t)v : (uint64_t)v;
-    char *p = digits(mag, buf + sizeof buf);
-    if (v < 0)
-        *--p = '-';
-    put_field(w, p, (size_t)(buf + sizeof buf - p));
+    put_field(w, buf, (size_t)(ms_put_i64(buf, v) - buf));
     return MS_OK;
 }
 

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "decimal.h"
 #include "memsim/allocator.h"
 
 /* JSON string escaping: names come from scenario files and policies. */
@@ -26,37 +27,16 @@ static void put_json_string(FILE *f, const char *s)
     fputc('"', f);
 }
 
-/* Numbers are most of a trace's bytes: written here, not by printf.  A time
+/* Numbers are most of a trace's bytes: written without printf (decimal.h).  A time
  * in integer nanoseconds becomes microseconds with three decimals, the
  * same text "%.3f" gives for x / 1e3, without going through a double. */
-static char *put_u64(char *p, uint64_t v)
-{
-    char tmp[24];
-    int n = 0;
-    do {
-        tmp[n++] = (char)('0' + v % 10);
-        v /= 10;
-    } while (v != 0);
-    while (n > 0)
-        *p++ = tmp[--n];
-    return p;
-}
-
-static char *put_i64(char *p, int64_t v)
-{
-    if (v < 0)
-        *p++ = '-';
-    return put_u64(p, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
-}
-
 static char *put_us(char *p, int64_t ns)
 {
-    if (ns < 0) {
+    uint64_t mag = ns < 0 ? 0 - (uint64_t)ns : (uint64_t)ns;
+    if (ns < 0)
         *p++ = '-';
-        ns = -ns;
-    }
-    p = put_u64(p, (uint64_t)ns / 1000);
-    unsigned frac = (unsigned)((uint64_t)ns % 1000);
+    p = ms_put_u64(p, mag / 1000);
+    unsigned frac = (unsigned)(mag % 1000);
     *p++ = '.';
     *p++ = (char)('0' + frac / 100);
     *p++ = (char)('0' + frac / 10 % 10);
@@ -120,8 +100,8 @@ ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *re
         int64_t off = step_offset(ends, r->step);
         char buf[256], *b = buf;
         b = put_str(b, first ? "{\"ph\":\"X\",\"pid\":" : ",\n{\"ph\":\"X\",\"pid\":");
-        b = put_i64(b, r->device);
-        b = put_u64(put_str(b, ",\"tid\":"), r->stream_id);
+        b = ms_put_i64(b, r->device);
+        b = ms_put_u64(put_str(b, ",\"tid\":"), r->stream_id);
         b = put_us(put_str(b, ",\"ts\":"), r->start_ns + off);
         b = put_us(put_str(b, ",\"dur\":"), r->end_ns - r->start_ns);
         b = put_str(put_str(put_str(b, ",\"cat\":\""), ms_work_kind_name(r->kind)), "\",\"name\":");
@@ -130,9 +110,9 @@ ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *re
             r->device >= 0 && (size_t)r->device < n_programs ? &programs[r->device] : programs;
         put_json_string(f, row_name(r, p));
         b = buf;
-        b = put_i64(put_str(b, ",\"args\":{\"step\":"), r->step);
-        b = put_u64(put_str(b, ",\"op\":"), r->op);
-        b = put_str(put_u64(put_str(b, ",\"bytes\":"), r->bytes), "}}");
+        b = ms_put_i64(put_str(b, ",\"args\":{\"step\":"), r->step);
+        b = ms_put_u64(put_str(b, ",\"op\":"), r->op);
+        b = put_str(ms_put_u64(put_str(b, ",\"bytes\":"), r->bytes), "}}");
         fwrite(buf, 1, (size_t)(b - buf), f);
         first = false;
     }
@@ -144,10 +124,10 @@ ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *re
         int64_t off = step_offset(ends, m->step);
         char buf[256], *b = buf;
         b = put_str(b, first ? "{\"ph\":\"C\",\"pid\":" : ",\n{\"ph\":\"C\",\"pid\":");
-        b = put_i64(b, m->device);
+        b = ms_put_i64(b, m->device);
         b = put_us(put_str(b, ",\"ts\":"), m->time_ns + off);
-        b = put_u64(put_str(b, ",\"name\":\"memory\",\"args\":{\"allocated\":"), m->allocated);
-        b = put_str(put_u64(put_str(b, ",\"reserved\":"), m->reserved), "}}");
+        b = ms_put_u64(put_str(b, ",\"name\":\"memory\",\"args\":{\"allocated\":"), m->allocated);
+        b = put_str(ms_put_u64(put_str(b, ",\"reserved\":"), m->reserved), "}}");
         fwrite(buf, 1, (size_t)(b - buf), f);
         first = false;
     }
