@@ -136,32 +136,32 @@ end
 local chosen = {}   -- per stage: the decision list found
 local fallback = {} -- per stage: an OOM sent it back to full recompute
 
+local function count(set)
+  local n = 0
+  for _ in pairs(set) do n = n + 1 end
+  return n
+end
+
 local function search(profile, ctx)
   local order = layer_table(profile)
   local hi = profile.capacity * (1 - config.margin) - profile.peak_allocated
   local lo = 0
-  local best = decisions(order, {}) -- every layer recomputed: known to fit
+  local best, best_keep = decisions(order, {}), {} -- every layer recomputed: known to fit
   local budget = hi
   for _ = 1, config.max_simulations do
     if budget < 0 or hi - lo < config.budget_step then break end
-    local list = decisions(order, choose(order, budget))
+    local keep = choose(order, budget)
+    local list = decisions(order, keep)
     local r = ctx:simulate(list)
     if r.oom then
       hi = budget
     else
       lo = budget
-      best = list
+      best, best_keep = list, keep
     end
     budget = (lo + hi) / 2
   end
-  local kept = 0
-  for _, L in ipairs(order) do
-    local recomputed = false
-    for _, d in ipairs(best) do
-      if d.segment == L.segments[1] then recomputed = true break end
-    end
-    if not recomputed then kept = kept + 1 end
-  end
+  local kept = count(best_keep)
   ctx:log("stage %d: %d of %d layers kept, %d recomputed (budget %s)", profile.stage, kept,
           #order, #order - kept, memsim.format_bytes(math.max(lo, 0)))
   return best

@@ -61,16 +61,30 @@ static int run_memsim(const char *args, char *err, size_t errlen)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-static void run_into(const char *scenario, const char *policy, const char *dir)
+/* A run with the run record kept; policy NULL: the scenario's own. */
+static ms_run *run_policy(const char *scenario, const char *policy, const char *const *sets,
+                          size_t n_sets, ms_scenario **sc)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", srcdir(), scenario);
     ms_diag d = {0};
-    ms_scenario *sc = NULL;
-    ck_assert_msg(ms_scenario_load(path, NULL, 0, &sc, &d) == MS_OK, "%s", d.msg);
+    ck_assert_msg(ms_scenario_load(path, sets, n_sets, sc, &d) == MS_OK, "%s", d.msg);
     ms_run_options opt = {.policy = policy, .record = true};
     ms_run *run = NULL;
-    ck_assert_msg(ms_run_execute(sc, &opt, &run, &d) == MS_OK, "%s", d.msg);
+    ck_assert_msg(ms_run_execute(*sc, &opt, &run, &d) == MS_OK, "%s", d.msg);
+    return run;
+}
+
+static ms_run *run_with(const char *scenario, const char *const *sets, size_t n_sets,
+                        ms_scenario **sc_out)
+{
+    return run_policy(scenario, NULL, sets, n_sets, sc_out);
+}
+
+static void run_into(const char *scenario, const char *policy, const char *dir)
+{
+    ms_scenario *sc = NULL;
+    ms_run *run = run_policy(scenario, policy, NULL, 0, &sc);
     const ms_run_summary *s;
     const ms_run_record *rec;
     const ms_program_view *views;
@@ -78,11 +92,11 @@ static void run_into(const char *scenario, const char *policy, const char *dir)
     ms_run_summaries(run, &s, &n);
     ms_run_record_get(run, &rec);
     ms_run_program_views(run, &views, &nv);
+    ms_diag d = {0};
     ck_assert_msg(ms_report_write_csv(dir, s, n, rec, views, nv, &d) == MS_OK, "%s", d.msg);
     ms_run_free(run);
     ms_scenario_free(sc);
 }
-
 static void assert_same_file(const char *a, const char *b)
 {
     size_t la = 0, lb = 0;
@@ -256,25 +270,6 @@ START_TEST(summaries_match_golden)
 }
 END_TEST
 
-/* A run with the run record kept; policy NULL: the scenario's own. */
-static ms_run *run_policy(const char *scenario, const char *policy, const char *const *sets,
-                          size_t n_sets, ms_scenario **sc)
-{
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s", srcdir(), scenario);
-    ms_diag d = {0};
-    ck_assert_msg(ms_scenario_load(path, sets, n_sets, sc, &d) == MS_OK, "%s", d.msg);
-    ms_run_options opt = {.policy = policy, .record = true};
-    ms_run *run = NULL;
-    ck_assert_msg(ms_run_execute(*sc, &opt, &run, &d) == MS_OK, "%s", d.msg);
-    return run;
-}
-
-static ms_run *run_with(const char *scenario, const char *const *sets, size_t n_sets,
-                        ms_scenario **sc_out)
-{
-    return run_policy(scenario, NULL, sets, n_sets, sc_out);
-}
 
 /* Three and four stages run 1F1B together on one engine.  p2p on one FIFO
  * comm stream deadlocked from three stages on, and the host scheduler could
