@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exec_actions.h"
+#include "growable.h"
 
 /* Streams the executor drives.  Swaps get their own streams so copies overlap
  * compute, as SmartSwap and MindFormers' swap do.  Pipeline p2p gets one
@@ -114,23 +115,10 @@ static int64_t host_now(ms_exec *e)
 
 /* ---- the run record as the step goes -------------------------------- */
 
-/* Room for one more element in a growing array (doubling from `first`). */
-static ms_status grow_for_one(void **arr, size_t n, size_t *cap, size_t elem, size_t first)
-{
-    if (n < *cap)
-        return MS_OK;
-    size_t c = *cap ? *cap * 2 : first;
-    void *p = realloc(*arr, c * elem);
-    if (p == NULL)
-        return MS_ENOMEM;
-    *arr = p;
-    *cap = c;
-    return MS_OK;
-}
-
 static ms_status add_row(ms_exec *e, const ms_op_row *row, size_t *index)
 {
-    ms_status st = grow_for_one((void **)&e->rows, e->n_rows, &e->cap_rows, sizeof *e->rows, 4096);
+    ms_status st =
+        ms_grow_for_one((void **)&e->rows, e->n_rows, &e->cap_rows, sizeof *e->rows, 4096);
     if (st != MS_OK)
         return st;
     e->rows[e->n_rows] = *row;
@@ -529,7 +517,7 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
         return st;
     e->swapped_bytes += tn->bytes;
     /* Remember the copy so a block reused under it is caught as a hazard. */
-    if ((st = grow_for_one((void **)&e->inflight, e->n_inflight, &e->cap_inflight,
+    if ((st = ms_grow_for_one((void **)&e->inflight, e->n_inflight, &e->cap_inflight,
                            sizeof *e->inflight, 64)) != MS_OK)
         return st;
     ms_event *done = e->n_free_events ? e->free_events[--e->n_free_events] : NULL;
@@ -560,7 +548,7 @@ static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op)
     if ((st = issue_swap_copy(e, t, at_op, ST_COMPUTE, ST_SWAP_IN)) != MS_OK ||
         (st = record_ready(e, t, ST_SWAP_IN)) != MS_OK)
         return st;
-    if ((st = grow_for_one((void **)&e->host_release, e->n_host_release, &e->cap_host_release,
+    if ((st = ms_grow_for_one((void **)&e->host_release, e->n_host_release, &e->cap_host_release,
                            sizeof *e->host_release, 64)) != MS_OK)
         return st;
     e->host_release[e->n_host_release++] = (ms_host_release){r->host_addr, t};

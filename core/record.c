@@ -4,6 +4,12 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "growable.h"
+
+/* Room for one more row of table f. */
+#define ROOM(r, f) \
+    ms_grow_for_one((void **)&(r)->f, (r)->n_##f, &(r)->cap_##f, sizeof *(r)->f, 1024)
+
 struct ms_run_record {
     ms_op_row *ops;
     size_t n_ops, cap_ops;
@@ -22,20 +28,6 @@ const char *ms_work_kind_name(ms_work_kind k)
     if ((unsigned)k >= sizeof work_kind_names / sizeof work_kind_names[0])
         return "?";
     return work_kind_names[k];
-}
-
-/* Grow an array geometrically; rows are appended millions of times. */
-static ms_status grow(void **arr, size_t *cap, size_t n, size_t size)
-{
-    if (n < *cap)
-        return MS_OK;
-    size_t c = *cap ? *cap * 2 : 1024;
-    void *p = realloc(*arr, c * size);
-    if (p == NULL)
-        return MS_ENOMEM;
-    *arr = p;
-    *cap = c;
-    return MS_OK;
 }
 
 ms_status ms_record_create(ms_run_record **out)
@@ -83,7 +75,7 @@ ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row)
 {
     if (r == NULL || row == NULL)
         return MS_EINVAL;
-    ms_status st = grow((void **)&r->ops, &r->cap_ops, r->n_ops, sizeof *r->ops);
+    ms_status st = ROOM(r, ops);
     if (st == MS_OK)
         r->ops[r->n_ops++] = *row;
     return st;
@@ -93,7 +85,7 @@ ms_status ms_record_add_mem(ms_run_record *r, const ms_mem_row *row)
 {
     if (r == NULL || row == NULL)
         return MS_EINVAL;
-    ms_status st = grow((void **)&r->mem, &r->cap_mem, r->n_mem, sizeof *r->mem);
+    ms_status st = ROOM(r, mem);
     if (st == MS_OK)
         r->mem[r->n_mem++] = *row;
     return st;
@@ -103,7 +95,7 @@ ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row)
 {
     if (r == NULL || row == NULL)
         return MS_EINVAL;
-    ms_status st = grow((void **)&r->tensors, &r->cap_tensors, r->n_tensors, sizeof *r->tensors);
+    ms_status st = ROOM(r, tensors);
     if (st == MS_OK)
         r->tensors[r->n_tensors++] = *row;
     return st;
@@ -113,8 +105,7 @@ ms_status ms_record_add_segment(ms_run_record *r, const ms_segment_row *row)
 {
     if (r == NULL || row == NULL)
         return MS_EINVAL;
-    ms_status st =
-        grow((void **)&r->segments, &r->cap_segments, r->n_segments, sizeof *r->segments);
+    ms_status st = ROOM(r, segments);
     if (st == MS_OK)
         r->segments[r->n_segments++] = *row;
     return st;
