@@ -372,6 +372,15 @@ static bool any_setup_oom(ms_run *r, ms_diag *d)
     return any;
 }
 
+/* The engine every stage's device runs on, and the stages' host threads. */
+static ms_status open_engine(ms_run *r)
+{
+    ms_status st = ms_sim_create(&r->engine);
+    if (st == MS_OK && r->n > 1)
+        st = ms_cohost_create(r->n, ms_mock_host_clock, &r->co);
+    return st;
+}
+
 /* A pipeline that ran out of memory leaves the other stages' work stuck in
  * their streams, and a real job crashes.  As the job would be relaunched
  * with the policy's new decisions, every stage starts again on a fresh
@@ -392,9 +401,7 @@ static ms_status relaunch_pipeline(ms_run *r, ms_diag *d)
     ms_sim_destroy(r->engine);
     r->co = NULL;
     r->engine = NULL;
-    ms_status st = ms_sim_create(&r->engine);
-    if (st == MS_OK)
-        st = ms_cohost_create(r->n, ms_mock_host_clock, &r->co);
+    ms_status st = open_engine(r);
     for (int i = 0; st == MS_OK && i < r->n; i++)
         st = stage_open_device(r->sc, &r->stages[i], i, r->engine, r->co, r->simctx[i].backend,
                                r->policy, r->record, true, d);
@@ -502,9 +509,7 @@ static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
     const char *pname = "none";
     ms_status st = ms_policy_name(r->policy, &pname);
     if (st == MS_OK)
-        st = ms_sim_create(&r->engine);
-    if (st == MS_OK && r->n > 1)
-        st = ms_cohost_create(r->n, ms_mock_host_clock, &r->co);
+        st = open_engine(r);
     for (int i = 0; st == MS_OK && i < r->n; i++) {
         ms_stage *s = &r->stages[i];
         st = ms_program_build(r->sc, i, &s->program, d);
