@@ -1,12 +1,9 @@
-# The mock NPU: backend.h on the discrete-event simulator (sim/).
+# backend_mock: the mock NPU, backend.h on the simulator (sim/), and the
+# cooperative host threads that let several pipeline stages share one
+# virtual clock.
 noinst_LTLIBRARIES += backend_mock/libms_mock.la
 backend_mock_libms_mock_la_SOURCES = \
-	backend_mock/mock.c backend_mock/mock_private.h backend_mock/memory.c \
-	backend_mock/address_space.c backend_mock/address_space.h
+	backend_mock/mock.h backend_mock/mock.c backend_mock/mock_private.h backend_mock/memory.c \
+	backend_mock/address_space.c backend_mock/address_space.h \
+	backend_mock/cohost.c backend_mock/cohost.h
 MS_PARTS += backend_mock/libms_mock.la
-
-check_PROGRAMS += tests/unit/test_mock
-TESTS += tests/unit/test_mock
-tests_unit_test_mock_SOURCES = tests/unit/test_mock.c tests/unit/test_device_spec.h
-tests_unit_test_mock_CFLAGS = $(TEST_CFLAGS)
-tests_unit_test_mock_LDADD = backend_mock/libms_mock.la sim/libms_sim.la core/libms_base.la $(TEST_LIBS)

@@ -3,7 +3,7 @@
 #define MEMSIM_MOCK_PRIVATE_H
 
 #include "address_space.h"
-#include "memsim/backend_mock.h"
+#include "backend_mock/mock.h"
 
 struct ms_mock;
 

@@ -29,7 +29,7 @@
 
 #include "memsim/allocator.h"
 #include "memsim/trace.h"
-#include "../tests/unit/test_allocator_fake.h"
+#include "tests/unit/test_allocator_fake.h"
 
 /* One operation: size > 0 allocates tensor id, size 0 frees it. */
 typedef struct op {

@@ -2,7 +2,7 @@
 noinst_PROGRAMS += bench/bench_alloc
 bench_bench_alloc_SOURCES = bench/bench_alloc.c tests/unit/test_allocator_fake.c \
 	tests/unit/test_allocator_fake.h
-bench_bench_alloc_LDADD = core/libms_trace.la core/libms_alloc.la core/libms_base.la $(GSL_LIBS) \
+bench_bench_alloc_LDADD = lib/replay/libms_replay.la lib/alloc/libms_alloc.la lib/base/libms_base.la $(GSL_LIBS) \
 	$(LUA_LIBS) $(CSV_LIBS) -lm
 EXTRA_DIST += bench/README.md
 

@@ -7,7 +7,7 @@
 
 #include "curve.h"
 #include "device_model.h"
-#include "memsim/sim.h"
+#include "sim/sim.h"
 
 struct ms_cost_model {
     ms_device_spec spec; /* own copy: the interpolants point into its curves */

@@ -7,7 +7,7 @@
 #include <math.h>
 #include <stddef.h>
 
-#include "memsim/sim.h"
+#include "sim/sim.h"
 
 /* Round a fractional duration up to whole ns, forgiving float noise so that
  * 100000.0000001 stays 100000 (the cost model and the copy engine agree). */

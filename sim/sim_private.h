@@ -5,7 +5,7 @@
 
 #include <stddef.h>
 
-#include "memsim/sim.h"
+#include "sim/sim.h"
 
 /* p2p sends that finished before their receive was ready (eager protocol). */
 typedef struct ms_p2p_delivery {

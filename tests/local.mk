@@ -1,30 +1,107 @@
-# Unit tests of the shared pieces, and the end-to-end tests of the memsim command.
+# The unit tests of each part and the end-to-end tests of the memsim command.
+# A test links the parts it tests (convenience libraries, internals
+# included); tests of the public API alone link libmemsim.
+TEST_CFLAGS = $(AM_CFLAGS) $(CHECK_CFLAGS)
+TEST_LIBS = $(CHECK_LIBS) $(GSL_LIBS) $(LUA_LIBS) $(CSV_LIBS) -lm
+# Every part, in link order (a part before those it calls).
+TEST_ALL_PARTS = lib/run/libms_run.la lib/exec/libms_exec.la lib/policy/libms_policy.la \
+	lib/report/libms_report.la lib/replay/libms_replay.la lib/alloc/libms_alloc.la \
+	lib/workload/libms_workload.la lib/scenario/libms_scenario.la lib/backend/libms_backend.la \
+	backend_mock/libms_mock.la sim/libms_sim.la lib/base/libms_base.la
+EXTRA_DIST += tests/data tests/golden tests/fuzz
+
+# lib/base
 check_PROGRAMS += tests/unit/test_sandbox
-TESTS += tests/unit/test_sandbox
 tests_unit_test_sandbox_SOURCES = tests/unit/test_sandbox.c
 tests_unit_test_sandbox_CFLAGS = $(TEST_CFLAGS)
-tests_unit_test_sandbox_LDADD = core/libms_base.la $(TEST_LIBS)
+tests_unit_test_sandbox_LDADD = lib/base/libms_base.la $(TEST_LIBS)
 
-check_PROGRAMS += tests/unit/test_exec tests/unit/test_run
-TESTS += tests/unit/test_exec tests/unit/test_run
+# sim/ and backend_mock/
+check_PROGRAMS += tests/unit/test_sim tests/unit/test_mock
+tests_unit_test_sim_SOURCES = tests/unit/test_sim.c tests/unit/test_device_spec.h
+tests_unit_test_sim_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_sim_LDADD = sim/libms_sim.la lib/base/libms_base.la $(TEST_LIBS)
+tests_unit_test_mock_SOURCES = tests/unit/test_mock.c tests/unit/test_device_spec.h
+tests_unit_test_mock_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_mock_LDADD = backend_mock/libms_mock.la sim/libms_sim.la lib/base/libms_base.la \
+	$(TEST_LIBS)
+
+# lib/alloc.  A fake device for the allocator's tests and benchmark: a bump
+# allocator with a capacity, streams, and events that complete when the test
+# says.
+ALLOC_FAKE = tests/unit/test_allocator_fake.c tests/unit/test_allocator_fake.h
+ALLOC_FIXTURE = $(ALLOC_FAKE) tests/unit/test_allocator_fixture.c tests/unit/test_allocator_fixture.h
+ALLOC_TEST_LIBS = lib/alloc/libms_alloc.la lib/base/libms_base.la $(TEST_LIBS)
+check_PROGRAMS += tests/unit/test_allocator_conf tests/unit/test_allocator \
+	tests/unit/test_allocator_expandable tests/unit/test_allocator_model \
+	tests/unit/test_allocator_traces
+tests_unit_test_allocator_conf_SOURCES = tests/unit/test_allocator_conf.c
+tests_unit_test_allocator_conf_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_allocator_conf_LDADD = $(ALLOC_TEST_LIBS)
+tests_unit_test_allocator_SOURCES = tests/unit/test_allocator.c $(ALLOC_FIXTURE)
+tests_unit_test_allocator_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_allocator_LDADD = $(ALLOC_TEST_LIBS)
+tests_unit_test_allocator_expandable_SOURCES = tests/unit/test_allocator_expandable.c \
+	$(ALLOC_FIXTURE)
+tests_unit_test_allocator_expandable_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_allocator_expandable_LDADD = $(ALLOC_TEST_LIBS)
+tests_unit_test_allocator_model_SOURCES = tests/unit/test_allocator_model.c $(ALLOC_FAKE)
+tests_unit_test_allocator_model_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_allocator_model_LDADD = $(ALLOC_TEST_LIBS)
+# Replays of real PyTorch memory snapshots (extract.py documents the source).
+tests_unit_test_allocator_traces_SOURCES = tests/unit/test_allocator_traces.c
+tests_unit_test_allocator_traces_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_allocator_traces_LDADD = $(ALLOC_TEST_LIBS)
+
+# lib/replay (small synthetic traces here; the real snapshots stay in
+# ../shared/traces)
+check_PROGRAMS += tests/unit/test_pickle tests/unit/test_replay
+tests_unit_test_pickle_SOURCES = tests/unit/test_pickle.c
+tests_unit_test_pickle_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_pickle_LDADD = lib/replay/libms_replay.la lib/base/libms_base.la $(TEST_LIBS)
+tests_unit_test_replay_SOURCES = tests/unit/test_replay.c
+tests_unit_test_replay_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_replay_LDADD = lib/replay/libms_replay.la $(ALLOC_TEST_LIBS)
+
+# lib/scenario and lib/workload
+check_PROGRAMS += tests/unit/test_scenario tests/unit/test_workload tests/unit/test_workload_pipeline \
+	tests/unit/test_workload_layout
+tests_unit_test_scenario_SOURCES = tests/unit/test_scenario.c
+tests_unit_test_scenario_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_scenario_LDADD = lib/scenario/libms_scenario.la lib/base/libms_base.la $(TEST_LIBS)
+WORKLOAD_TEST_LIBS = lib/workload/libms_workload.la lib/scenario/libms_scenario.la \
+	lib/base/libms_base.la $(TEST_LIBS)
+tests_unit_test_workload_SOURCES = tests/unit/test_workload.c
+tests_unit_test_workload_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_workload_LDADD = $(WORKLOAD_TEST_LIBS)
+tests_unit_test_workload_pipeline_SOURCES = tests/unit/test_workload_pipeline.c
+tests_unit_test_workload_pipeline_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_workload_pipeline_LDADD = $(WORKLOAD_TEST_LIBS)
+tests_unit_test_workload_layout_SOURCES = tests/unit/test_workload_layout.c
+tests_unit_test_workload_layout_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_workload_layout_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
+
+# lib/policy (with the scenario's declared settings)
+check_PROGRAMS += tests/unit/test_policy tests/unit/test_memory_config
+tests_unit_test_policy_SOURCES = tests/unit/test_policy.c
+tests_unit_test_policy_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_policy_LDADD = lib/policy/libms_policy.la $(WORKLOAD_TEST_LIBS)
+tests_unit_test_memory_config_SOURCES = tests/unit/test_memory_config.c
+tests_unit_test_memory_config_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_memory_config_LDADD = lib/policy/libms_policy.la $(WORKLOAD_TEST_LIBS)
+
+# lib/exec, lib/run, lib/report and the memsim command
+check_PROGRAMS += tests/unit/test_exec tests/unit/test_run tests/unit/test_report_svg
 tests_unit_test_exec_SOURCES = tests/unit/test_exec.c tests/unit/test_device_spec.h
 tests_unit_test_exec_CFLAGS = $(TEST_CFLAGS)
-tests_unit_test_exec_LDADD = libmemsim.la $(TEST_LIBS)
+tests_unit_test_exec_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 tests_unit_test_run_SOURCES = tests/unit/test_run.c
 tests_unit_test_run_CFLAGS = $(TEST_CFLAGS)
-tests_unit_test_run_LDADD = libmemsim.la $(TEST_LIBS)
+tests_unit_test_run_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 # The end-to-end test runs the memsim program.
 EXTRA_tests_unit_test_run_DEPENDENCIES = memsim$(EXEEXT)
-EXTRA_DIST += tests/data/cli/plan_error.lua tests/data/cli/tiny-gpt.lua tests/data/policies/recompute_on_oom.lua tests/data/cli/select-op.lua
-EXTRA_DIST += tests/golden/llama2-7b-none.summary.csv \
-	tests/golden/gpt-175b-trimmed-tp2pp4vpp2-adaptive_memory.summary.csv \
-	tests/golden/llama2-smartswap-tp1-smart_swap.summary.csv \
-	tests/golden/mixtral-8x7b-none.summary.csv \
-	tests/golden/llama2-7b-swap-recompute-none.summary.csv
-
-# SVG plots of a run record (memory over time by tensor kind, stream timelines).
-check_PROGRAMS += tests/unit/test_report_svg
-TESTS += tests/unit/test_report_svg
 tests_unit_test_report_svg_SOURCES = tests/unit/test_report_svg.c
 tests_unit_test_report_svg_CFLAGS = $(TEST_CFLAGS)
-tests_unit_test_report_svg_LDADD = libmemsim.la $(TEST_LIBS)
+tests_unit_test_report_svg_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
+
+TESTS += $(check_PROGRAMS)

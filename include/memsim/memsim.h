@@ -2,9 +2,9 @@
 #define MEMSIM_H
 #include "memsim/status.h"
 #include "memsim/device.h"
-#include "memsim/sim.h"
+#include "sim/sim.h"
 #include "memsim/backend.h"
-#include "memsim/backend_mock.h"
+#include "backend_mock/mock.h"
 #include "memsim/allocator.h"
 #include "memsim/scenario.h"
 #include "memsim/workload.h"

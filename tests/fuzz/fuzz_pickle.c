@@ -1,8 +1,8 @@
 /* libFuzzer target for the pickle decoder (tests/fuzz/README in
  * docs/replay.md, "Fuzzing").  Built by hand, never by make:
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude \
- *       tests/fuzz/fuzz_pickle.c core/pickle.c core/status.c -lm -o fuzz_pickle
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -I. \
+ *       tests/fuzz/fuzz_pickle.c lib/replay/pickle.c lib/base/status.c -lm -o fuzz_pickle
  *   ./fuzz_pickle -max_len=4096 -max_total_time=300 CORPUS_DIR
  *
  * Every input must either decode or fail with a message; the walk below

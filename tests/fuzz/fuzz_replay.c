@@ -3,10 +3,9 @@
  * replay or fail with a message (docs/replay.md, "Fuzzing").  Built by
  * hand, never by make:
  *
- *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude \
- *       tests/fuzz/fuzz_replay.c core/pickle.c core/snapshot.c core/replay.c \
- *       core/replay_start.c core/replay_backend.c core/allocator*.c \
- *       core/status.c core/backend_close.c -lcsv -lm -o fuzz_replay
+ *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -I. \
+ *       tests/fuzz/fuzz_replay.c lib/replay/*.c lib/alloc/*.c \
+ *       lib/base/status.c lib/base/backend_handle.c -lcsv -lm -o fuzz_replay
  *   ./fuzz_replay -max_len=4096 -max_total_time=300 CORPUS_DIR
  */
 #include <stddef.h>

@@ -6,9 +6,9 @@
 #include <string.h>
 
 #include "memsim/allocator.h"
-#include "memsim/backend_mock.h"
+#include "backend_mock/mock.h"
 #include "memsim/exec.h"
-#include "memsim/sim.h"
+#include "sim/sim.h"
 
 #include "test_device_spec.h"
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memsim/backend_mock.h"
+#include "backend_mock/mock.h"
 
 #include "test_device_spec.h"
 

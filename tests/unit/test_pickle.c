@@ -1,4 +1,4 @@
-/* The data-only pickle decoder (core/pickle.c).  Byte strings come from
+/* The data-only pickle decoder (lib/replay/pickle.c).  Byte strings come from
  * CPython 3.11's pickle.dumps (shown beside each with pickletools offsets)
  * or are built by hand where Python would never emit them; expected values
  * are what pickle.loads returns for the same bytes. */

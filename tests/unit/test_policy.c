@@ -1,4 +1,4 @@
-/* The Lua policy host (core/policy*.c) and the shipped policies.
+/* The Lua policy host (lib/policy/) and the shipped policies.
  *
  * A hand-built program of one micro-batch through two layers stands in for
  * the workload builder:

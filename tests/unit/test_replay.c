@@ -1,4 +1,4 @@
-/* Snapshot import and replay (core/snapshot.c, core/replay*.c).
+/* Snapshot import and replay (lib/replay/).
  *
  * The synthetic traces in tests/data/traces/ carry, in their comments, the
  * derivation of every segment event from the caching allocator's rules

@@ -1,6 +1,6 @@
 /* The SVG plots (memory.svg, timeline.svg) from hand-built run records.
  *
- * Coordinates follow core/report_svg.h: the plot spans x 200..1200 (1000
+ * Coordinates follow lib/report/report_svg.h: the plot spans x 200..1200 (1000
  * one-pixel columns over 0..t_max), memory panel p has its plot area from
  * y = 64 + 290 p + 40 down 220 pixels, and timeline lane l of the first
  * device sits at y = 64 + 8 + 22 l. */
@@ -14,7 +14,7 @@
 #include "memsim/report.h"
 #include "memsim/workload.h"
 
-#include "../../core/report_svg.h"
+#include "lib/report/report_svg.h"
 
 #define GIB 1073741824ull
 #define MS 1000000ll

@@ -6,7 +6,7 @@
 
 #include <lua.h>
 
-#include "../../core/lua_sandbox.h"
+#include "lib/base/sandbox.h"
 
 static char dir[] = "/tmp/memsim-sandbox-XXXXXX";
 

@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "memsim/sim.h"
+#include "sim/sim.h"
 
 #include "test_device_spec.h"
 

@@ -1,0 +1,8 @@
+# lib/base: what every layer shares and that depends on nothing of ours:
+# status codes and diagnostics, dtype and device-spec facts, the Lua sandbox,
+# growable arrays, the printf-free decimal writer, closing a backend handle.
+noinst_LTLIBRARIES += lib/base/libms_base.la
+lib_base_libms_base_la_SOURCES = \
+	lib/base/status.c lib/base/device_spec.c lib/base/sandbox.c lib/base/sandbox.h \
+	lib/base/growable.h lib/base/decimal.h lib/base/backend_handle.c
+MS_PARTS = lib/base/libms_base.la

@@ -1,0 +1,929 @@
+/* The executor: issues a step program through a backend, as a framework's
+ * host thread would, and applies a policy's decisions (see exec.h). */
+#include "memsim/exec.h"
+
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "exec_actions.h"
+#include "lib/base/growable.h"
+
+/* Streams the executor drives.  Swaps get their own streams so copies overlap
+ * compute, as SmartSwap and MindFormers' swap do.  Pipeline p2p gets one
+ * stream per direction and neighbour: Megatron posts its sends and receives
+ * together (batch_isend_irecv), so a receive still waiting for one neighbour
+ * never holds up a send to the other; one FIFO for all of them deadlocks
+ * 1F1B from three stages on. */
+enum {
+    ST_COMPUTE = 0,
+    ST_COMM,
+    ST_SWAP_OUT,
+    ST_SWAP_IN,
+    ST_SEND_NEXT,
+    ST_SEND_PREV,
+    ST_RECV_NEXT,
+    ST_RECV_PREV,
+    ST_COUNT
+};
+
+typedef enum ms_tstate { TS_ABSENT = 0, TS_ON_DEVICE, TS_ON_HOST, TS_DROPPED } ms_tstate;
+
+static const char *const tstate_names[] = {"absent", "on device", "on host", "dropped"};
+
+typedef struct ms_tensor_rt {
+    uint8_t state;
+    uint8_t ready_stream;   /* stream whose work produces its current contents */
+    uint8_t alloc_stream;   /* stream its block was allocated on */
+    uint8_t waited;         /* streams that already waited on ready_ev (bit mask) */
+    uint8_t used_streams;   /* other streams that touched the block (bit mask) */
+    uint8_t ready_recorded;
+    uint8_t cross_stream;   /* some use is on another stream than the producer's */
+    uint8_t replay_temp;    /* allocated by a recompute replay, not needed after it */
+    int pool;
+    uint64_t addr;
+    uint64_t host_addr;
+    ms_event *ready_ev;
+    ms_event *aux_ev;
+} ms_tensor_rt;
+
+typedef struct ms_inflight_copy {
+    uint64_t addr;
+    uint64_t bytes;
+    ms_event *done;
+} ms_inflight_copy;
+
+/* A host buffer whose swap-in was issued: free once the H2D copy is done
+ * (the tensor's ready event, recorded right after it), as PyTorch's caching
+ * host allocator reuses a pinned block once the events of its uses passed.
+ * Keeping one buffer per swapped tensor instead would need the whole step's
+ * swapped bytes in host memory at once. */
+typedef struct ms_host_release {
+    uint64_t host_addr;
+    uint32_t tensor;
+} ms_host_release;
+
+struct ms_exec {
+    ms_exec_config cfg;
+    const ms_program_view *p;
+    ms_stream *streams[ST_COUNT];
+    uint64_t stream_ids[ST_COUNT];
+    ms_tensor_rt *rt;
+    ms_schedule sched;
+    /* Rows of the current step (the tracer patches their device times). */
+    ms_op_row *rows;
+    size_t n_rows, cap_rows;
+    int step;
+    int64_t step_start;
+    int32_t *kernel_row;     /* op id -> its row this step, or -1 */
+    ms_op_profile *profile;  /* caller's buffer during a step */
+    /* Memory accounting seen through the allocator observer. */
+    ms_tensor_kind cur_kind;
+    uint64_t by_kind[MS_TK_COUNT];
+    uint64_t peak_alloc_seen;
+    uint64_t gap_at_peak;
+    uint64_t peak_activation;
+    /* Copies that may still read a device block. */
+    ms_inflight_copy *inflight;
+    size_t n_inflight, cap_inflight;
+    ms_host_release *host_release;
+    size_t n_host_release, cap_host_release;
+    ms_event *comm_done;     /* re-recorded after every collective */
+    ms_event *free_events[64];
+    size_t n_free_events;
+    bool borrowing;
+    uint32_t oom_tensor;
+    uint64_t swapped_bytes;
+    uint32_t recomputed_ops;
+    ms_diag *diag; /* where the current step reports (set per step) */
+};
+
+static ms_status be_call_failed(ms_exec *e, ms_status st, const char *what)
+{
+    return ms_diag_set(e->diag, st, "backend %s failed: %s", what, ms_strerror(st));
+}
+
+#define BE(e, call, ...) ((e)->cfg.backend->ops->call((e)->cfg.backend->inst, __VA_ARGS__))
+
+static int64_t host_now(ms_exec *e)
+{
+    int64_t t = 0;
+    e->cfg.backend->ops->now(e->cfg.backend->inst, &t);
+    return t;
+}
+
+/* ---- the run record as the step goes -------------------------------- */
+
+static ms_status add_row(ms_exec *e, const ms_op_row *row, size_t *index)
+{
+    ms_status st =
+        ms_grow_for_one((void **)&e->rows, e->n_rows, &e->cap_rows, sizeof *e->rows, 4096);
+    if (st != MS_OK)
+        return st;
+    e->rows[e->n_rows] = *row;
+    *index = e->n_rows++;
+    return MS_OK;
+}
+
+static void on_work_done(void *user, const ms_work_record *rec)
+{
+    ms_exec *e = user;
+    if (rec->tag >= e->n_rows)
+        return; /* work of an earlier, aborted step */
+    e->rows[rec->tag].start_ns = rec->start_ns;
+    e->rows[rec->tag].end_ns = rec->end_ns;
+}
+
+static void on_alloc_event(void *user, const ms_alloc_event *ev)
+{
+    ms_exec *e = user;
+    if (ev->action == MS_AA_ALLOC)
+        e->by_kind[e->cur_kind] += ev->size;
+    else if (ev->action == MS_AA_FREE_REQUESTED && e->by_kind[e->cur_kind] >= ev->size)
+        e->by_kind[e->cur_kind] -= ev->size;
+    if (e->by_kind[MS_TK_ACTIVATION] > e->peak_activation)
+        e->peak_activation = e->by_kind[MS_TK_ACTIVATION];
+    uint64_t allocated = ev->allocated;
+    uint64_t reserved = ev->reserved;
+    /* The gap between reserved and allocated when allocated peaks is the
+     * fragmentation that decides OOMs (MindSpeed's "reserved - allocated"). */
+    if (allocated > e->peak_alloc_seen) {
+        e->peak_alloc_seen = allocated;
+        e->gap_at_peak = reserved - allocated;
+    }
+    if (e->cfg.record == NULL)
+        return;
+    ms_mem_row row = {
+        .step = e->step,
+        .device = e->cfg.backend->device,
+        .time_ns = host_now(e) - e->step_start,
+        .action = (int)ev->action,
+        .addr = ev->addr,
+        .bytes = ev->size,
+        .allocated = allocated,
+        .reserved = reserved,
+        .active = ev->active,
+    };
+    memcpy(row.by_kind, e->by_kind, sizeof row.by_kind);
+    ms_record_add_mem(e->cfg.record, &row);
+}
+
+/* ---- events ---------------------------------------------------------- */
+
+static ms_status get_event(ms_exec *e, ms_event **ev)
+{
+    if (*ev != NULL)
+        return MS_OK;
+    return BE(e, event_create, ev);
+}
+
+static ms_status record_ready(ms_exec *e, uint32_t t, int stream)
+{
+    ms_tensor_rt *r = &e->rt[t];
+    ms_status st = get_event(e, &r->ready_ev);
+    if (st == MS_OK)
+        st = BE(e, event_record, r->ready_ev, e->streams[stream]);
+    if (st != MS_OK)
+        return be_call_failed(e, st, "event_record");
+    r->ready_stream = (uint8_t)stream;
+    r->ready_recorded = 1;
+    r->waited = (uint8_t)(1u << stream);
+    return MS_OK;
+}
+
+static ms_status wait_ready(ms_exec *e, uint32_t t, int stream)
+{
+    ms_tensor_rt *r = &e->rt[t];
+    if (!r->ready_recorded || (r->waited & (1u << stream)))
+        return MS_OK;
+    ms_status st = BE(e, stream_wait_event, e->streams[stream], r->ready_ev);
+    if (st != MS_OK)
+        return be_call_failed(e, st, "stream_wait_event");
+    r->waited |= (uint8_t)(1u << stream);
+    return MS_OK;
+}
+
+/* ---- allocation ------------------------------------------------------ */
+
+static ms_status check_not_inflight(ms_exec *e, uint32_t t, uint64_t addr, uint64_t bytes)
+{
+    for (size_t i = 0; i < e->n_inflight;) {
+        ms_inflight_copy *c = &e->inflight[i];
+        bool done = false;
+        ms_status st = BE(e, event_query, c->done, &done);
+        if (st != MS_OK)
+            return be_call_failed(e, st, "event_query");
+        if (done) {
+            if (e->n_free_events < sizeof e->free_events / sizeof e->free_events[0])
+                e->free_events[e->n_free_events++] = c->done;
+            else
+                BE(e, event_destroy, c->done);
+            *c = e->inflight[--e->n_inflight];
+            continue;
+        }
+        if (addr < c->addr + c->bytes && c->addr < addr + bytes)
+            return ms_diag_set(e->diag, MS_EHAZARD,
+                               "hazard: tensor %u (%s) got block 0x%" PRIx64 " (+%" PRIu64
+                               ") while a swap-out copy still reads 0x%" PRIx64 " (+%" PRIu64 ")",
+                               t, e->p->tensors[t].name, addr, bytes, c->addr, c->bytes);
+        i++;
+    }
+    return MS_OK;
+}
+
+static ms_status tensor_alloc(ms_exec *e, uint32_t t, int stream, uint32_t at_op)
+{
+    const ms_tensor *tn = &e->p->tensors[t];
+    ms_tensor_rt *r = &e->rt[t];
+    e->cur_kind = tn->kind;
+    ms_diag ad = {0};
+    uint64_t bytes = tn->bytes ? tn->bytes : 1;
+    ms_status st = ms_alloc_malloc(e->cfg.alloc, bytes, e->streams[stream], r->pool, &r->addr,
+                                   &ad);
+    if (st == MS_ENOMEM) {
+        e->oom_tensor = t;
+        return ms_diag_set(e->diag, MS_ENOMEM, "%s", ad.msg);
+    }
+    if (st != MS_OK)
+        return ms_diag_set(e->diag, st, "allocating tensor %u (%s) at op %u: %s", t, tn->name,
+                           at_op, ad.msg[0] ? ad.msg : ms_strerror(st));
+    r->state = TS_ON_DEVICE;
+    r->alloc_stream = (uint8_t)stream;
+    r->used_streams = 0;
+    r->ready_recorded = 0;
+    r->ready_stream = (uint8_t)stream;
+    return check_not_inflight(e, t, r->addr, bytes);
+}
+
+static ms_status tensor_free(ms_exec *e, uint32_t t)
+{
+    ms_tensor_rt *r = &e->rt[t];
+    if (r->state != TS_ON_DEVICE)
+        return MS_OK; /* already gone: freed by an abort, or never made */
+    /* A block another stream used may only be reused once that stream's work
+     * is done: PyTorch's record_stream. */
+    for (int s = 0; s < ST_COUNT; s++) {
+        if (s == r->alloc_stream || !(r->used_streams & (1u << s)))
+            continue;
+        if (s == ST_COMM && e->cfg.avoid_record_streams)
+            continue; /* compute already waited for the collective */
+        ms_status st = ms_alloc_record_stream(e->cfg.alloc, r->addr, e->streams[s]);
+        if (st != MS_OK)
+            return ms_diag_set(e->diag, st, "record_stream of tensor %u failed", t);
+    }
+    e->cur_kind = e->p->tensors[t].kind;
+    ms_status st = ms_alloc_free(e->cfg.alloc, r->addr);
+    if (st != MS_OK)
+        return ms_diag_set(e->diag, st, "freeing tensor %u (%s) failed: %s", t,
+                           e->p->tensors[t].name, ms_strerror(st));
+    r->state = TS_ABSENT;
+    r->replay_temp = 0;
+    return MS_OK;
+}
+
+/* ---- issuing ops ----------------------------------------------------- */
+
+static ms_status check_readable(ms_exec *e, uint32_t op, uint32_t t)
+{
+    ms_tensor_rt *r = &e->rt[t];
+    if (r->state == TS_ON_DEVICE)
+        return MS_OK;
+    return ms_diag_set(e->diag, MS_EHAZARD,
+                       "hazard: op %u (%s) reads tensor %u (%s) while it is %s", op,
+                       e->p->ops[op].name, t, e->p->tensors[t].name, tstate_names[r->state]);
+}
+
+static ms_status prepare_inputs(ms_exec *e, const ms_op *op, int stream)
+{
+    for (uint32_t i = 0; i < op->n_inputs; i++) {
+        uint32_t t = op->inputs[i];
+        const ms_tensor *tn = &e->p->tensors[t];
+        /* Data-loader inputs exist before the step but are not persistent:
+         * they arrive just before their first use. */
+        if (tn->producer == MS_NONE && !tn->persistent && e->rt[t].state == TS_ABSENT) {
+            ms_status st = tensor_alloc(e, t, ST_COMPUTE, op->id);
+            if (st != MS_OK)
+                return st;
+        }
+        ms_status st = check_readable(e, op->id, t);
+        if (st == MS_OK)
+            st = wait_ready(e, t, stream);
+        if (st != MS_OK)
+            return st;
+        if (stream != e->rt[t].alloc_stream)
+            e->rt[t].used_streams |= (uint8_t)(1u << stream);
+    }
+    return MS_OK;
+}
+
+/* Outputs are allocated on the framework's current stream, the compute
+ * stream, even for collectives: that is where torch.empty puts them before
+ * ProcessGroupNCCL/HCCL hands them to its own stream. */
+static ms_status alloc_outputs(ms_exec *e, const ms_op *op, bool replay)
+{
+    for (uint32_t i = 0; i < op->n_outputs; i++) {
+        uint32_t t = op->outputs[i];
+        const ms_tensor *tn = &e->p->tensors[t];
+        if (tn->persistent)
+            continue; /* written in place: weights, grads, optimizer state */
+        if (e->rt[t].state == TS_ON_DEVICE)
+            continue; /* a replay re-makes only what recompute dropped */
+        ms_status st = tensor_alloc(e, t, ST_COMPUTE, op->id);
+        if (st != MS_OK)
+            return st;
+        e->rt[t].replay_temp =
+            replay && !(e->sched.tensors[t].dropped && e->sched.tensors[t].segment != MS_NONE);
+    }
+    return MS_OK;
+}
+
+/* work.wait() of a synchronous collective: the compute stream continues only
+ * after it, so its buffers may be freed in compute-stream order.  Collectives
+ * on persistent tensors only (the DP gradient reduction) stay asynchronous. */
+static ms_status wait_for_collective(ms_exec *e, const ms_op *op)
+{
+    bool step_tensors = false;
+    for (uint32_t i = 0; i < op->n_inputs + op->n_outputs; i++) {
+        uint32_t t = i < op->n_inputs ? op->inputs[i] : op->outputs[i - op->n_inputs];
+        step_tensors |= !e->p->tensors[t].persistent;
+    }
+    if (!step_tensors)
+        return MS_OK;
+    ms_status st = get_event(e, &e->comm_done);
+    if (st == MS_OK)
+        st = BE(e, event_record, e->comm_done, e->streams[ST_COMM]);
+    if (st == MS_OK)
+        st = BE(e, stream_wait_event, e->streams[ST_COMPUTE], e->comm_done);
+    if (st != MS_OK)
+        return be_call_failed(e, st, "waiting for a collective");
+    for (uint32_t i = 0; i < op->n_outputs; i++)
+        e->rt[op->outputs[i]].waited |= (uint8_t)(1u << ST_COMPUTE);
+    return MS_OK;
+}
+
+static int stream_of(const ms_exec *e, const ms_op *op)
+{
+    if (op->stream != MS_SR_COMM)
+        return ST_COMPUTE;
+    bool send = op->kernel.comm == MS_COMM_SEND, recv = op->kernel.comm == MS_COMM_RECV;
+    if (!send && !recv)
+        return ST_COMM;
+    int p = e->cfg.pipeline_size > 0 ? e->cfg.pipeline_size : 1;
+    bool next = op->kernel.peer == (e->cfg.backend->device + 1) % p;
+    if (send)
+        return next ? ST_SEND_NEXT : ST_SEND_PREV;
+    return next ? ST_RECV_NEXT : ST_RECV_PREV;
+}
+
+static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
+{
+    const ms_op *op = &e->p->ops[id];
+    int stream = stream_of(e, op);
+    bool borrow = op->phase != MS_PHASE_FORWARD;
+    if (!replay && borrow != e->borrowing) {
+        /* Short-lived tensors may borrow idle long-lived blocks outside the
+         * forward pass (MindSpeed memory fragmentation, seeds 001/004). */
+        ms_alloc_set_borrowing(e->cfg.alloc, borrow);
+        e->borrowing = borrow;
+    }
+    ms_status st = prepare_inputs(e, op, stream);
+    if (st == MS_OK)
+        st = alloc_outputs(e, op, replay);
+    if (st == MS_OK && stream != ST_COMPUTE)
+        for (uint32_t i = 0; i < op->n_outputs; i++)
+            if (!e->p->tensors[op->outputs[i]].persistent)
+                e->rt[op->outputs[i]].used_streams |= (uint8_t)(1u << stream);
+    if (st != MS_OK)
+        return st;
+    uint64_t allocated = 0, reserved = 0, active = 0;
+    ms_alloc_current(e->cfg.alloc, &allocated, &reserved, &active);
+    ms_op_row row = {
+        .step = e->step,
+        .device = e->cfg.backend->device,
+        .kind = replay ? MS_WK_RECOMPUTE : MS_WK_KERNEL,
+        .op = id,
+        .tensor = UINT32_MAX,
+        .stream_id = e->stream_ids[stream],
+        .issue_ns = host_now(e) - e->step_start,
+        .start_ns = -1,
+        .end_ns = -1,
+        .bytes = (uint64_t)op->kernel.bytes,
+        .flops = op->kernel.flops,
+        .allocated = allocated,
+        .reserved = reserved,
+    };
+    size_t ri;
+    if ((st = add_row(e, &row, &ri)) != MS_OK)
+        return st;
+    if (!replay) {
+        e->kernel_row[id] = (int32_t)ri;
+        e->profile[id].allocated = row.allocated;
+        e->profile[id].reserved = row.reserved;
+        e->profile[id].active = active;
+    } else {
+        e->recomputed_ops++;
+    }
+    st = BE(e, launch, &op->kernel, e->streams[stream], (uint64_t)ri);
+    if (st != MS_OK)
+        return be_call_failed(e, st, "launch");
+    for (uint32_t i = 0; i < op->n_outputs; i++) {
+        uint32_t t = op->outputs[i];
+        if (e->rt[t].cross_stream || e->sched.tensors[t].swap)
+            if ((st = record_ready(e, t, stream)) != MS_OK)
+                return st;
+    }
+    if (stream == ST_COMM && e->cfg.avoid_record_streams)
+        return wait_for_collective(e, op);
+    return MS_OK;
+}
+
+/* ---- decisions ------------------------------------------------------- */
+
+/* Copy tensor t between device and host on `stream` (ST_SWAP_OUT: D2H,
+ * ST_SWAP_IN: H2D), ordered after the work issued so far on `after` and
+ * after t's producer, with its row in the record. */
+static ms_status issue_swap_copy(ms_exec *e, uint32_t t, uint32_t at_op, int after, int stream)
+{
+    ms_tensor_rt *r = &e->rt[t];
+    const ms_tensor *tn = &e->p->tensors[t];
+    bool out = stream == ST_SWAP_OUT;
+    ms_status st;
+    if ((st = get_event(e, &r->aux_ev)) != MS_OK ||
+        (st = BE(e, event_record, r->aux_ev, e->streams[after])) != MS_OK ||
+        (st = BE(e, stream_wait_event, e->streams[stream], r->aux_ev)) != MS_OK)
+        return be_call_failed(e, st, out ? "event for swap-out" : "event for swap-in");
+    if ((st = wait_ready(e, t, stream)) != MS_OK)
+        return st;
+    ms_op_row row = {.step = e->step, .device = e->cfg.backend->device,
+                     .kind = out ? MS_WK_SWAP_OUT : MS_WK_SWAP_IN, .op = at_op, .tensor = t,
+                     .stream_id = e->stream_ids[stream],
+                     .issue_ns = host_now(e) - e->step_start, .start_ns = -1, .end_ns = -1,
+                     .bytes = tn->bytes};
+    size_t ri;
+    if ((st = add_row(e, &row, &ri)) != MS_OK)
+        return st;
+    st = BE(e, memcpy_async, out ? r->host_addr : r->addr, out ? r->addr : r->host_addr,
+            tn->bytes, out ? MS_COPY_D2H : MS_COPY_H2D, e->streams[stream], (uint64_t)ri);
+    if (st != MS_OK)
+        return be_call_failed(e, st, out ? "memcpy_async D2H" : "memcpy_async H2D");
+    return MS_OK;
+}
+
+/* Free the host buffers whose swap-in copies are done; with `wait`, wait
+ * for every one (the host is out of pinned memory). */
+static ms_status release_host_buffers(ms_exec *e, bool wait)
+{
+    size_t k = 0;
+    ms_status st = MS_OK;
+    for (size_t i = 0; i < e->n_host_release; i++) {
+        ms_host_release *h = &e->host_release[i];
+        ms_event *ev = e->rt[h->tensor].ready_ev;
+        bool done = false;
+        if (st == MS_OK)
+            st = wait ? BE(e, event_synchronize, ev) : BE(e, event_query, ev, &done);
+        if (st == MS_OK && (wait || done))
+            st = BE(e, free_host, h->host_addr);
+        else
+            e->host_release[k++] = *h;
+        if (st != MS_OK)
+            return be_call_failed(e, st, "releasing a swap's host buffer");
+    }
+    e->n_host_release = k;
+    return MS_OK;
+}
+
+static ms_status host_buffer(ms_exec *e, uint64_t bytes, uint64_t *addr)
+{
+    ms_status st = release_host_buffers(e, false);
+    if (st == MS_OK && (st = BE(e, malloc_host, bytes, addr)) == MS_ENOMEM &&
+        e->n_host_release > 0 && (st = release_host_buffers(e, true)) == MS_OK)
+        st = BE(e, malloc_host, bytes, addr);
+    return st;
+}
+
+static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
+{
+    ms_tensor_rt *r = &e->rt[t];
+    const ms_tensor *tn = &e->p->tensors[t];
+    ms_status st = check_readable(e, at_op, t);
+    if (st != MS_OK)
+        return st;
+    if (r->host_addr == 0 && (st = host_buffer(e, tn->bytes, &r->host_addr)) != MS_OK)
+        return ms_diag_set(e->diag, st, "pinned host memory for swapping tensor %u (%s, %" PRIu64
+                           " bytes) is exhausted", t, tn->name, tn->bytes);
+    /* The copy starts once the op it follows has run on its stream. */
+    if ((st = issue_swap_copy(e, t, at_op, stream_of(e, &e->p->ops[at_op]), ST_SWAP_OUT)) != MS_OK)
+        return st;
+    e->swapped_bytes += tn->bytes;
+    /* Remember the copy so a block reused under it is caught as a hazard. */
+    if ((st = ms_grow_for_one((void **)&e->inflight, e->n_inflight, &e->cap_inflight,
+                           sizeof *e->inflight, 64)) != MS_OK)
+        return st;
+    ms_event *done = e->n_free_events ? e->free_events[--e->n_free_events] : NULL;
+    if ((st = get_event(e, &done)) != MS_OK ||
+        (st = BE(e, event_record, done, e->streams[ST_SWAP_OUT])) != MS_OK)
+        return be_call_failed(e, st, "event for swap-out completion");
+    e->inflight[e->n_inflight++] = (ms_inflight_copy){r->addr, tn->bytes, done};
+    r->used_streams |= (uint8_t)(1u << ST_SWAP_OUT);
+    if ((st = tensor_free(e, t)) != MS_OK)
+        return st;
+    r->state = TS_ON_HOST;
+    return MS_OK;
+}
+
+static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op)
+{
+    ms_tensor_rt *r = &e->rt[t];
+    const ms_tensor *tn = &e->p->tensors[t];
+    if (r->state != TS_ON_HOST)
+        return ms_diag_set(e->diag, MS_EHAZARD,
+                           "hazard: swap-in of tensor %u (%s) before op %u, but it is %s", t,
+                           tn->name, at_op, tstate_names[r->state]);
+    ms_status st = tensor_alloc(e, t, ST_COMPUTE, at_op);
+    if (st != MS_OK)
+        return st;
+    /* The H2D must not overwrite the block before compute is done with its
+     * previous owner: order the swap-in stream after compute's current work. */
+    if ((st = issue_swap_copy(e, t, at_op, ST_COMPUTE, ST_SWAP_IN)) != MS_OK ||
+        (st = record_ready(e, t, ST_SWAP_IN)) != MS_OK)
+        return st;
+    if ((st = ms_grow_for_one((void **)&e->host_release, e->n_host_release, &e->cap_host_release,
+                           sizeof *e->host_release, 64)) != MS_OK)
+        return st;
+    e->host_release[e->n_host_release++] = (ms_host_release){r->host_addr, t};
+    r->host_addr = 0;
+    return MS_OK;
+}
+
+static ms_status recompute(ms_exec *e, uint32_t seg_id)
+{
+    const ms_segment *seg = &e->p->segments[seg_id];
+    for (uint32_t o = seg->first_op; o <= seg->last_op; o++) {
+        ms_status st = issue_op(e, o, true);
+        if (st != MS_OK)
+            return st;
+        /* Replay temporaries die at their last use inside the replay. */
+        const ms_op *op = &e->p->ops[o];
+        for (uint32_t i = 0; i < op->n_inputs + op->n_outputs; i++) {
+            uint32_t t = i < op->n_inputs ? op->inputs[i] : op->outputs[i - op->n_inputs];
+            if (!e->rt[t].replay_temp)
+                continue;
+            const ms_tensor *tn = &e->p->tensors[t];
+            uint32_t last = (uint32_t)tn->producer;
+            for (uint32_t u = 0; u < tn->n_uses; u++)
+                if (tn->uses[u] <= seg->last_op && tn->uses[u] > last)
+                    last = tn->uses[u];
+            if (last <= o && (st = tensor_free(e, t)) != MS_OK)
+                return st;
+        }
+    }
+    return MS_OK;
+}
+
+static ms_status run_action(ms_exec *e, const ms_action *a)
+{
+    switch ((ms_act_kind)a->kind) {
+    case MS_ACT_FREE: {
+        ms_status st = tensor_free(e, a->arg);
+        const ms_tensor_plan *tp = &e->sched.tensors[a->arg];
+        if (st == MS_OK && tp->dropped && e->rt[a->arg].state == TS_ABSENT &&
+            (int32_t)a->op < e->sched.seg_at[tp->segment])
+            e->rt[a->arg].state = TS_DROPPED;
+        return st;
+    }
+    case MS_ACT_SWAP_OUT:
+        return swap_out(e, a->arg, a->op);
+    case MS_ACT_SWAP_IN:
+        return swap_in(e, a->arg, a->op);
+    case MS_ACT_RECOMPUTE:
+        return recompute(e, a->arg);
+    }
+    return MS_EINTERNAL;
+}
+
+/* ---- life cycle ------------------------------------------------------ */
+
+static ms_status resolve_pools(ms_exec *e, ms_diag *d)
+{
+    ms_policy *pol = e->cfg.policy;
+    if (pol == NULL)
+        return MS_OK;
+    const ms_pool_decl *decls = NULL;
+    uint32_t n = 0;
+    ms_status st = ms_policy_pools(pol, &decls, &n);
+    for (uint32_t i = 0; st == MS_OK && i < n; i++) {
+        ms_pool_options opt = {.exact_segments = decls[i].exact_segments,
+                               .lendable = decls[i].lendable};
+        int id;
+        st = ms_alloc_pool_create(e->cfg.alloc, decls[i].name, &opt, &id);
+        if (st != MS_OK)
+            return ms_diag_set(d, st, "creating pool '%s' failed", decls[i].name);
+    }
+    char name[64];
+    for (uint32_t t = 0; st == MS_OK && t < e->p->n_tensors; t++) {
+        st = ms_policy_pool(pol, &e->p->tensors[t], name, sizeof name, d);
+        if (st == MS_OK && ms_alloc_pool_find(e->cfg.alloc, name, &e->rt[t].pool) != MS_OK)
+            st = ms_diag_set(d, MS_EINVAL, "policy chose pool '%s' for tensor %u, which it did "
+                             "not declare", name, t);
+        if (st == MS_OK && e->rt[t].pool != 0 && e->cfg.record != NULL) {
+            ms_tensor_row tr = {.step = -1, .device = e->cfg.backend->device, .tensor = t,
+                                .decision = "pool", .out_op = e->rt[t].pool, .in_op = MS_NONE,
+                                .bytes = e->p->tensors[t].bytes};
+            st = ms_record_add_tensor(e->cfg.record, &tr);
+        }
+    }
+    return st;
+}
+
+static void mark_cross_stream(ms_exec *e)
+{
+    for (uint32_t t = 0; t < e->p->n_tensors; t++) {
+        const ms_tensor *tn = &e->p->tensors[t];
+        int home = tn->producer == MS_NONE ? ST_COMPUTE : stream_of(e, &e->p->ops[tn->producer]);
+        for (uint32_t u = 0; u < tn->n_uses; u++)
+            if (stream_of(e, &e->p->ops[tn->uses[u]]) != home)
+                e->rt[t].cross_stream = 1;
+    }
+}
+
+static ms_status alloc_persistent(ms_exec *e, bool *setup_oom)
+{
+    for (uint32_t t = 0; t < e->p->n_tensors; t++) {
+        if (!e->p->tensors[t].persistent)
+            continue;
+        ms_status st = tensor_alloc(e, t, ST_COMPUTE, 0);
+        if (st == MS_ENOMEM) {
+            *setup_oom = true;
+            return MS_OK;
+        }
+        if (st != MS_OK)
+            return st;
+    }
+    return MS_OK;
+}
+
+ms_status ms_exec_create(const ms_exec_config *cfg, ms_exec **out, bool *setup_oom, ms_diag *d)
+{
+    if (cfg == NULL || out == NULL || setup_oom == NULL || cfg->program == NULL ||
+        cfg->backend == NULL || cfg->alloc == NULL)
+        return MS_EINVAL;
+    *out = NULL;
+    *setup_oom = false;
+    ms_exec *e = calloc(1, sizeof *e);
+    if (e == NULL)
+        return MS_ENOMEM;
+    e->cfg = *cfg;
+    e->p = cfg->program;
+    e->diag = d;
+    e->rt = calloc(e->p->n_tensors ? e->p->n_tensors : 1, sizeof *e->rt);
+    e->kernel_row = calloc(e->p->n_ops ? e->p->n_ops : 1, sizeof *e->kernel_row);
+    ms_status st = (e->rt && e->kernel_row) ? MS_OK : MS_ENOMEM;
+    /* Swaps run on lower-priority streams so compute is never starved. */
+    static const int priority[ST_COUNT] = {0, 0, 1, 1, 0, 0, 0, 0};
+    for (int s = 0; st == MS_OK && s < ST_COUNT; s++) {
+        st = BE(e, stream_create, priority[s], &e->streams[s]);
+        if (st == MS_OK)
+            st = BE(e, stream_id, e->streams[s], &e->stream_ids[s]);
+    }
+    if (st == MS_OK)
+        st = BE(e, set_tracer, on_work_done, e);
+    if (st == MS_OK)
+        st = ms_alloc_set_observer(e->cfg.alloc, on_alloc_event, e);
+    if (st == MS_OK)
+        mark_cross_stream(e);
+    if (cfg->quiet_setup)
+        e->cfg.record = NULL;
+    if (st == MS_OK)
+        st = resolve_pools(e, d);
+    if (st == MS_OK)
+        st = alloc_persistent(e, setup_oom);
+    e->cfg.record = cfg->record;
+    if (st != MS_OK) {
+        if (d != NULL && d->msg[0] == '\0')
+            ms_diag_set(d, st, "creating the executor failed: %s", ms_strerror(st));
+        ms_exec_destroy(e);
+        return st;
+    }
+    *out = e;
+    return MS_OK;
+}
+
+static void release_step_tensors(ms_exec *e)
+{
+    for (uint32_t t = 0; t < e->p->n_tensors; t++) {
+        if (e->p->tensors[t].persistent)
+            continue;
+        if (e->rt[t].state == TS_ON_DEVICE)
+            tensor_free(e, t);
+        e->rt[t].state = TS_ABSENT;
+    }
+}
+
+ms_status ms_exec_destroy(ms_exec *e)
+{
+    if (e == NULL)
+        return MS_EINVAL;
+    e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
+    if (e->rt != NULL) {
+        for (uint32_t t = 0; t < e->p->n_tensors; t++) {
+            ms_tensor_rt *r = &e->rt[t];
+            if (r->state == TS_ON_DEVICE)
+                ms_alloc_free(e->cfg.alloc, r->addr);
+            if (r->host_addr)
+                BE(e, free_host, r->host_addr);
+            if (r->ready_ev)
+                BE(e, event_destroy, r->ready_ev);
+            if (r->aux_ev)
+                BE(e, event_destroy, r->aux_ev);
+        }
+    }
+    for (size_t i = 0; i < e->n_inflight; i++)
+        BE(e, event_destroy, e->inflight[i].done);
+    for (size_t i = 0; i < e->n_host_release; i++)
+        BE(e, free_host, e->host_release[i].host_addr);
+    for (size_t i = 0; i < e->n_free_events; i++)
+        BE(e, event_destroy, e->free_events[i]);
+    if (e->comm_done)
+        BE(e, event_destroy, e->comm_done);
+    ms_alloc_set_observer(e->cfg.alloc, NULL, NULL);
+    e->cfg.backend->ops->set_tracer(e->cfg.backend->inst, NULL, NULL);
+    for (int s = 0; s < ST_COUNT; s++)
+        if (e->streams[s])
+            BE(e, stream_destroy, e->streams[s]);
+    ms_schedule_free(&e->sched);
+    free(e->rt);
+    free(e->kernel_row);
+    free(e->rows);
+    free(e->inflight);
+    free(e->host_release);
+    free(e);
+    return MS_OK;
+}
+
+static ms_status issue_step(ms_exec *e)
+{
+    const ms_action *a = e->sched.acts, *end = e->sched.acts + e->sched.n;
+    for (uint32_t i = 0; i < e->p->n_ops; i++) {
+        for (; a < end && a->op == i && a->when == MS_ACT_BEFORE; a++) {
+            ms_status st = run_action(e, a);
+            if (st != MS_OK)
+                return st;
+        }
+        ms_status st = issue_op(e, i, false);
+        if (st != MS_OK)
+            return st;
+        for (; a < end && a->op == i; a++)
+            if ((st = run_action(e, a)) != MS_OK)
+                return st;
+    }
+    return MS_OK;
+}
+
+ms_status ms_exec_partial_peaks(const ms_exec *e, ms_step_result *res)
+{
+    if (e == NULL || res == NULL)
+        return MS_EINVAL;
+    ms_alloc_stats s;
+    ms_status st = ms_alloc_get_stats(e->cfg.alloc, &s);
+    if (st != MS_OK)
+        return st;
+    res->peak_allocated = (uint64_t)s.allocated_bytes[MS_STAT_ALL].peak;
+    res->peak_reserved = (uint64_t)s.reserved_bytes[MS_STAT_ALL].peak;
+    res->peak_active = (uint64_t)s.active_bytes[MS_STAT_ALL].peak;
+    res->reserved_minus_allocated_at_peak = e->gap_at_peak;
+    res->peak_activation_bytes = e->peak_activation;
+    return MS_OK;
+}
+
+static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result *res)
+{
+    ms_status st = e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
+    if (st != MS_OK)
+        return be_call_failed(e, st, "device_synchronize");
+    res->start_ns = e->step_start;
+    res->end_ns = host_now(e);
+    res->step_time_ns = res->end_ns - e->step_start;
+    /* Compute-stream kernels never overlap each other, so busy time is
+     * their sum; the rest of the step is the stage's bubble. */
+    for (size_t i = 0; i < e->n_rows; i++)
+        if (e->rows[i].stream_id == e->stream_ids[ST_COMPUTE] && e->rows[i].start_ns >= 0)
+            res->compute_busy_ns += e->rows[i].end_ns - e->rows[i].start_ns;
+    ms_exec_partial_peaks(e, res);
+    res->swapped_bytes = e->swapped_bytes;
+    res->recomputed_ops = e->recomputed_ops;
+    for (uint32_t i = 0; i < e->p->n_ops; i++) {
+        int32_t r = e->kernel_row[i];
+        profile[i].start_ns = r >= 0 ? e->rows[r].start_ns - e->step_start : -1;
+        profile[i].end_ns = r >= 0 ? e->rows[r].end_ns - e->step_start : -1;
+    }
+    for (size_t i = 0; e->cfg.record != NULL && i < e->n_rows; i++) {
+        ms_op_row row = e->rows[i];
+        if (row.start_ns >= 0) {
+            row.start_ns -= e->step_start;
+            row.end_ns -= e->step_start;
+        }
+        if ((st = ms_record_add_op(e->cfg.record, &row)) != MS_OK)
+            return st;
+    }
+    return MS_OK;
+}
+
+static ms_status record_decisions(ms_exec *e)
+{
+    static const char *const names[] = {"swap", "recompute", "keep"};
+    for (uint32_t t = 0; e->cfg.record && t < e->p->n_tensors; t++) {
+        const ms_tensor_plan *tp = &e->sched.tensors[t];
+        int which = tp->swap ? 0 : tp->dropped ? 1 : tp->kept ? 2 : -1;
+        if (which < 0)
+            continue;
+        ms_tensor_row row = {.step = e->step, .device = e->cfg.backend->device, .tensor = t,
+                             .decision = names[which],
+                             .out_op = tp->swap ? tp->out_after : MS_NONE,
+                             .in_op = tp->swap ? tp->in_at : MS_NONE,
+                             .bytes = e->p->tensors[t].bytes};
+        if (tp->dropped)
+            row.out_op = tp->segment;
+        ms_status st = ms_record_add_tensor(e->cfg.record, &row);
+        if (st != MS_OK)
+            return st;
+    }
+    return MS_OK;
+}
+
+typedef struct segment_visit {
+    ms_exec *e;
+    ms_snapshot_when when;
+    ms_status st;
+} segment_visit;
+
+static void add_segment_row(void *user, const ms_block_info *b)
+{
+    segment_visit *v = user;
+    ms_segment_row row = {.step = v->e->step, .device = v->e->cfg.backend->device,
+                          .when = v->when, .block = *b};
+    if (v->st == MS_OK)
+        v->st = ms_record_add_segment(v->e->cfg.record, &row);
+}
+
+/* The allocator's blocks into the record (segments.csv). */
+static ms_status record_segments(ms_exec *e, ms_snapshot_when when)
+{
+    if (e->cfg.record == NULL)
+        return MS_OK;
+    segment_visit v = {e, when, MS_OK};
+    ms_status st = ms_alloc_visit_blocks(e->cfg.alloc, add_segment_row, &v);
+    return st != MS_OK ? st : v.st;
+}
+
+ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile *profile,
+                       ms_step_result *res, ms_diag *d)
+{
+    if (e == NULL || profile == NULL || res == NULL)
+        return MS_EINVAL;
+    memset(res, 0, sizeof *res);
+    res->oom_op = MS_NONE;
+    e->diag = d;
+    e->step = step;
+    e->n_rows = 0;
+    e->swapped_bytes = 0;
+    e->recomputed_ops = 0;
+    e->profile = profile;
+    e->peak_alloc_seen = 0;
+    e->gap_at_peak = 0;
+    e->peak_activation = 0;
+    memset(profile, 0, (size_t)e->p->n_ops * sizeof *profile);
+    for (uint32_t i = 0; i < e->p->n_ops; i++)
+        e->kernel_row[i] = -1;
+    ms_status st = ms_schedule_build(e->p, plan, &e->sched, d);
+    if (st != MS_OK)
+        return st;
+    if ((st = record_decisions(e)) != MS_OK)
+        return st;
+    ms_alloc_reset_peak_stats(e->cfg.alloc);
+    e->step_start = host_now(e);
+    st = issue_step(e);
+    if (st == MS_ENOMEM) {
+        /* The framework would raise here; the step is lost, the run is not. */
+        if ((st = record_segments(e, MS_SNAP_OOM)) != MS_OK)
+            return st;
+        res->oom = true;
+        res->oom_tensor = e->oom_tensor;
+        res->oom_bytes = e->p->tensors[e->oom_tensor].bytes;
+        snprintf(res->oom_message, sizeof res->oom_message, "%s", d ? d->msg : "out of memory");
+        for (uint32_t i = 0; i < e->p->n_ops; i++)
+            if (e->kernel_row[i] < 0) {
+                res->oom_op = (int32_t)i;
+                break;
+            }
+        release_step_tensors(e);
+        st = MS_OK;
+    }
+    if (st == MS_OK)
+        st = finish_step(e, profile, res);
+    if (st == MS_OK && !res->oom)
+        st = record_segments(e, MS_SNAP_STEP_END);
+    if (st != MS_OK)
+        release_step_tensors(e); /* e.g. cancelled: another stage ran out */
+    return st;
+}

@@ -1,0 +1,737 @@
+/* A scenario's recompute and swap settings: MindFormers' log lines, the
+ * regex-target check and the decisions (memsim/memory_config.h).
+ *
+ * What a setting does to the program:
+ *  - full recompute of a layer (Megatron full, MindFormers recompute):
+ *    MS_DEC_RECOMPUTE of the layer's segment, per micro-batch.  Megatron's
+ *    uniform method with recompute_num_layers N > 1 checkpoints groups of N
+ *    layers keeping only each group's input; memsim recomputes each layer of
+ *    the group, keeping each layer's input (N - 1 more layer inputs per
+ *    group, 2 s b h / t bytes each with SP).
+ *  - Megatron selective: the attention core segment of every layer.
+ *  - MindFormers select_recompute / select_comm_recompute: the patterns on a
+ *    layer mark the forward ops they match; every segment of the layer all
+ *    of whose ops are marked is recomputed (the layer itself if all are).
+ *    memsim's recompute units are the layer, its two norms, the attention
+ *    core and the MLP activation (silu + mul), so the default patterns
+ *    (feed_forward.mul + feed_forward.w1.activation.silu) recompute the MLP
+ *    activation, '.*\.norm' the norms; what MindSpore would recompute outside
+ *    a unit (one matmul's output) stays saved.
+ *  - swap: the saved-for-backward activations produced by a swapped layer's
+ *    forward ops (layer_swap) or by the ops an op_swap pattern matches, out
+ *    after their last forward use and back for their first backward use,
+ *    the copy back starting backward_prefetch ops early.  Recompute wins
+ *    (seed 003, "mixing"): a tensor produced inside a recomputed segment, or
+ *    read in forward by one, is not swapped. */
+#include "lib/scenario/memory_config.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+static const ms_memory_config *config_of(const ms_scenario *sc)
+{
+    return sc != NULL ? sc->memory_config : NULL;
+}
+
+bool ms_memory_config_active(const ms_scenario *sc)
+{
+    const ms_memory_config *mc = config_of(sc);
+    return mc != NULL && (mc->mf || mc->swap || mc->granularity != MC_GRAN_NONE);
+}
+
+/* The op's path inside its layer: "layers.3.attention.wq.matmul" ->
+ * "attention.wq.matmul"; NULL outside the transformer layers. */
+static const char *layer_rest(const ms_op *op)
+{
+    const char *p = op->name;
+    if (op->layer < 0 || strncmp(p, "layers.", 7) != 0)
+        return NULL;
+    p += 7;
+    if (*p < '0' || *p > '9')
+        return NULL;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    return *p == '.' ? p + 1 : NULL;
+}
+
+/* ---- per layer ------------------------------------------------------------ */
+
+static bool megatron_full(const ms_memory_config *mc, int layer)
+{
+    if (mc->granularity != MC_GRAN_FULL)
+        return false;
+    if (mc->method == MC_METHOD_UNIFORM)
+        return true; /* every group of N layers, each layer recomputed */
+    int c, s, local;
+    mc_layer_place(mc, layer, &c, &s, &local);
+    return local < mc->recompute_num_layers; /* block: the first N of each chunk */
+}
+
+static bool layer_full(const ms_memory_config *mc, int layer)
+{
+    return megatron_full(mc, layer) || (mc->mf && mc_layers_has(mc, &mc->full, layer));
+}
+
+/* MindFormers: the first rule of a list that covers the layer. */
+static const mc_swap_rule *rule_for(const ms_memory_config *mc, const mc_swap_rule *rules, int n,
+                                    int layer)
+{
+    for (int i = 0; i < n; i++)
+        if (mc_layers_has(mc, &rules[i].on, layer))
+            return &rules[i];
+    return NULL;
+}
+
+ms_status ms_memory_config_layer(const ms_scenario *sc, int layer, ms_layer_memory *out,
+                                 ms_diag *d)
+{
+    const ms_memory_config *mc = config_of(sc);
+    if (mc == NULL || out == NULL)
+        return ms_diag_set(d, MS_EINVAL, "ms_memory_config_layer: NULL argument or a scenario "
+                           "not loaded from a file");
+    if (layer < 0 || layer >= mc->num_layers)
+        return ms_diag_set(d, MS_ERANGE, "ms_memory_config_layer: layer %d outside 0..%d", layer,
+                           mc->num_layers - 1);
+    memset(out, 0, sizeof *out);
+    int local;
+    mc_layer_place(mc, layer, &out->chunk, &out->stage, &local);
+    out->full_recompute = layer_full(mc, layer);
+    out->attention_recompute = mc->granularity == MC_GRAN_SELECTIVE;
+    for (int i = 0; !out->full_recompute && mc->mf && i < mc->n_select; i++)
+        out->n_select += mc_layers_has(mc, &mc->select[i].on, layer);
+    for (int i = 0; !out->full_recompute && mc->mf && i < mc->n_comm; i++)
+        out->n_comm += mc_layers_has(mc, &mc->comm[i].on, layer);
+    if (!mc->swap)
+        return MS_OK;
+    const mc_swap_rule *r = rule_for(mc, mc->layer_swap, mc->n_layer_swap, layer);
+    out->layer_swap = r != NULL;
+    out->layer_swap_prefetch = r != NULL ? r->prefetch : 0;
+    for (int i = 0; i < mc->n_op_swap; i++)
+        out->n_op_swap += rule_for(mc, mc->op_swap[i].rules, mc->op_swap[i].n_rules, layer) != NULL;
+    return MS_OK;
+}
+
+/* ---- the op names of the whole model ------------------------------------- */
+
+/* One micro-batch of the whole model on one pipeline stage: every layer's
+ * op names (they depend on TP, CP, SP and the model, not on the pipeline,
+ * the batch or the stage). */
+static ms_status names_program(const ms_scenario *sc, ms_program **prog, ms_program_view *v,
+                               ms_diag *d)
+{
+    ms_scenario tmp = *sc;
+    ms_parallel_config *p = &tmp.parallel;
+    tmp.memory_config = NULL; /* one stage: all layers, whatever the layout */
+    p->pipeline_model_parallel_size = 1;
+    p->num_layers_per_virtual_pipeline_stage = 0;
+    p->world_size = p->tensor_model_parallel_size * p->context_parallel_size *
+                    p->data_parallel_size;
+    p->global_batch_size = p->micro_batch_size * p->data_parallel_size;
+    p->num_micro_batches = 1;
+    ms_status st = ms_program_build(&tmp, 0, prog, d);
+    if (st != MS_OK) {
+        ms_diag_prefix(d, "%s: building the op names that recompute and swap patterns match: ",
+                       sc->path);
+        return st;
+    }
+    return ms_program_get_view(*prog, v);
+}
+
+typedef struct match_stats {
+    bool any;          /* matched an op of some layer */
+    bool enabled;      /* on for some layer */
+} match_stats;
+
+static void scan_pattern(const ms_memory_config *mc, const mc_regex *re, const mc_layers *on,
+                         const mc_swap_rule *rules, int n_rules, const ms_program_view *v,
+                         match_stats *ms)
+{
+    memset(ms, 0, sizeof *ms);
+    for (uint32_t i = 0; i < v->n_ops && !ms->any; i++) {
+        const ms_op *op = &v->ops[i];
+        const char *rest = op->phase == MS_PHASE_FORWARD ? layer_rest(op) : NULL;
+        if (rest != NULL && mc_regex_match(re, rest, NULL))
+            ms->any = true;
+    }
+    for (int l = 0; l < mc->num_layers && !ms->enabled; l++)
+        ms->enabled = on != NULL ? mc_layers_has(mc, on, l) : rule_for(mc, rules, n_rules, l) != NULL;
+}
+
+static ms_status unknown_target(const ms_memory_config *mc, const char *field, const char *pat,
+                                bool is_default, ms_diag *d)
+{
+    if (is_default)
+        return ms_diag_set(d, MS_EINVAL, "%s: %s: unknown regex target: the default pattern '%s' "
+                           "matches no op of the model's layers (gpt models name ops "
+                           "Megatron-style, e.g. 'mlp.activation'; flash attention needs "
+                           "model.use_flash_attn); give the patterns explicitly", mc->file,
+                           field, pat);
+    return ms_diag_set(d, MS_EINVAL, "%s: %s: unknown regex target '%s': no op of the model's "
+                       "layers matches it (module levels are separated by '\\.', ops are named "
+                       "like 'attention.wq.matmul', 'feed_forward.w1.activation.silu'; see "
+                       "docs/scenario-format.md)", mc->file, field, pat);
+}
+
+static ms_status check_selects(const ms_memory_config *mc, const mc_select *s, int n,
+                               const char *field, const ms_program_view *v, ms_diag *d)
+{
+    for (int i = 0; i < n; i++) {
+        match_stats ms;
+        scan_pattern(mc, &s[i].re, &s[i].on, NULL, 0, v, &ms);
+        if (!ms.any && (!s[i].is_default || ms.enabled))
+            return unknown_target(mc, field, s[i].re.text, s[i].is_default, d);
+    }
+    return MS_OK;
+}
+
+static ms_status check_view(const ms_memory_config *mc, const ms_program_view *v, ms_diag *d)
+{
+    ms_status st = MS_OK;
+    if (mc->mf)
+        st = check_selects(mc, mc->select, mc->n_select, "recompute_config.select_recompute", v,
+                           d);
+    if (st == MS_OK && mc->mf)
+        st = check_selects(mc, mc->comm, mc->n_comm, "recompute_config.select_comm_recompute",
+                           v, d);
+    for (int i = 0; st == MS_OK && i < mc->n_op_swap; i++) {
+        const mc_op_swap *g = &mc->op_swap[i];
+        match_stats ms;
+        scan_pattern(mc, &g->re, NULL, g->rules, g->n_rules, v, &ms);
+        if (!ms.any && (!mc->swap_default || mc->swap))
+            st = unknown_target(mc, mc->swap_default ? "swap_config.swap" : "swap_config.op_swap",
+                                g->re.text, mc->swap_default, d);
+    }
+    return st;
+}
+
+ms_status ms_memory_config_check(const ms_scenario *sc, ms_diag *d)
+{
+    if (sc == NULL)
+        return ms_diag_set(d, MS_EINVAL, "ms_memory_config_check: NULL argument");
+    const ms_memory_config *mc = config_of(sc);
+    if (mc == NULL || (!mc->mf && mc->n_op_swap == 0))
+        return MS_OK;
+    ms_program *prog = NULL;
+    ms_program_view v;
+    ms_status st = names_program(sc, &prog, &v, d);
+    if (st == MS_OK)
+        st = check_view(mc, &v, d);
+    if (prog != NULL)
+        ms_program_free(prog);
+    return st;
+}
+
+/* ---- printing, as MindFormers logs it -------------------------------------- */
+
+/* Python's repr of the normalised value: [[4, 5], [5, 4]], True, [0, 3]. */
+static void print_layers(const ms_memory_config *mc, const mc_layers *on, FILE *out)
+{
+    if (on->counts != NULL) {
+        fputc('[', out);
+        for (int c = 0; c < mc->v; c++) {
+            fputs(c ? ", [" : "[", out);
+            for (int s = 0; s < mc->pp; s++)
+                fprintf(out, "%s%d", s ? ", " : "", on->counts[c * mc->pp + s]);
+            fputc(']', out);
+        }
+        fputc(']', out);
+        return;
+    }
+    if (on->all) {
+        fputs("True", out);
+        return;
+    }
+    fputc('[', out);
+    for (int i = 0; i < on->n_index; i++)
+        fprintf(out, "%s%d", i ? ", " : "", on->index[i]);
+    fputc(']', out);
+}
+
+/* Patterns are printed as written ('feed_forward\.mul'), as MindFormers'
+ * documentation shows them (Python's repr would double the backslash). */
+static void print_selects(const ms_memory_config *mc, const char *what, const mc_select *s,
+                          int n, FILE *out)
+{
+    fprintf(out, "Formative %s: {", what);
+    for (int i = 0; i < n; i++) {
+        fprintf(out, "%s'%s': ", i ? ", " : "", s[i].re.text);
+        print_layers(mc, &s[i].on, out);
+    }
+    fputs("}\n", out);
+}
+
+static void print_rules(const ms_memory_config *mc, const mc_swap_rule *r, int n, FILE *out)
+{
+    fputc('[', out);
+    for (int i = 0; i < n; i++) {
+        fprintf(out, "%s{'backward_prefetch': %d, 'layers': ", i ? ", " : "", r[i].prefetch);
+        print_layers(mc, &r[i].on, out);
+        fputc('}', out);
+    }
+    fputc(']', out);
+}
+
+static void print_formative(const ms_memory_config *mc, FILE *out)
+{
+    fputs("Formative layer_recompute: ", out);
+    print_layers(mc, &mc->full, out);
+    fputc('\n', out);
+    print_selects(mc, "select_recompute", mc->select, mc->n_select, out);
+    print_selects(mc, "select_comm_recompute", mc->comm, mc->n_comm, out);
+    if (!mc->swap)
+        return;
+    fputs("Formative layer swap: ", out);
+    print_rules(mc, mc->layer_swap, mc->n_layer_swap, out);
+    fputs("\nFormative op swap: {", out);
+    for (int i = 0; i < mc->n_op_swap; i++) {
+        fprintf(out, "%s'%s': ", i ? ", " : "", mc->op_swap[i].re.text);
+        print_rules(mc, mc->op_swap[i].rules, mc->op_swap[i].n_rules, out);
+    }
+    fputs("}\n", out);
+}
+
+/* A line's entries go to a memory stream first: MindFormers prints a line
+ * only when something matched. */
+typedef struct line {
+    FILE *f;
+    char *buf;
+    size_t len;
+    int entries;
+} line;
+
+static ms_status line_open(line *ln)
+{
+    memset(ln, 0, sizeof *ln);
+    ln->f = open_memstream(&ln->buf, &ln->len);
+    return ln->f != NULL ? MS_OK : MS_ENOMEM;
+}
+
+/* Print "<head><entries>\n" if there are entries; frees the line. */
+static ms_status line_close(line *ln, const char *head, FILE *out)
+{
+    bool bad = fclose(ln->f) != 0;
+    if (!bad && ln->entries > 0)
+        fprintf(out, "%s%s\n", head, ln->buf);
+    free(ln->buf);
+    return bad ? MS_ENOMEM : MS_OK;
+}
+
+typedef struct layer_ops {
+    uint32_t from, to; /* ops [from, to) of one layer in the names program */
+} layer_ops;
+
+/* Was the module rest[0..len) matched by an earlier forward op of the layer? */
+static bool seen_before(const mc_regex *re, const ms_program_view *v, layer_ops r, uint32_t i,
+                        const char *rest, size_t len)
+{
+    for (uint32_t j = r.from; j < i; j++) {
+        const char *r2 = v->ops[j].phase == MS_PHASE_FORWARD ? layer_rest(&v->ops[j]) : NULL;
+        size_t l2;
+        if (r2 != NULL && mc_regex_match(re, r2, &l2) && l2 == len && strncmp(r2, rest, len) == 0)
+            return true;
+    }
+    return false;
+}
+
+/* The modules re matches in the layer, in op order, each once.  A swap
+ * entry carries its value: MindFormers logs a one-level match as
+ * ".attention, value=20" and a deeper one as "attention.flash_attention,
+ * value=10" (set_pattern_swap); a recompute entry is the path alone. */
+static void add_matches(line *ln, const mc_regex *re, const ms_program_view *v, layer_ops r,
+                        int prefetch)
+{
+    for (uint32_t i = r.from; i < r.to; i++) {
+        const char *rest = v->ops[i].phase == MS_PHASE_FORWARD ? layer_rest(&v->ops[i]) : NULL;
+        size_t len;
+        if (rest == NULL || !mc_regex_match(re, rest, &len) || seen_before(re, v, r, i, rest, len))
+            continue;
+        fprintf(ln->f, "%s%s%.*s", ln->entries++ ? ", " : "", prefetch >= 0 && re->n == 1 ? "." : "",
+                (int)len, rest);
+        if (prefetch >= 0)
+            fprintf(ln->f, ", value=%d", prefetch);
+    }
+}
+
+static ms_status select_line(const ms_memory_config *mc, const char *what, const mc_select *s,
+                             int n, int layer, const ms_program_view *v, layer_ops r, FILE *out)
+{
+    line ln;
+    char head[96];
+    if (line_open(&ln) != MS_OK)
+        return MS_ENOMEM;
+    for (int i = 0; i < n; i++)
+        if (mc_layers_has(mc, &s[i].on, layer))
+            add_matches(&ln, &s[i].re, v, r, -1);
+    snprintf(head, sizeof head, "Set select %srecompute at layer %d: ", what, layer);
+    return line_close(&ln, head, out);
+}
+
+static ms_status swap_lines(const ms_memory_config *mc, int layer, const ms_program_view *v,
+                            layer_ops r, FILE *out)
+{
+    const mc_swap_rule *lr = rule_for(mc, mc->layer_swap, mc->n_layer_swap, layer);
+    if (lr != NULL)
+        fprintf(out, "Set layer swap at layer %d and value is: %d\n", layer, lr->prefetch);
+    line ln;
+    char head[64];
+    if (line_open(&ln) != MS_OK)
+        return MS_ENOMEM;
+    for (int i = 0; i < mc->n_op_swap; i++) {
+        const mc_op_swap *g = &mc->op_swap[i];
+        const mc_swap_rule *rule = rule_for(mc, g->rules, g->n_rules, layer);
+        if (rule != NULL)
+            add_matches(&ln, &g->re, v, r, rule->prefetch);
+    }
+    snprintf(head, sizeof head, "Set op_swap at layer %d: ", layer);
+    return line_close(&ln, head, out);
+}
+
+/* One layer's lines, in LayerSetting's order: recompute, then swap. */
+static ms_status layer_lines(const ms_memory_config *mc, int layer, const ms_program_view *v,
+                             layer_ops r, FILE *out)
+{
+    ms_status st = MS_OK;
+    if (layer_full(mc, layer)) {
+        fprintf(out, "Set full recompute at layer %d\n", layer);
+    } else if (mc->granularity == MC_GRAN_SELECTIVE) {
+        fprintf(out, "Set selective recompute (core attention) at layer %d\n", layer);
+    } else if (mc->mf) {
+        st = select_line(mc, "", mc->select, mc->n_select, layer, v, r, out);
+        if (st == MS_OK)
+            st = select_line(mc, "comm ", mc->comm, mc->n_comm, layer, v, r, out);
+    }
+    if (st == MS_OK && mc->swap)
+        st = swap_lines(mc, layer, v, r, out);
+    return st;
+}
+
+static const char *const gran_name[] = {"none", "full", "selective"};
+static const char *const method_name[] = {"none", "uniform", "block"};
+
+ms_status ms_memory_config_print(const ms_scenario *sc, FILE *out, ms_diag *d)
+{
+    if (sc == NULL || out == NULL)
+        return ms_diag_set(d, MS_EINVAL, "ms_memory_config_print: NULL argument");
+    const ms_memory_config *mc = config_of(sc);
+    if (!ms_memory_config_active(sc))
+        return MS_OK;
+    ms_program *prog = NULL;
+    ms_program_view v;
+    ms_status st = names_program(sc, &prog, &v, d);
+    if (st == MS_OK)
+        st = check_view(mc, &v, d);
+    if (st == MS_OK && mc->granularity != MC_GRAN_NONE)
+        fprintf(out, "Megatron recompute: recompute_granularity=%s, recompute_method=%s, "
+                     "recompute_num_layers=%d\n", gran_name[mc->granularity],
+                method_name[mc->method], mc->recompute_num_layers);
+    if (st == MS_OK && mc->mf)
+        print_formative(mc, out);
+    layer_ops r = {0, 0};
+    for (int layer = 0; st == MS_OK && layer < mc->num_layers; layer++) {
+        /* The names program holds the layers in order, forward first. */
+        while (r.from < v.n_ops && v.ops[r.from].layer != layer)
+            r.from++;
+        for (r.to = r.from; r.to < v.n_ops && v.ops[r.to].layer == layer;)
+            r.to++;
+        st = layer_lines(mc, layer, &v, r, out);
+        if (st == MS_ENOMEM)
+            ms_diag_set(d, st, "ms_memory_config_print: out of memory");
+    }
+    if (prog != NULL)
+        ms_program_free(prog);
+    return st;
+}
+
+/* ---- decisions ------------------------------------------------------------- */
+
+/* Bits of an op's match mask: select patterns, then select_comm, then the
+ * op_swap groups (at most MC_MAX_PATTERNS in all, checked at load). */
+typedef struct plan_ctx {
+    const ms_memory_config *mc;
+    const ms_program_view *v;
+    ms_diag *d;
+    bool *recompute;       /* per segment */
+    int32_t *child, *sibling; /* segment tree: first child, next sibling */
+    uint64_t *mask;        /* per op */
+    int32_t *ref;          /* per layer: the layer segment whose masks were computed */
+    int32_t *swap;         /* per tensor: prefetch of a swap candidate, -1 none */
+    int n_sel, n_comm, n_grp;
+} plan_ctx;
+
+static const mc_regex *pattern_bit(const plan_ctx *c, int bit)
+{
+    const ms_memory_config *mc = c->mc;
+    if (bit < c->n_sel)
+        return &mc->select[bit].re;
+    if (bit < c->n_sel + c->n_comm)
+        return &mc->comm[bit - c->n_sel].re;
+    return &mc->op_swap[bit - c->n_sel - c->n_comm].re;
+}
+
+static uint64_t op_mask(const plan_ctx *c, const ms_op *op)
+{
+    const char *rest = layer_rest(op);
+    uint64_t m = 0;
+    for (int b = 0; rest != NULL && b < c->n_sel + c->n_comm + c->n_grp; b++)
+        if (mc_regex_match(pattern_bit(c, b), rest, NULL))
+            m |= (uint64_t)1 << b;
+    return m;
+}
+
+/* Masks of a layer segment's ops; every micro-batch of a layer has the same
+ * op names, so the first one's masks are copied when the names agree. */
+static void segment_masks(plan_ctx *c, const ms_segment *s)
+{
+    int32_t r = c->ref[s->layer];
+    const ms_segment *ref = r >= 0 ? &c->v->segments[r] : NULL;
+    uint32_t n = s->last_op - s->first_op + 1;
+    for (uint32_t k = 0; k < n; k++) {
+        const ms_op *op = &c->v->ops[s->first_op + k];
+        bool same = ref != NULL && ref->last_op - ref->first_op + 1 == n &&
+                    strcmp(c->v->ops[ref->first_op + k].name, op->name) == 0;
+        c->mask[op->id] = same ? c->mask[ref->first_op + k] : op_mask(c, op);
+    }
+    if (r < 0)
+        c->ref[s->layer] = (int32_t)s->id;
+}
+
+/* The patterns on for a layer: recompute bits (none if the layer is fully
+ * recomputed) and op_swap group bits with their prefetch. */
+static uint64_t layer_bits(const plan_ctx *c, int layer, uint64_t *swap_bits, int *prefetch)
+{
+    const ms_memory_config *mc = c->mc;
+    uint64_t on = 0;
+    *swap_bits = 0;
+    for (int i = 0; mc->mf && !layer_full(mc, layer) && i < c->n_sel + c->n_comm; i++) {
+        const mc_select *s = i < c->n_sel ? &mc->select[i] : &mc->comm[i - c->n_sel];
+        if (mc_layers_has(mc, &s->on, layer))
+            on |= (uint64_t)1 << i;
+    }
+    for (int g = 0; mc->swap && g < c->n_grp; g++) {
+        const mc_swap_rule *r = rule_for(mc, mc->op_swap[g].rules, mc->op_swap[g].n_rules, layer);
+        prefetch[g] = r != NULL ? r->prefetch : -1;
+        if (r != NULL)
+            *swap_bits |= (uint64_t)1 << (c->n_sel + c->n_comm + g);
+    }
+    return on;
+}
+
+/* Each pattern on for the layer must match one of its ops. */
+static ms_status check_layer_targets(const plan_ctx *c, const ms_segment *s, uint64_t on)
+{
+    uint64_t seen = 0;
+    for (uint32_t i = s->first_op; i <= s->last_op; i++)
+        seen |= c->mask[i];
+    for (int b = 0; b < c->n_sel + c->n_comm + c->n_grp; b++) {
+        if (!(on >> b & 1) || (seen >> b & 1))
+            continue;
+        bool sel = b < c->n_sel, comm = !sel && b < c->n_sel + c->n_comm;
+        const char *field = sel ? "recompute_config.select_recompute"
+                          : comm ? "recompute_config.select_comm_recompute"
+                          : c->mc->swap_default ? "swap_config.swap" : "swap_config.op_swap";
+        bool def = sel ? c->mc->select[b].is_default
+                 : comm ? c->mc->comm[b - c->n_sel].is_default : c->mc->swap_default;
+        return unknown_target(c->mc, field, pattern_bit(c, b)->text, def, c->d);
+    }
+    return MS_OK;
+}
+
+static bool all_marked(const plan_ctx *c, const ms_segment *s, uint64_t on)
+{
+    for (uint32_t i = s->first_op; i <= s->last_op; i++)
+        if (!(c->mask[i] & on))
+            return false;
+    return true;
+}
+
+/* The outermost segments all of whose ops the patterns match. */
+static void mark_covered(plan_ctx *c, int32_t seg, uint64_t on)
+{
+    if (all_marked(c, &c->v->segments[seg], on)) {
+        c->recompute[seg] = true;
+        return;
+    }
+    for (int32_t ch = c->child[seg]; ch >= 0; ch = c->sibling[ch])
+        mark_covered(c, ch, on);
+}
+
+/* Megatron's selective recompute: core attention (Korthikanti et al. 2022). */
+static void mark_core_attention(plan_ctx *c, int32_t seg)
+{
+    for (int32_t ch = c->child[seg]; ch >= 0; ch = c->sibling[ch]) {
+        const char *name = c->v->segments[ch].name;
+        size_t n = strlen(name);
+        if ((n >= 15 && strcmp(name + n - 15, ".attention.core") == 0) ||
+            (n >= 15 && strcmp(name + n - 15, ".core_attention") == 0))
+            c->recompute[ch] = true;
+        else
+            mark_core_attention(c, ch);
+    }
+}
+
+/* Swap candidates among the tensors the layer segment's ops produce. */
+static void swap_candidates(plan_ctx *c, const ms_segment *s, uint64_t swap_bits,
+                            const int *prefetch)
+{
+    const ms_memory_config *mc = c->mc;
+    const mc_swap_rule *lr = rule_for(mc, mc->layer_swap, mc->n_layer_swap, s->layer);
+    for (uint32_t i = s->first_op; i <= s->last_op; i++) {
+        int pf = lr != NULL ? lr->prefetch : -1;
+        for (int g = 0; g < c->n_grp; g++) /* op-level settings override the layer's; last wins */
+            if ((c->mask[i] & swap_bits) >> (c->n_sel + c->n_comm + g) & 1)
+                pf = prefetch[g];
+        const ms_op *op = &c->v->ops[i];
+        for (uint32_t k = 0; pf >= 0 && k < op->n_outputs; k++) {
+            const ms_tensor *t = &c->v->tensors[op->outputs[k]];
+            if (t->producer == (int32_t)op->id && t->saved_for_backward && !t->persistent)
+                c->swap[t->id] = pf;
+        }
+    }
+}
+
+static ms_status layout_agrees(const plan_ctx *c, const ms_segment *s)
+{
+    int ch, st, local;
+    if (s->layer >= c->mc->num_layers)
+        return ms_diag_set(c->d, MS_EINVAL, "%s: the program has layer %d; the scenario has %d",
+                           c->mc->file, s->layer, c->mc->num_layers);
+    mc_layer_place(c->mc, s->layer, &ch, &st, &local);
+    if (st == c->v->stage)
+        return MS_OK;
+    return ms_diag_set(c->d, MS_EUNSUPPORTED, "%s: the program of stage %d holds layer %d, which "
+                       "the scenario's pipeline layout (parallel.offset, pp_interleave_num) puts "
+                       "on stage %d; uneven stages are not built yet", c->mc->file, c->v->stage,
+                       s->layer, st);
+}
+
+/* Recompute marks and swap candidates of one layer segment. */
+static ms_status plan_segment(plan_ctx *c, const ms_segment *s, bool *checked)
+{
+    const ms_memory_config *mc = c->mc;
+    ms_status st = layout_agrees(c, s);
+    if (st != MS_OK)
+        return st;
+    if (layer_full(mc, s->layer)) {
+        c->recompute[s->id] = true;
+    } else if (mc->granularity == MC_GRAN_SELECTIVE) {
+        mark_core_attention(c, (int32_t)s->id);
+    }
+    int prefetch[MC_MAX_PATTERNS];
+    uint64_t swap_bits, on = layer_bits(c, s->layer, &swap_bits, prefetch);
+    bool layer_swap = mc->swap && rule_for(mc, mc->layer_swap, mc->n_layer_swap, s->layer);
+    if (on == 0 && swap_bits == 0 && !layer_swap)
+        return MS_OK;
+    segment_masks(c, s);
+    if (!checked[s->layer]) {
+        checked[s->layer] = true;
+        if ((st = check_layer_targets(c, s, on | swap_bits)) != MS_OK)
+            return st;
+    }
+    if (on != 0)
+        mark_covered(c, (int32_t)s->id, on);
+    if (swap_bits != 0 || layer_swap)
+        swap_candidates(c, s, swap_bits, prefetch);
+    return MS_OK;
+}
+
+static bool op_recomputed(const plan_ctx *c, uint32_t op)
+{
+    for (int32_t s = c->v->ops[op].segment; s >= 0; s = c->v->segments[s].parent)
+        if (c->recompute[s])
+            return true;
+    return false;
+}
+
+/* Recompute wins: not produced, nor read in forward, by a recomputed op. */
+static bool swap_effective(const plan_ctx *c, const ms_tensor *t)
+{
+    if (t->producer >= 0 && op_recomputed(c, (uint32_t)t->producer))
+        return false;
+    for (uint32_t k = 0; k < t->n_uses; k++)
+        if (c->v->ops[t->uses[k]].phase == MS_PHASE_FORWARD && op_recomputed(c, t->uses[k]))
+            return false;
+    return true;
+}
+
+static ms_status emit(const plan_ctx *c, ms_plan *plan)
+{
+    ms_status st = MS_OK;
+    for (uint32_t s = 0; st == MS_OK && s < c->v->n_segments; s++) {
+        ms_decision dec = {.kind = MS_DEC_RECOMPUTE, .segment = s, .out_after = MS_NONE,
+                           .in_before = MS_NONE};
+        if (c->recompute[s])
+            st = ms_plan_add(plan, &dec);
+    }
+    for (uint32_t t = 0; st == MS_OK && t < c->v->n_tensors; t++) {
+        ms_decision dec = {.kind = MS_DEC_SWAP, .tensor = t, .out_after = MS_NONE,
+                           .in_before = MS_NONE, .prefetch = c->swap[t]};
+        if (c->swap[t] >= 0 && swap_effective(c, &c->v->tensors[t]))
+            st = ms_plan_add(plan, &dec);
+    }
+    return st;
+}
+
+static ms_status plan_alloc(plan_ctx *c, bool **checked)
+{
+    const ms_program_view *v = c->v;
+    size_t ns = v->n_segments ? v->n_segments : 1;
+    c->recompute = calloc(ns, sizeof *c->recompute);
+    c->child = malloc(ns * sizeof *c->child);
+    c->sibling = malloc(ns * sizeof *c->sibling);
+    c->mask = calloc(v->n_ops ? v->n_ops : 1, sizeof *c->mask);
+    c->ref = malloc((size_t)c->mc->num_layers * sizeof *c->ref);
+    c->swap = malloc((v->n_tensors ? v->n_tensors : 1) * sizeof *c->swap);
+    *checked = calloc((size_t)c->mc->num_layers, sizeof **checked);
+    if (!c->recompute || !c->child || !c->sibling || !c->mask || !c->ref || !c->swap || !*checked)
+        return MS_ENOMEM;
+    for (uint32_t s = 0; s < v->n_segments; s++)
+        c->child[s] = c->sibling[s] = -1;
+    for (uint32_t s = v->n_segments; s-- > 0;) { /* children in id order */
+        int32_t p = v->segments[s].parent;
+        if (p >= 0 && (uint32_t)p < v->n_segments) {
+            c->sibling[s] = c->child[p];
+            c->child[p] = (int32_t)s;
+        }
+    }
+    for (int l = 0; l < c->mc->num_layers; l++)
+        c->ref[l] = -1;
+    for (uint32_t t = 0; t < v->n_tensors; t++)
+        c->swap[t] = -1;
+    return MS_OK;
+}
+
+static void plan_release(plan_ctx *c, bool *checked)
+{
+    free(c->recompute);
+    free(c->child);
+    free(c->sibling);
+    free(c->mask);
+    free(c->ref);
+    free(c->swap);
+    free(checked);
+}
+
+ms_status ms_memory_config_plan(const ms_scenario *sc, const ms_program_view *program,
+                                ms_plan *plan, ms_diag *d)
+{
+    if (sc == NULL || program == NULL || plan == NULL)
+        return ms_diag_set(d, MS_EINVAL, "ms_memory_config_plan: NULL argument");
+    if (!ms_memory_config_active(sc))
+        return MS_OK;
+    const ms_memory_config *mc = config_of(sc);
+    plan_ctx c = {.mc = mc, .v = program, .d = d, .n_sel = mc->mf ? mc->n_select : 0,
+                  .n_comm = mc->mf ? mc->n_comm : 0, .n_grp = mc->swap ? mc->n_op_swap : 0};
+    bool *checked = NULL;
+    ms_status st = plan_alloc(&c, &checked);
+    if (st == MS_ENOMEM)
+        ms_diag_set(d, st, "ms_memory_config_plan: out of memory");
+    for (uint32_t s = 0; st == MS_OK && s < program->n_segments; s++) {
+        const ms_segment *seg = &program->segments[s];
+        if (seg->parent < 0 && seg->layer >= 0)
+            st = plan_segment(&c, seg, checked);
+    }
+    if (st == MS_OK && (st = emit(&c, plan)) != MS_OK)
+        ms_diag_set(d, st, "ms_memory_config_plan: adding decisions: %s", ms_strerror(st));
+    plan_release(&c, checked);
+    return st;
+}

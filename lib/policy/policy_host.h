@@ -1,0 +1,102 @@
+/* The Lua policy host's private parts (lib/policy/ only).
+ *
+ * policy.c loads a policy and calls its hooks; policy_profile.c builds the
+ * read-only Lua view of a profile; policy_ctx.c is the `ctx` object hooks
+ * record decisions through.  Every function here that touches the Lua API
+ * may raise a Lua error and so runs only inside a protected call. */
+#ifndef MEMSIM_POLICY_HOST_H
+#define MEMSIM_POLICY_HOST_H
+
+#include <stdbool.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include <lua.h>
+
+#include "lib/base/sandbox.h"
+#include "memsim/policy.h"
+
+enum { MS_HOOK_PLAN = 0, MS_HOOK_POOL, MS_HOOK_ON_OOM, MS_HOOK_COUNT };
+
+/* Facts about a program that need a pass over it: computed once per program
+ * in C (they also validate ctx:swap) and shown to Lua. */
+typedef struct ms_policy_derived {
+    int32_t *last_forward_use;   /* per tensor: op id or MS_NONE */
+    int32_t *first_backward_use; /* per tensor: op id or MS_NONE */
+    uint64_t *saved_bytes;       /* per segment: saved-for-backward bytes produced inside */
+    uint64_t *input_bytes;       /* per segment: bytes of its inputs */
+} ms_policy_derived;
+
+/* The hook call in progress (plan or on_oom): what its ctx writes to. */
+typedef struct ms_policy_ctx {
+    const char *hook;            /* "plan" or "on_oom", for messages */
+    const ms_program_view *prog;
+    const ms_policy_derived *dv;
+    ms_plan *plan;
+    uint32_t max_decisions;      /* a runaway loop of ctx:swap stops here */
+    ms_plan scratch;             /* candidate of ctx:simulate, freed by the host */
+    ms_simulate_fn sim;
+    void *sim_user;
+    size_t logged;               /* bytes ctx:log wrote in this call */
+    bool log_capped;
+    bool simulating;             /* the simulator is reading plan: no changes */
+} ms_policy_ctx;
+
+struct ms_policy {
+    ms_sandbox *sb;
+    lua_State *L;
+    char path[4096];
+    char name[128];
+    int hook_ref[MS_HOOK_COUNT];  /* registry refs, LUA_NOREF when absent */
+    char hook_where[MS_HOOK_COUNT][320]; /* "file:line" where each hook is defined */
+    int format_ref;               /* string.format as it was before the policy ran */
+    ms_pool_decl *pools;
+    uint32_t n_pools;
+    FILE *log;
+    int depth;                    /* protected calls in progress (nesting via simulate) */
+    ms_policy_ctx *ctx;           /* the live ctx, NULL between hook calls */
+    uint64_t ctx_gen;             /* a ctx userdata is live only if its gen matches */
+    /* The program the cached Lua view and the derived facts are of. */
+    bool have_program;
+    ms_program_view program;
+    ms_policy_derived dv;
+    int view_ref;                 /* registry ref of the program view, or LUA_NOREF */
+};
+
+/* --- policy_profile.c --- */
+
+/* Check a program's ids and ranges, then compute dv (freed with
+ * ms_policy_derived_free).  Errors name the element and field. */
+ms_status ms_policy_derive(const ms_program_view *pv, ms_policy_derived *dv, ms_diag *d);
+ms_status ms_policy_derived_free(ms_policy_derived *dv);
+/* Push the sealed (read-only) profile table; view_idx holds the program
+ * view of prof. */
+void ms_policy_push_profile(lua_State *L, int view_idx, const ms_profile *prof);
+/* Push the sealed table of one tensor, as pool() receives it. */
+void ms_policy_push_tensor(lua_State *L, const ms_tensor *t);
+/* The request of on_oom as a plain table. */
+void ms_policy_push_request(lua_State *L, const ms_oom_request *req);
+
+/* --- policy_view.c --- */
+
+/* "weight", "grad", ... (docs/policy-api.md); kept here rather than
+ * borrowed from the workload builder so the policy host links without it. */
+const char *ms_policy_kind_name(ms_tensor_kind k);
+/* Create the metatables of the program view (once per state, at load). */
+void ms_policy_view_register(lua_State *L);
+/* Push the program view {ops=, tensors=, segments=, blob=}: a packed copy of
+ * pv, so it never points into C memory. */
+void ms_policy_push_program(lua_State *L, const ms_program_view *pv, const ms_policy_derived *dv);
+/* Copy prof's op figures (or their absence) into the view at view_idx. */
+void ms_policy_update_measured(lua_State *L, int view_idx, const ms_profile *prof);
+
+/* --- policy_ctx.c --- */
+
+/* Create the ctx metatable (once per state, at load). */
+void ms_policy_ctx_register(lua_State *L);
+/* Push a ctx userdata bound to p's live ctx (p->ctx, generation p->ctx_gen). */
+void ms_policy_ctx_push(lua_State *L, ms_policy *p);
+/* Largest plan a hook may build for a program (see ms_policy_ctx). */
+uint32_t ms_policy_ctx_max_decisions(const ms_program_view *pv);
+
+#endif

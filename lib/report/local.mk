@@ -1,0 +1,7 @@
+# lib/report: the run record and what is written from it (CSV through
+# libcsv, the Chrome trace, SVG plots, the console summary).
+noinst_LTLIBRARIES += lib/report/libms_report.la
+lib_report_libms_report_la_SOURCES = \
+	lib/report/record.c lib/report/report_csv.c lib/report/report_trace.c \
+	lib/report/report_svg.c lib/report/report_svg.h lib/report/csv_out.c lib/report/csv_out.h
+MS_PARTS += lib/report/libms_report.la

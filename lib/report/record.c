@@ -1,0 +1,190 @@
+/* The run record: what the executor did, row by row, kept for the reports. */
+#include "memsim/report.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "lib/base/growable.h"
+
+/* Room for one more row of table f. */
+#define ROOM(r, f) \
+    ms_grow_for_one((void **)&(r)->f, (r)->n_##f, &(r)->cap_##f, sizeof *(r)->f, 1024)
+
+struct ms_run_record {
+    ms_op_row *ops;
+    size_t n_ops, cap_ops;
+    ms_mem_row *mem;
+    size_t n_mem, cap_mem;
+    ms_tensor_row *tensors;
+    size_t n_tensors, cap_tensors;
+    ms_segment_row *segments;
+    size_t n_segments, cap_segments;
+};
+
+static const char *const work_kind_names[] = {"kernel", "recompute", "swap_out", "swap_in"};
+
+const char *ms_work_kind_name(ms_work_kind k)
+{
+    if ((unsigned)k >= sizeof work_kind_names / sizeof work_kind_names[0])
+        return "?";
+    return work_kind_names[k];
+}
+
+ms_status ms_record_create(ms_run_record **out)
+{
+    if (out == NULL)
+        return MS_EINVAL;
+    *out = calloc(1, sizeof **out);
+    return *out ? MS_OK : MS_ENOMEM;
+}
+
+ms_status ms_record_free(ms_run_record *r)
+{
+    if (r == NULL)
+        return MS_EINVAL;
+    free(r->ops);
+    free(r->mem);
+    free(r->tensors);
+    free(r->segments);
+    free(r);
+    return MS_OK;
+}
+
+/* Keep, in order, the rows whose step is negative. */
+#define KEEP_SETUP_ROWS(rows, n)                                                        \
+    do {                                                                                \
+        size_t k_ = 0;                                                                  \
+        for (size_t i_ = 0; i_ < (n); i_++)                                             \
+            if ((rows)[i_].step < 0)                                                    \
+                (rows)[k_++] = (rows)[i_];                                              \
+        (n) = k_;                                                                       \
+    } while (0)
+
+ms_status ms_record_clear_steps(ms_run_record *r)
+{
+    if (r == NULL)
+        return MS_EINVAL;
+    KEEP_SETUP_ROWS(r->ops, r->n_ops);
+    KEEP_SETUP_ROWS(r->mem, r->n_mem);
+    KEEP_SETUP_ROWS(r->tensors, r->n_tensors);
+    KEEP_SETUP_ROWS(r->segments, r->n_segments);
+    return MS_OK;
+}
+
+ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row)
+{
+    if (r == NULL || row == NULL)
+        return MS_EINVAL;
+    ms_status st = ROOM(r, ops);
+    if (st == MS_OK)
+        r->ops[r->n_ops++] = *row;
+    return st;
+}
+
+ms_status ms_record_add_mem(ms_run_record *r, const ms_mem_row *row)
+{
+    if (r == NULL || row == NULL)
+        return MS_EINVAL;
+    ms_status st = ROOM(r, mem);
+    if (st == MS_OK)
+        r->mem[r->n_mem++] = *row;
+    return st;
+}
+
+ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row)
+{
+    if (r == NULL || row == NULL)
+        return MS_EINVAL;
+    ms_status st = ROOM(r, tensors);
+    if (st == MS_OK)
+        r->tensors[r->n_tensors++] = *row;
+    return st;
+}
+
+ms_status ms_record_add_segment(ms_run_record *r, const ms_segment_row *row)
+{
+    if (r == NULL || row == NULL)
+        return MS_EINVAL;
+    ms_status st = ROOM(r, segments);
+    if (st == MS_OK)
+        r->segments[r->n_segments++] = *row;
+    return st;
+}
+
+ms_status ms_record_set_times(ms_run_record *r, size_t row, int64_t start_ns, int64_t end_ns)
+{
+    if (r == NULL || row >= r->n_ops)
+        return MS_EINVAL;
+    r->ops[row].start_ns = start_ns;
+    r->ops[row].end_ns = end_ns;
+    return MS_OK;
+}
+
+ms_status ms_record_n_ops(const ms_run_record *r, size_t *n)
+{
+    if (r == NULL || n == NULL)
+        return MS_EINVAL;
+    *n = r->n_ops;
+    return MS_OK;
+}
+
+ms_status ms_record_op(const ms_run_record *r, size_t i, const ms_op_row **row)
+{
+    if (r == NULL || row == NULL || i >= r->n_ops)
+        return MS_EINVAL;
+    *row = &r->ops[i];
+    return MS_OK;
+}
+
+ms_status ms_record_n_mem(const ms_run_record *r, size_t *n)
+{
+    if (r == NULL || n == NULL)
+        return MS_EINVAL;
+    *n = r->n_mem;
+    return MS_OK;
+}
+
+ms_status ms_record_mem(const ms_run_record *r, size_t i, const ms_mem_row **row)
+{
+    if (r == NULL || row == NULL || i >= r->n_mem)
+        return MS_EINVAL;
+    *row = &r->mem[i];
+    return MS_OK;
+}
+
+ms_status ms_record_n_tensors(const ms_run_record *r, size_t *n)
+{
+    if (r == NULL || n == NULL)
+        return MS_EINVAL;
+    *n = r->n_tensors;
+    return MS_OK;
+}
+
+ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row **row)
+{
+    if (r == NULL || row == NULL || i >= r->n_tensors)
+        return MS_EINVAL;
+    *row = &r->tensors[i];
+    return MS_OK;
+}
+
+ms_status ms_record_n_segments(const ms_run_record *r, size_t *n)
+{
+    if (r == NULL || n == NULL)
+        return MS_EINVAL;
+    *n = r->n_segments;
+    return MS_OK;
+}
+
+ms_status ms_record_segment(const ms_run_record *r, size_t i, const ms_segment_row **row)
+{
+    if (r == NULL || row == NULL || i >= r->n_segments)
+        return MS_EINVAL;
+    *row = &r->segments[i];
+    return MS_OK;
+}
+
+const char *ms_snapshot_when_name(ms_snapshot_when w)
+{
+    return w == MS_SNAP_OOM ? "oom" : w == MS_SNAP_STEP_END ? "step_end" : "?";
+}

@@ -1,0 +1,652 @@
+/* A whole run: scenario + policy -> steps on simulated devices -> summaries
+ * and a run record.
+ *
+ * Every pipeline stage is its own simulated device with its own allocator and
+ * executor; all share one engine, so p2p transfers and the pipeline bubble
+ * come out of the simulation, not a formula.  Before every step the policy's
+ * plan() sees each stage's last profile (SmartSwap's outer loop in general
+ * form); an OOM ends the run unless the decisions change. */
+#include "memsim/exec.h"
+
+#include <gsl/gsl_statistics_double.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "backend_mock/cohost.h"
+#include "backend_mock/mock.h"
+#include "memsim/memory_config.h"
+#include "sim/sim.h"
+
+static bool is_dir(const char *path)
+{
+    struct stat st;
+    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
+}
+
+ms_status ms_data_path(const char *sub, char *buf, size_t n)
+{
+    if (sub == NULL || buf == NULL || n == 0)
+        return MS_EINVAL;
+    const char *roots[] = {getenv("MEMSIM_DATADIR"), MS_SRCDIR, MS_DATADIR};
+    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
+        if (roots[i] == NULL || roots[i][0] == '\0')
+            continue;
+        if ((size_t)snprintf(buf, n, "%s/%s", roots[i], sub) >= n)
+            continue;
+        if (is_dir(buf))
+            return MS_OK;
+    }
+    return MS_ENOENT;
+}
+
+/* ---- devices ------------------------------------------------------------ */
+
+/* One stage: its program and the simulated device that runs it. */
+typedef struct ms_stage {
+    ms_program *program;
+    ms_program_view view;
+    ms_backend *real;        /* the mock */
+    ms_backend *backend;     /* what the executor calls (wrapped with >1 stage) */
+    ms_alloc *alloc;
+    ms_exec *exec;
+    ms_op_profile *prof;
+    ms_plan plan, prev_plan, oom_plan;
+    ms_profile profile;
+    ms_step_result res;
+    bool setup_oom;
+    bool cancelled;          /* its step was abandoned for another stage's OOM */
+    int64_t earlier_ooms, earlier_retries; /* allocator counts of devices relaunched */
+    int step;
+    ms_diag diag;            /* the stage's own, since stages run interleaved */
+} ms_stage;
+
+static ms_status alloc_config(const ms_scenario *sc, ms_alloc_config *acfg, ms_diag *d)
+{
+    ms_alloc_flavour flavour = strcmp(sc->allocator_flavour, "npu") == 0 ? MS_ALLOC_NPU
+                                                                         : MS_ALLOC_CUDA;
+    ms_status st = ms_alloc_config_default(flavour, acfg);
+    if (st == MS_OK && sc->allocator_conf[0] != '\0') {
+        st = ms_alloc_config_parse(sc->allocator_conf, acfg, d);
+        if (st != MS_OK)
+            ms_diag_prefix(d, "%s: allocator.conf: ", sc->path);
+    }
+    return st;
+}
+
+static void stage_close_device(ms_stage *s)
+{
+    if (s->exec)
+        ms_exec_destroy(s->exec);
+    if (s->alloc)
+        ms_alloc_destroy(s->alloc);
+    if (s->backend && s->backend != s->real)
+        ms_backend_close(s->backend);
+    if (s->real)
+        ms_backend_close(s->real);
+    s->exec = NULL;
+    s->alloc = NULL;
+    s->backend = s->real = NULL;
+}
+
+static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, int device, ms_sim *engine,
+                                   ms_cohost *co, const char *backend, ms_policy *policy,
+                                   ms_run_record *record, bool quiet_setup, ms_diag *d)
+{
+    ms_alloc_config acfg;
+    ms_status st = alloc_config(sc, &acfg, d);
+    ms_backend_config bcfg = {.spec = &sc->device, .device = device, .engine = engine,
+                              .seed = sc->seed};
+    if (st == MS_OK)
+        st = ms_backend_open(backend, &bcfg, &s->real, d);
+    s->backend = s->real;
+    if (st == MS_OK && co != NULL)
+        st = ms_cohost_wrap(co, device, s->real, &s->backend);
+    if (st == MS_OK)
+        st = ms_alloc_create(s->backend, &acfg, &s->alloc);
+    if (st == MS_OK) {
+        ms_exec_config ecfg = {.program = &s->view, .backend = s->backend, .alloc = s->alloc,
+                               .policy = policy, .record = record, .device = &sc->device,
+                               .avoid_record_streams = sc->avoid_record_streams,
+                               .pipeline_size = sc->parallel.pipeline_model_parallel_size,
+                               .quiet_setup = quiet_setup};
+        st = ms_exec_create(&ecfg, &s->exec, &s->setup_oom, d);
+    }
+    return st;
+}
+
+/* ---- ctx:simulate ---------------------------------------------------------- */
+
+/* A candidate plan runs one step of one stage on a fresh device (a RECV from
+ * a stage that is not simulated costs its transfer time), so a policy can
+ * search without disturbing the real run.  The device keeps the stage's own
+ * index: with index 0, a later stage's sends and receives to stage 0 would
+ * find itself as their peer and wait forever. */
+typedef struct ms_sim_ctx {
+    const ms_scenario *sc;
+    ms_stage *stage;
+    int index;
+    const char *backend;
+    ms_policy *policy;
+} ms_sim_ctx;
+
+static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *out, ms_diag *d)
+{
+    ms_sim_ctx *c = user;
+    ms_stage s = {.view = c->stage->view};
+    ms_sim *engine = NULL;
+    memset(out, 0, sizeof *out);
+    ms_status st = ms_sim_create(&engine);
+    if (st == MS_OK)
+        st = stage_open_device(c->sc, &s, c->index, engine, NULL, c->backend, c->policy, NULL,
+                               false, d);
+    if (st == MS_OK)
+        s.prof = calloc(s.view.n_ops ? s.view.n_ops : 1, sizeof *s.prof);
+    if (st == MS_OK && s.prof == NULL)
+        st = MS_ENOMEM;
+    if (st == MS_OK && s.setup_oom)
+        out->oom = true;
+    else if (st == MS_OK && (st = ms_exec_step(s.exec, 0, plan, s.prof, &s.res, d)) == MS_OK) {
+        out->oom = s.res.oom;
+        out->peak_allocated = s.res.peak_allocated;
+        out->peak_reserved = s.res.peak_reserved;
+        out->step_time_ns = s.res.step_time_ns;
+    }
+    free(s.prof);
+    stage_close_device(&s);
+    if (engine)
+        ms_sim_destroy(engine);
+    return st;
+}
+
+/* ---- the run ------------------------------------------------------------- */
+
+struct ms_run {
+    const ms_scenario *sc;
+    int n;                    /* stages */
+    ms_stage *stages;
+    ms_program_view *views;
+    ms_run_summary *summaries;
+    ms_run_record *record;
+    ms_policy *policy;
+    ms_sim *engine;
+    ms_cohost *co;
+    ms_sim_ctx *simctx;
+    double *times_ms;
+    int done_steps;
+};
+
+static bool same_plan(const ms_plan *a, const ms_plan *b)
+{
+    return a->n == b->n &&
+           (a->n == 0 || memcmp(a->items, b->items, a->n * sizeof *a->items) == 0);
+}
+
+static void fill_static_summary(ms_run *r, int i, const char *policy_name)
+{
+    const ms_scenario *sc = r->sc;
+    ms_run_summary *s = &r->summaries[i];
+    const ms_program_view *v = &r->stages[i].view;
+    snprintf(s->scenario, sizeof s->scenario, "%s", sc->name);
+    snprintf(s->policy, sizeof s->policy, "%s", policy_name);
+    snprintf(s->device, sizeof s->device, "%s", sc->device.name);
+    s->devices = r->n;
+    s->stage = i;
+    s->capacity = sc->device.hbm_bytes;
+    s->oom_step = -1;
+    for (uint32_t t = 0; t < v->n_tensors; t++) {
+        const ms_tensor *tn = &v->tensors[t];
+        if (!tn->persistent)
+            continue;
+        if (tn->kind == MS_TK_WEIGHT)
+            s->weights_bytes += tn->bytes;
+        else if (tn->kind == MS_TK_GRAD)
+            s->grads_bytes += tn->bytes;
+        else if (tn->kind == MS_TK_OPTIMIZER_STATE)
+            s->optimizer_bytes += tn->bytes;
+    }
+    s->model_flops_per_step = v->model_flops;
+}
+
+static void note_step(ms_run_summary *s, const ms_step_result *res, int step)
+{
+    if (res->peak_allocated > s->peak_allocated) {
+        s->peak_allocated = res->peak_allocated;
+        s->reserved_minus_allocated_at_peak = res->reserved_minus_allocated_at_peak;
+    }
+    if (res->peak_reserved > s->peak_reserved)
+        s->peak_reserved = res->peak_reserved;
+    if (res->peak_active > s->peak_active)
+        s->peak_active = res->peak_active;
+    if (res->peak_activation_bytes > s->peak_activation_bytes)
+        s->peak_activation_bytes = res->peak_activation_bytes;
+    if (res->oom && !s->oom) {
+        s->oom = true;
+        s->oom_step = step;
+        snprintf(s->oom_message, sizeof s->oom_message, "%s", res->oom_message);
+    }
+}
+
+/* The policy decides (its host starts from an empty plan), then the
+ * scenario's own recompute and swap settings (Megatron or MindFormers
+ * vocabulary) are added; the executor applies MindFormers' precedence
+ * whatever the order (recompute over swap, keep over both). */
+static ms_status plan_stage(ms_run *r, ms_stage *s, ms_diag *d)
+{
+    ms_plan_clear(&s->plan);
+    ms_status st = MS_OK;
+    if (r->policy != NULL)
+        st = ms_policy_plan(r->policy, &s->profile, simulate_plan, &r->simctx[s - r->stages],
+                            &s->plan, d);
+    if (st == MS_OK)
+        st = ms_memory_config_plan(r->sc, &s->view, &s->plan, d);
+    for (uint32_t i = 0; st == MS_OK && i < s->oom_plan.n; i++)
+        st = ms_plan_add(&s->plan, &s->oom_plan.items[i]);
+    return st;
+}
+
+/* A stage that runs out of memory stops issuing, so the others would wait
+ * forever for its sends: as in a real job, the whole step is lost.  The
+ * others' parked calls are cancelled and their step ends without a result. */
+static ms_status run_stage_step(void *user, int host)
+{
+    ms_run *r = user;
+    ms_stage *s = &r->stages[host];
+    ms_diag_clear(&s->diag);
+    ms_status st = ms_exec_step(s->exec, s->step, &s->plan, s->prof, &s->res, &s->diag);
+    if (st == MS_OK && s->res.oom && r->co != NULL)
+        ms_cohost_cancel(r->co);
+    if (st == MS_ECANCELED) {
+        s->cancelled = true;
+        ms_diag_clear(&s->diag);
+        return MS_OK;
+    }
+    return st;
+}
+
+static void stage_step_done(void *user, int host)
+{
+    ms_run *r = user;
+    /* A finished host must not bound how far the others run the engine. */
+    ms_mock_set_host_idle(r->stages[host].real);
+}
+
+static ms_status execute_stages(ms_run *r, int step, ms_diag *d)
+{
+    ms_status st = MS_OK;
+    for (int i = 0; i < r->n; i++) {
+        r->stages[i].step = step;
+        r->stages[i].cancelled = false;
+    }
+    if (r->n == 1)
+        st = run_stage_step(r, 0);
+    else
+        st = ms_cohost_run(r->co, run_stage_step, stage_step_done, r);
+    for (int i = 0; i < r->n && st != MS_OK; i++)
+        if (r->stages[i].diag.code != MS_OK) {
+            ms_diag_set(d, r->stages[i].diag.code, "stage %d: %s", i, r->stages[i].diag.msg);
+            break;
+        }
+    return st;
+}
+
+static void profile_after(ms_run *r, ms_stage *s, int step)
+{
+    const ms_scenario *sc = r->sc;
+    s->profile = (ms_profile){.step = step, .measured = true, .program = s->view, .ops = s->prof,
+                              .peak_allocated = s->res.peak_allocated,
+                              .peak_reserved = s->res.peak_reserved,
+                              .capacity = sc->device.hbm_bytes,
+                              .step_time_ns = s->res.step_time_ns, .oom = s->res.oom,
+                              .oom_op = s->res.oom_op, .device = &sc->device,
+                              .current = &s->prev_plan};
+}
+
+static ms_status handle_oom(ms_run *r, ms_stage *s, ms_diag *d)
+{
+    bool handled = false;
+    if (r->policy == NULL || s->res.oom_op == MS_NONE)
+        return MS_OK;
+    ms_oom_request req = {.bytes = s->res.oom_bytes, .tensor = s->res.oom_tensor,
+                          .op = (uint32_t)s->res.oom_op, .allocated = s->res.peak_allocated,
+                          .reserved = s->res.peak_reserved, .capacity = r->sc->device.hbm_bytes};
+    return ms_policy_on_oom(r->policy, &req, &s->profile, &s->oom_plan, &handled, d);
+}
+
+/* Plans for every stage; false in *go if every stage that ran out of memory
+ * would repeat the same decisions (and so fail the same way). */
+static ms_status plan_step(ms_run *r, int step, bool *stable, bool *go, ms_diag *d)
+{
+    bool any_oom = false, any_change = false;
+    *go = true;
+    for (int i = 0; i < r->n; i++) {
+        ms_stage *s = &r->stages[i];
+        bool oomed = step > 0 && s->res.oom;
+        any_oom |= oomed;
+        /* SmartSwap's STABLE stage: a frozen plan is only executed, until an
+         * OOM sends the policy back to planning. */
+        if (!*stable || oomed) {
+            ms_status st = plan_stage(r, s, d);
+            if (st != MS_OK)
+                return st;
+        }
+        any_change |= oomed && !same_plan(&s->plan, &s->prev_plan);
+    }
+    if (any_oom && !any_change) {
+        *go = false;
+        return MS_OK;
+    }
+    bool all_stable = true;
+    for (int i = 0; i < r->n; i++) {
+        all_stable &= r->stages[i].plan.stable;
+        ms_plan_copy(&r->stages[i].prev_plan, &r->stages[i].plan);
+    }
+    *stable = all_stable;
+    return MS_OK;
+}
+
+/* An abandoned step has no result, but its executor saw what the stage
+ * held until then (peaks are reset at each step's start, not at release). */
+static void peaks_of_abandoned_step(ms_stage *s)
+{
+    ms_exec_partial_peaks(s->exec, &s->res);
+}
+
+static bool any_setup_oom(ms_run *r, ms_diag *d)
+{
+    bool any = false;
+    for (int i = 0; i < r->n; i++) {
+        if (!r->stages[i].setup_oom)
+            continue;
+        /* Weights, grads and optimizer state alone do not fit. */
+        ms_run_summary *s = &r->summaries[i];
+        s->oom = true;
+        s->oom_step = 0;
+        snprintf(s->oom_message, sizeof s->oom_message, "%s",
+                 d && d->msg[0] ? d->msg : "out of memory at setup");
+        any = true;
+    }
+    if (any && d)
+        ms_diag_clear(d);
+    return any;
+}
+
+/* The engine every stage's device runs on, and the stages' host threads. */
+static ms_status open_engine(ms_run *r)
+{
+    ms_status st = ms_sim_create(&r->engine);
+    if (st == MS_OK && r->n > 1)
+        st = ms_cohost_create(r->n, ms_mock_host_clock, &r->co);
+    return st;
+}
+
+/* A pipeline that ran out of memory leaves the other stages' work stuck in
+ * their streams, and a real job crashes.  As the job would be relaunched
+ * with the policy's new decisions, every stage starts again on a fresh
+ * device (empty caches, persistent tensors allocated anew), keeping its
+ * program, plans, profile and summary. */
+static ms_status relaunch_pipeline(ms_run *r, ms_diag *d)
+{
+    for (int i = 0; i < r->n; i++) {
+        ms_stage *s = &r->stages[i];
+        ms_alloc_stats st;
+        if (ms_alloc_get_stats(s->alloc, &st) == MS_OK) {
+            s->earlier_ooms += st.num_ooms;
+            s->earlier_retries += st.num_alloc_retries;
+        }
+        stage_close_device(s);
+    }
+    ms_cohost_destroy(r->co);
+    ms_sim_destroy(r->engine);
+    r->co = NULL;
+    r->engine = NULL;
+    ms_status st = open_engine(r);
+    for (int i = 0; st == MS_OK && i < r->n; i++)
+        st = stage_open_device(r->sc, &r->stages[i], i, r->engine, r->co, r->simctx[i].backend,
+                               r->policy, r->record, true, d);
+    return st;
+}
+
+static ms_status run_steps(ms_run *r, ms_diag *d)
+{
+    bool stable = false;
+    for (int step = 0; step < r->sc->steps; step++) {
+        bool go;
+        ms_status st = plan_step(r, step, &stable, &go, d);
+        if (st != MS_OK)
+            return st;
+        if (!go)
+            break;
+        if (r->record != NULL && r->sc->report_detail == MS_DETAIL_LAST)
+            ms_record_clear_steps(r->record);
+        if ((st = execute_stages(r, step, d)) != MS_OK)
+            return st;
+        bool oom = false;
+        int64_t start = 0, end = 0;
+        for (int i = 0; i < r->n; i++) {
+            ms_stage *s = &r->stages[i];
+            if (s->cancelled)
+                peaks_of_abandoned_step(s);
+            note_step(&r->summaries[i], &s->res, step);
+            profile_after(r, s, step);
+            oom |= s->res.oom;
+            if (i == 0 || s->res.start_ns < start)
+                start = s->res.start_ns;
+            if (i == 0 || s->res.end_ns > end)
+                end = s->res.end_ns;
+        }
+        for (int i = 0; oom && i < r->n; i++)
+            if (r->stages[i].res.oom && (st = handle_oom(r, &r->stages[i], d)) != MS_OK)
+                return st;
+        /* The next plan_step ends the run unless some decisions changed. */
+        if (oom && r->n > 1 && step + 1 < r->sc->steps &&
+            ((st = relaunch_pipeline(r, d)) != MS_OK || any_setup_oom(r, d)))
+            return st;
+        if (oom)
+            continue;
+        /* The pipeline's step lasts from the first host's start to the last
+         * device's finish. */
+        double step_ms = (double)(end - start) / 1e6;
+        r->times_ms[r->done_steps++] = step_ms;
+        for (int i = 0; i < r->n; i++) {
+            ms_run_summary *s = &r->summaries[i];
+            const ms_step_result *res = &r->stages[i].res;
+            s->swapped_bytes = res->swapped_bytes;
+            s->recomputed_ops = res->recomputed_ops;
+            s->bubble_fraction = step_ms > 0 ? 1.0 - (double)res->compute_busy_ns / 1e6 / step_ms
+                                             : 0.0;
+        }
+    }
+    return MS_OK;
+}
+
+static void fill_times(ms_run *r)
+{
+    int n = r->done_steps;
+    for (int i = 0; i < r->n; i++) {
+        ms_run_summary *s = &r->summaries[i];
+        s->steps = n;
+        if (n == 0)
+            continue;
+        s->step_time_ms = r->times_ms[n - 1];
+        /* The first step warms the allocator's cache; steady state is after. */
+        const double *steady = n > 1 ? r->times_ms + 1 : r->times_ms;
+        size_t m = n > 1 ? (size_t)n - 1 : 1;
+        s->step_time_mean_ms = gsl_stats_mean(steady, 1, m);
+        s->step_time_sd_ms = m > 1 ? gsl_stats_sd(steady, 1, m) : 0.0;
+        s->model_tflops = s->model_flops_per_step / (s->step_time_ms * 1e-3) / 1e12;
+        double peak = r->sc->device.peak_flops[r->sc->model.dtype];
+        s->mfu = peak > 0 ? s->model_tflops * 1e12 / peak : 0.0;
+        ms_alloc_stats st;
+        if (ms_alloc_get_stats(r->stages[i].alloc, &st) == MS_OK) {
+            s->num_alloc_retries = st.num_alloc_retries + r->stages[i].earlier_retries;
+            s->num_ooms = st.num_ooms + r->stages[i].earlier_ooms;
+        }
+    }
+}
+
+static ms_status open_policy(const ms_scenario *sc, const ms_run_options *opt, ms_policy **pol,
+                             ms_diag *d)
+{
+    const char *name = opt->policy ? opt->policy : sc->policy;
+    if (name == NULL || name[0] == '\0')
+        name = "none";
+    char lib[4096];
+    const char *lib_dir = opt->policy_dir;
+    if (lib_dir == NULL) {
+        if (ms_data_path("policies_lua", lib, sizeof lib) != MS_OK)
+            return ms_diag_set(d, MS_ENOENT, "cannot find the shipped policies directory "
+                               "(policies_lua); set MEMSIM_DATADIR");
+        lib_dir = lib;
+    }
+    return ms_policy_load(name, lib_dir, NULL, pol, d);
+}
+
+static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
+{
+    const char *backend = opt->backend ? opt->backend : "mock";
+    const char *pname = "none";
+    ms_status st = ms_policy_name(r->policy, &pname);
+    if (st == MS_OK)
+        st = open_engine(r);
+    for (int i = 0; st == MS_OK && i < r->n; i++) {
+        ms_stage *s = &r->stages[i];
+        st = ms_program_build(r->sc, i, &s->program, d);
+        if (st == MS_OK)
+            st = ms_program_get_view(s->program, &s->view);
+        if (st != MS_OK)
+            break;
+        r->views[i] = s->view;
+        fill_static_summary(r, i, pname);
+        ms_plan_init(&s->plan);
+        ms_plan_init(&s->prev_plan);
+        ms_plan_init(&s->oom_plan);
+        s->prof = calloc(s->view.n_ops ? s->view.n_ops : 1, sizeof *s->prof);
+        if (s->prof == NULL)
+            st = MS_ENOMEM;
+        s->profile = (ms_profile){.step = -1, .measured = false, .program = s->view,
+                                  .capacity = r->sc->device.hbm_bytes, .oom_op = MS_NONE,
+                                  .device = &r->sc->device, .current = &s->plan};
+        r->simctx[i] = (ms_sim_ctx){.sc = r->sc, .stage = s, .index = i, .backend = backend,
+                                    .policy = r->policy};
+        if (st == MS_OK)
+            st = stage_open_device(r->sc, s, i, r->engine, r->co, backend, r->policy, r->record,
+                                   false, d);
+    }
+    return st;
+}
+
+static void close_devices(ms_run *r)
+{
+    for (int i = 0; r->stages && i < r->n; i++) {
+        ms_stage *s = &r->stages[i];
+        stage_close_device(s);
+        ms_plan_free(&s->plan);
+        ms_plan_free(&s->prev_plan);
+        ms_plan_free(&s->oom_plan);
+        free(s->prof);
+        s->prof = NULL;
+    }
+    if (r->co)
+        ms_cohost_destroy(r->co);
+    if (r->engine)
+        ms_sim_destroy(r->engine);
+    if (r->policy)
+        ms_policy_free(r->policy);
+    r->co = NULL;
+    r->engine = NULL;
+    r->policy = NULL;
+}
+
+ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,
+                         ms_diag *d)
+{
+    if (sc == NULL || opt == NULL || out == NULL)
+        return MS_EINVAL;
+    *out = NULL;
+    ms_run *r = calloc(1, sizeof *r);
+    if (r == NULL)
+        return MS_ENOMEM;
+    r->sc = sc;
+    r->n = sc->parallel.pipeline_model_parallel_size > 0 ? sc->parallel.pipeline_model_parallel_size
+                                                         : 1;
+    r->stages = calloc((size_t)r->n, sizeof *r->stages);
+    r->views = calloc((size_t)r->n, sizeof *r->views);
+    r->summaries = calloc((size_t)r->n, sizeof *r->summaries);
+    r->simctx = calloc((size_t)r->n, sizeof *r->simctx);
+    r->times_ms = calloc((size_t)sc->steps + 1, sizeof *r->times_ms);
+    ms_status st = (r->stages && r->views && r->summaries && r->simctx && r->times_ms)
+                       ? MS_OK
+                       : MS_ENOMEM;
+    if (st == MS_OK && opt->record && sc->report_detail != MS_DETAIL_NONE)
+        st = ms_record_create(&r->record);
+    if (st == MS_OK)
+        st = open_policy(sc, opt, &r->policy, d);
+    if (st == MS_OK)
+        st = open_stages(r, opt, d);
+    if (st == MS_OK && !any_setup_oom(r, d))
+        st = run_steps(r, d);
+    if (st == MS_OK)
+        fill_times(r);
+    close_devices(r);
+    if (st != MS_OK) {
+        ms_run_free(r);
+        return st;
+    }
+    *out = r;
+    return MS_OK;
+}
+
+ms_status ms_run_free(ms_run *r)
+{
+    if (r == NULL)
+        return MS_EINVAL;
+    close_devices(r);
+    for (int i = 0; r->stages && i < r->n; i++)
+        if (r->stages[i].program)
+            ms_program_free(r->stages[i].program);
+    if (r->record)
+        ms_record_free(r->record);
+    free(r->stages);
+    free(r->views);
+    free(r->summaries);
+    free(r->simctx);
+    free(r->times_ms);
+    free(r);
+    return MS_OK;
+}
+
+ms_status ms_run_summaries(const ms_run *r, const ms_run_summary **s, size_t *n)
+{
+    if (r == NULL || s == NULL || n == NULL)
+        return MS_EINVAL;
+    *s = r->summaries;
+    *n = (size_t)r->n;
+    return MS_OK;
+}
+
+ms_status ms_run_summary_get(const ms_run *r, const ms_run_summary **s)
+{
+    if (r == NULL || s == NULL)
+        return MS_EINVAL;
+    *s = &r->summaries[0];
+    return MS_OK;
+}
+
+ms_status ms_run_record_get(const ms_run *r, const ms_run_record **rec)
+{
+    if (r == NULL || rec == NULL)
+        return MS_EINVAL;
+    *rec = r->record;
+    return MS_OK;
+}
+
+ms_status ms_run_program_views(const ms_run *r, const ms_program_view **views, size_t *n)
+{
+    if (r == NULL || views == NULL || n == NULL)
+        return MS_EINVAL;
+    *views = r->views;
+    *n = (size_t)r->n;
+    return MS_OK;
+}

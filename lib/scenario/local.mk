@@ -1,0 +1,11 @@
+# lib/scenario: scenario and device files (Lua tables in a sandbox) loaded,
+# validated and overridden; Megatron and MindFormers recompute/swap settings
+# and the pipeline layout normalised.
+noinst_LTLIBRARIES += lib/scenario/libms_scenario.la
+lib_scenario_libms_scenario_la_SOURCES = \
+	lib/scenario/scenario.c lib/scenario/scenario_table.c lib/scenario/scenario_override.c \
+	lib/scenario/scenario_validate.c lib/scenario/device_file.c lib/scenario/scenario_table.h \
+	lib/scenario/scenario_load.h lib/scenario/scenario_layout.c lib/scenario/scenario_pattern.c \
+	lib/scenario/scenario_recompute.c lib/scenario/scenario_swap.c lib/scenario/memory_config.h
+MS_PARTS += lib/scenario/libms_scenario.la
+EXTRA_DIST += docs/scenario-format.md

@@ -1,0 +1,64 @@
+/* The scenario loader's private parts (lib/scenario/ only).
+ *
+ * scenario.c runs the file in a sandbox and reads it; scenario_override.c
+ * applies "model.seq_length=8192" overrides to the Lua table first;
+ * scenario_validate.c fills in the defaults and checks every constraint;
+ * device_file.c finds and reads device files. */
+#ifndef MEMSIM_SCENARIO_LOAD_H
+#define MEMSIM_SCENARIO_LOAD_H
+
+#include <stddef.h>
+
+#include <lua.h>
+
+#include "memsim/scenario.h"
+#include "scenario_table.h"
+
+/* Fields of a scenario file, in the order of sc_fields (sections contiguous). */
+enum sc_field {
+    SC_NAME = 0, SC_DEVICE, SC_POLICY, SC_STEPS, SC_SEED,
+    SC_ARCH, SC_LAYERS, SC_HIDDEN, SC_FFN, SC_HEADS, SC_GROUPS, SC_SEQ, SC_VOCAB, SC_NORM,
+    SC_SWIGLU, SC_UNTIE, SC_FLASH, SC_HDROP, SC_ADROP, SC_DTYPE, SC_BIAS, SC_POS,
+    SC_EXPERTS, SC_TOPK, SC_MOE_FFN, SC_MOE_CAP, SC_MOE_CAP_ALIAS,
+    SC_M_GRAN, SC_M_METHOD, SC_M_NLAYERS,
+    SC_WORLD, SC_TP, SC_PP, SC_VPP, SC_CP, SC_SP, SC_DISTOPT, SC_MBS, SC_GBS, SC_EP,
+    SC_INTERLEAVE, SC_OFFSET,
+    SC_ACONF, SC_AFLAVOUR, SC_AVOIDRS, SC_DETAIL,
+    SC_GRAN, SC_METHOD, SC_NLAYERS,
+    SC_RC_RECOMPUTE, SC_RC_SELECT, SC_RC_COMM, SC_RC_POCOMM, SC_RC_MPCOMM, SC_RC_SLICE,
+    SC_SW_SWAP, SC_SW_PREFETCH, SC_SW_LAYER, SC_SW_OP,
+    SC_COUNT
+};
+
+/* The scenario schema (a constant table). */
+const st_schema *sc_schema(void);
+
+/* Apply overrides to the scenario table at idx (inside a protected call). */
+ms_status sc_apply_overrides(lua_State *L, int idx, const char *const *overrides, size_t n,
+                             const st_schema *schema, const char *file, ms_diag *d);
+
+/* Defaults and constraints: vals -> sc (all but the device). */
+ms_status sc_validate(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+
+/* Pipeline layout (scenario_layout.c): chunks per stage from
+ * num_layers_per_virtual_pipeline_stage or pp_interleave_num, layers per
+ * chunk from parallel.offset; allocates sc->memory_config. */
+ms_status sc_layout(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+
+/* recompute, recompute_config (scenario_recompute.c) and swap_config
+ * (scenario_swap.c) into sc->memory_config, after sc_layout. */
+ms_status sc_recompute(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+ms_status sc_swap(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+
+/* Validation helpers shared by the files above (scenario_validate.c). */
+const char *sc_path_of(int id, char *buf, size_t size);
+
+/* Find the device file of `device` for the scenario at scenario_path. */
+ms_status sc_device_path(const char *scenario_path, const char *device, char *out, size_t size,
+                         ms_diag *d);
+
+/* The file's base name without ".lua" ("scenarios/llama2-7b.lua" ->
+ * "llama2-7b"), truncated to size. */
+void sc_base_name(const char *path, char *out, size_t size);
+
+#endif
