@@ -515,13 +515,6 @@ ms_status ms_mock_create(ms_sim *engine, const ms_device_spec *spec, int device,
     return MS_OK;
 }
 
-ms_status ms_mock_open(const ms_backend_config *cfg, ms_backend **out)
-{
-    if (cfg == NULL)
-        return MS_EINVAL;
-    return ms_mock_create(cfg->engine, cfg->spec, cfg->device, cfg->seed, out);
-}
-
 static ms_mock *mock_of(const ms_backend *b)
 {
     return b != NULL && b->ops == &mock_ops ? b->inst : NULL;

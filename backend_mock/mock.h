@@ -56,9 +56,10 @@ extern "C" {
  * engine before ms_sim_destroy(engine). */
 ms_status ms_mock_create(ms_sim *engine, const ms_device_spec *spec, int device, uint64_t seed,
                          ms_backend **out);
-/* ms_mock_create from a backend config (for the "mock" entry of a backend
- * registry): cfg->engine, cfg->spec, cfg->device, cfg->seed. */
-ms_status ms_mock_open(const ms_backend_config *cfg, ms_backend **out);
+/* The "mock" entry of the backend registry (backend.h's device groups): the
+ * group owns one engine, a mock per device and, with several devices, the
+ * cooperative host threads (cohost.h) that interleave their hosts. */
+ms_group_open_fn ms_mock_group_open;
 /* This device's host thread has nothing to issue until its next call: it
  * stops bounding how far other devices' hosts may run the shared engine.
  * Its next call resumes it at max(its clock, the engine's clock). */

@@ -3,7 +3,8 @@
  * It mirrors the device runtimes (Ascend ACL, CUDA) so both a real runtime and
  * the mock NPU implement it naturally.  A backend is a table of function
  * pointers plus an opaque instance, one per device (one host thread driving
- * one device).  Backends register by name: "mock", "npu", "cuda".
+ * one device); devices open together as a group (below).  Backends register
+ * by name: "mock", "npu", "cuda".
  *
  * Clocks: now() is the host clock of the thread driving this device (virtual
  * in the mock, real on hardware).  Async calls (memcpy_async, launch,
@@ -136,20 +137,68 @@ typedef struct ms_backend {
     int device; /* device index within the run */
 } ms_backend;
 
-/* Options for opening a backend by name. */
-struct ms_sim;
-typedef struct ms_backend_config {
-    const ms_device_spec *spec; /* required; copied by the backend */
-    int device;                 /* index of this device in the run */
-    struct ms_sim *engine;      /* mock: the shared discrete-event engine */
-    uint64_t seed;              /* mock: seed for any modeled jitter */
-} ms_backend_config;
-
-/* Open the backend registered under name ("mock"; "npu"/"cuda" where built). */
-ms_status ms_backend_open(const char *name, const ms_backend_config *cfg, ms_backend **out,
-                          ms_diag *d);
-/* Destroy the instance and free b. */
+/* Destroy the instance and free b.  Not for a group's devices: the group
+ * closes those. */
 ms_status ms_backend_close(ms_backend *b);
+
+/* ---- device groups ----------------------------------------------------------
+ * A run drives several devices at once (the stages of a pipeline), each from
+ * its own host thread, as a training job does.  A group opens them together
+ * on one backend and runs one body per device's host thread until every body
+ * has returned.  How the threads interleave is the backend's business: the
+ * mock runs them as coroutines on one virtual clock (always the host whose
+ * clock is smallest, so a run is deterministic), a real backend as the
+ * hardware lets them.  Code above backend.h never knows which. */
+
+typedef struct ms_group_config {
+    const ms_device_spec *spec; /* required: the mock's model of every device; copied */
+    int n_devices;              /* >= 1 */
+    /* Index of the group's device 0 among the run's devices: p2p peers are
+     * run indices, and a one-stage group standing in for stage k must not
+     * find itself as its own peer. */
+    int first_device;
+    int ordinal;                /* real backends: the physical device of device 0 (cuda:N) */
+    uint64_t seed;              /* seed for any modeled jitter */
+} ms_group_config;
+
+/* One device's host thread: the body returns when that device's work is
+ * issued (and, if it synchronizes, done). */
+typedef ms_status (*ms_group_body)(void *user, int device);
+
+typedef struct ms_group_ops {
+    const char *name;
+    /* body(user, i) for every device, interleaved as the backend requires;
+     * returns the first error by device index, or MS_OK. */
+    ms_status (*run)(void *inst, ms_group_body body, void *user);
+    /* From inside a body: every call of another device that waits, or comes
+     * to wait, for work this device will now never issue returns
+     * MS_ECANCELED (a stage that ran out of memory stops issuing). */
+    ms_status (*cancel)(void *inst);
+    ms_status (*destroy)(void *inst); /* the devices and the group itself */
+} ms_group_ops;
+
+typedef struct ms_device_group {
+    const ms_group_ops *ops;
+    void *inst;
+    int n_devices;
+    ms_backend **devices;       /* owned by the instance */
+} ms_device_group;
+
+/* How a backend opens a group (one per registry entry). */
+typedef ms_status ms_group_open_fn(const ms_group_config *cfg, ms_device_group **out, ms_diag *d);
+
+/* Open a group on the backend registered under name: "mock" always, "cuda"
+ * and "npu" where configure built them.  An unknown or unbuilt name is an
+ * error that lists the backends this build has. */
+ms_status ms_group_open(const char *backend, const ms_group_config *cfg, ms_device_group **out,
+                        ms_diag *d);
+ms_status ms_group_close(ms_device_group *g);
+/* Device i's handle (NULL when out of range); valid until the group closes. */
+ms_backend *ms_group_device(const ms_device_group *g, int i);
+ms_status ms_group_run(ms_device_group *g, ms_group_body body, void *user);
+ms_status ms_group_cancel(ms_device_group *g);
+/* The backends this build has, comma-separated ("mock, cuda"). */
+const char *ms_backend_names(void);
 
 #ifdef __cplusplus
 }

@@ -1,37 +1,70 @@
 /* Backends register by name; the real ones only where configure built them
- * (the ae.c pattern: one interface, implementations chosen at build time). */
+ * (Redis's ae.c pattern: one interface, implementations chosen at build
+ * time).  Each entry is the backend's group opener, declared here by its
+ * type so that nothing above backend.h includes a backend's own header. */
 #include "memsim/backend.h"
 
 #include <string.h>
 
-#include "backend_mock/mock.h"
-
-static ms_status open_mock(const ms_backend_config *cfg, ms_backend **out, ms_diag *d)
-{
-    if (cfg->engine == NULL)
-        return ms_diag_set(d, MS_EINVAL, "the mock backend needs a simulation engine");
-    return ms_mock_create(cfg->engine, cfg->spec, cfg->device, cfg->seed, out);
-}
+ms_group_open_fn ms_mock_group_open;
+#ifdef MS_WITH_CUDA
+ms_group_open_fn ms_npu_group_open_cuda;
+#endif
+#ifdef MS_WITH_ASCEND
+ms_group_open_fn ms_npu_group_open_acl;
+#endif
 
 static const struct {
     const char *name;
-    ms_status (*open)(const ms_backend_config *cfg, ms_backend **out, ms_diag *d);
+    ms_group_open_fn *open;
 } registry[] = {
-    {"mock", open_mock},
+    {"mock", ms_mock_group_open},
+#ifdef MS_WITH_CUDA
+    {"cuda", ms_npu_group_open_cuda},
+#endif
+#ifdef MS_WITH_ASCEND
+    {"npu", ms_npu_group_open_acl},
+#endif
 };
 
-ms_status ms_backend_open(const char *name, const ms_backend_config *cfg, ms_backend **out,
-                          ms_diag *d)
+#define N_BACKENDS (sizeof registry / sizeof registry[0])
+
+const char *ms_backend_names(void)
 {
-    if (name == NULL || cfg == NULL || cfg->spec == NULL || out == NULL)
-        return MS_EINVAL;
+    return "mock"
+#ifdef MS_WITH_CUDA
+           ", cuda"
+#endif
+#ifdef MS_WITH_ASCEND
+           ", npu"
+#endif
+        ;
+}
+
+/* The registry name in the CLI's spelling "cuda:1" (device ordinal after the
+ * colon, which the caller passes in the config). */
+static size_t name_length(const char *name)
+{
+    const char *colon = strchr(name, ':');
+    return colon ? (size_t)(colon - name) : strlen(name);
+}
+
+ms_status ms_group_open(const char *backend, const ms_group_config *cfg, ms_device_group **out,
+                        ms_diag *d)
+{
+    if (backend == NULL || cfg == NULL || cfg->spec == NULL || out == NULL || cfg->n_devices < 1)
+        return ms_diag_set(d, MS_EINVAL, "ms_group_open: NULL argument or no devices");
     *out = NULL;
-    for (size_t i = 0; i < sizeof registry / sizeof registry[0]; i++)
-        if (strcmp(registry[i].name, name) == 0)
+    size_t len = name_length(backend);
+    for (size_t i = 0; i < N_BACKENDS; i++)
+        if (strlen(registry[i].name) == len && strncmp(registry[i].name, backend, len) == 0)
             return registry[i].open(cfg, out, d);
-    if (strcmp(name, "npu") == 0 || strcmp(name, "cuda") == 0)
+    if ((len == 3 && strncmp(backend, "npu", 3) == 0) ||
+        (len == 4 && strncmp(backend, "cuda", 4) == 0))
         return ms_diag_set(d, MS_EUNSUPPORTED,
-                           "backend '%s' is not built in (configure --with-%s)", name,
-                           strcmp(name, "npu") == 0 ? "ascend" : "cuda");
-    return ms_diag_set(d, MS_ENOENT, "unknown backend '%s' (known: mock, npu, cuda)", name);
+                           "backend '%.*s' is not built in (configure --with-%s); this build "
+                           "has: %s", (int)len, backend, len == 3 ? "ascend" : "cuda",
+                           ms_backend_names());
+    return ms_diag_set(d, MS_ENOENT, "unknown backend '%s' (this build has: %s)", backend,
+                       ms_backend_names());
 }

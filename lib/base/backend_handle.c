@@ -1,5 +1,5 @@
-/* Closing a backend is the same for every implementation: the instance goes
- * through its own destroy, the handle is freed here. */
+/* Backend handles and device groups are the same for every implementation:
+ * the instance goes through its own table, the handle is freed here. */
 #include "memsim/backend.h"
 
 #include <stdlib.h>
@@ -13,4 +13,30 @@ ms_status ms_backend_close(ms_backend *b)
         st = b->ops->destroy(b->inst);
     free(b);
     return st;
+}
+
+ms_status ms_group_close(ms_device_group *g)
+{
+    if (g == NULL)
+        return MS_EINVAL;
+    return g->ops->destroy(g->inst);
+}
+
+ms_backend *ms_group_device(const ms_device_group *g, int i)
+{
+    return g != NULL && i >= 0 && i < g->n_devices ? g->devices[i] : NULL;
+}
+
+ms_status ms_group_run(ms_device_group *g, ms_group_body body, void *user)
+{
+    if (g == NULL || body == NULL)
+        return MS_EINVAL;
+    return g->ops->run(g->inst, body, user);
+}
+
+ms_status ms_group_cancel(ms_device_group *g)
+{
+    if (g == NULL)
+        return MS_EINVAL;
+    return g->ops->cancel(g->inst);
 }

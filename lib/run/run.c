@@ -1,9 +1,10 @@
 /* A whole run: scenario + policy -> steps on simulated devices -> summaries
  * and a run record.
  *
- * Every pipeline stage is its own simulated device with its own allocator and
- * executor; all share one engine, so p2p transfers and the pipeline bubble
- * come out of the simulation, not a formula.  Before every step the policy's
+ * Every pipeline stage is its own device with its own allocator and executor;
+ * the stages open together as one device group (backend.h), so on the mock
+ * they share one engine and p2p transfers and the pipeline bubble come out of
+ * the simulation, not a formula.  Devices are reached through backend.h only.  Before every step the policy's
  * plan() sees each stage's last profile (SmartSwap's outer loop in general
  * form); an OOM ends the run unless the decisions change. */
 #include "memsim/exec.h"
@@ -14,10 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "backend_mock/cohost.h"
-#include "backend_mock/mock.h"
 #include "memsim/memory_config.h"
-#include "sim/sim.h"
 
 static bool is_dir(const char *path)
 {
@@ -43,12 +41,11 @@ ms_status ms_data_path(const char *sub, char *buf, size_t n)
 
 /* ---- devices ------------------------------------------------------------ */
 
-/* One stage: its program and the simulated device that runs it. */
+/* One stage: its program and the device that runs it. */
 typedef struct ms_stage {
     ms_program *program;
     ms_program_view view;
-    ms_backend *real;        /* the mock */
-    ms_backend *backend;     /* what the executor calls (wrapped with >1 stage) */
+    ms_backend *backend;     /* the group's device */
     ms_alloc *alloc;
     ms_exec *exec;
     ms_op_profile *prof;
@@ -75,34 +72,25 @@ static ms_status alloc_config(const ms_scenario *sc, ms_alloc_config *acfg, ms_d
     return st;
 }
 
+/* The executor and allocator of a stage; its device belongs to the group. */
 static void stage_close_device(ms_stage *s)
 {
     if (s->exec)
         ms_exec_destroy(s->exec);
     if (s->alloc)
         ms_alloc_destroy(s->alloc);
-    if (s->backend && s->backend != s->real)
-        ms_backend_close(s->backend);
-    if (s->real)
-        ms_backend_close(s->real);
     s->exec = NULL;
     s->alloc = NULL;
-    s->backend = s->real = NULL;
+    s->backend = NULL;
 }
 
-static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, int device, ms_sim *engine,
-                                   ms_cohost *co, const char *backend, ms_policy *policy,
-                                   ms_run_record *record, bool quiet_setup, ms_diag *d)
+static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, ms_backend *device,
+                                   ms_policy *policy, ms_run_record *record, bool quiet_setup,
+                                   ms_diag *d)
 {
     ms_alloc_config acfg;
     ms_status st = alloc_config(sc, &acfg, d);
-    ms_backend_config bcfg = {.spec = &sc->device, .device = device, .engine = engine,
-                              .seed = sc->seed};
-    if (st == MS_OK)
-        st = ms_backend_open(backend, &bcfg, &s->real, d);
-    s->backend = s->real;
-    if (st == MS_OK && co != NULL)
-        st = ms_cohost_wrap(co, device, s->real, &s->backend);
+    s->backend = device;
     if (st == MS_OK)
         st = ms_alloc_create(s->backend, &acfg, &s->alloc);
     if (st == MS_OK) {
@@ -118,16 +106,25 @@ static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, int devic
 
 /* ---- ctx:simulate ---------------------------------------------------------- */
 
-/* A candidate plan runs one step of one stage on a fresh device (a RECV from
- * a stage that is not simulated costs its transfer time), so a policy can
- * search without disturbing the real run.  The device keeps the stage's own
- * index: with index 0, a later stage's sends and receives to stage 0 would
- * find itself as their peer and wait forever. */
+/* The devices of a run, or of one ctx:simulate, as one group. */
+static ms_status open_group(const ms_scenario *sc, const char *backend, int n, int first,
+                            ms_device_group **out, ms_diag *d)
+{
+    ms_group_config cfg = {.spec = &sc->device, .n_devices = n, .first_device = first,
+                           .seed = sc->seed};
+    return ms_group_open(backend, &cfg, out, d);
+}
+
+/* A candidate plan runs one step of one stage on a fresh mock device (a RECV
+ * from a stage that is not simulated costs its transfer time), so a policy
+ * can search without disturbing the real run, whatever backend that run is
+ * on.  The device keeps the stage's own index: with index 0, a later stage's
+ * sends and receives to stage 0 would find itself as their peer and wait
+ * forever. */
 typedef struct ms_sim_ctx {
     const ms_scenario *sc;
     ms_stage *stage;
     int index;
-    const char *backend;
     ms_policy *policy;
 } ms_sim_ctx;
 
@@ -135,12 +132,11 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *o
 {
     ms_sim_ctx *c = user;
     ms_stage s = {.view = c->stage->view};
-    ms_sim *engine = NULL;
+    ms_device_group *group = NULL;
     memset(out, 0, sizeof *out);
-    ms_status st = ms_sim_create(&engine);
+    ms_status st = open_group(c->sc, "mock", 1, c->index, &group, d);
     if (st == MS_OK)
-        st = stage_open_device(c->sc, &s, c->index, engine, NULL, c->backend, c->policy, NULL,
-                               false, d);
+        st = stage_open_device(c->sc, &s, ms_group_device(group, 0), c->policy, NULL, false, d);
     if (st == MS_OK)
         s.prof = calloc(s.view.n_ops ? s.view.n_ops : 1, sizeof *s.prof);
     if (st == MS_OK && s.prof == NULL)
@@ -155,8 +151,8 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *o
     }
     free(s.prof);
     stage_close_device(&s);
-    if (engine)
-        ms_sim_destroy(engine);
+    if (group)
+        ms_group_close(group);
     return st;
 }
 
@@ -170,8 +166,8 @@ struct ms_run {
     ms_run_summary *summaries;
     ms_run_record *record;
     ms_policy *policy;
-    ms_sim *engine;
-    ms_cohost *co;
+    const char *backend;
+    ms_device_group *group;
     ms_sim_ctx *simctx;
     double *times_ms;
     int done_steps;
@@ -255,21 +251,14 @@ static ms_status run_stage_step(void *user, int host)
     ms_stage *s = &r->stages[host];
     ms_diag_clear(&s->diag);
     ms_status st = ms_exec_step(s->exec, s->step, &s->plan, s->prof, &s->res, &s->diag);
-    if (st == MS_OK && s->res.oom && r->co != NULL)
-        ms_cohost_cancel(r->co);
+    if (st == MS_OK && s->res.oom)
+        ms_group_cancel(r->group);
     if (st == MS_ECANCELED) {
         s->cancelled = true;
         ms_diag_clear(&s->diag);
         return MS_OK;
     }
     return st;
-}
-
-static void stage_step_done(void *user, int host)
-{
-    ms_run *r = user;
-    /* A finished host must not bound how far the others run the engine. */
-    ms_mock_set_host_idle(r->stages[host].real);
 }
 
 static ms_status execute_stages(ms_run *r, int step, ms_diag *d)
@@ -279,10 +268,7 @@ static ms_status execute_stages(ms_run *r, int step, ms_diag *d)
         r->stages[i].step = step;
         r->stages[i].cancelled = false;
     }
-    if (r->n == 1)
-        st = run_stage_step(r, 0);
-    else
-        st = ms_cohost_run(r->co, run_stage_step, stage_step_done, r);
+    st = ms_group_run(r->group, run_stage_step, r);
     for (int i = 0; i < r->n && st != MS_OK; i++)
         if (r->stages[i].diag.code != MS_OK) {
             ms_diag_set(d, r->stages[i].diag.code, "stage %d: %s", i, r->stages[i].diag.msg);
@@ -372,15 +358,6 @@ static bool any_setup_oom(ms_run *r, ms_diag *d)
     return any;
 }
 
-/* The engine every stage's device runs on, and the stages' host threads. */
-static ms_status open_engine(ms_run *r)
-{
-    ms_status st = ms_sim_create(&r->engine);
-    if (st == MS_OK && r->n > 1)
-        st = ms_cohost_create(r->n, ms_mock_host_clock, &r->co);
-    return st;
-}
-
 /* A pipeline that ran out of memory leaves the other stages' work stuck in
  * their streams, and a real job crashes.  As the job would be relaunched
  * with the policy's new decisions, every stage starts again on a fresh
@@ -397,14 +374,12 @@ static ms_status relaunch_pipeline(ms_run *r, ms_diag *d)
         }
         stage_close_device(s);
     }
-    ms_cohost_destroy(r->co);
-    ms_sim_destroy(r->engine);
-    r->co = NULL;
-    r->engine = NULL;
-    ms_status st = open_engine(r);
+    ms_group_close(r->group);
+    r->group = NULL;
+    ms_status st = open_group(r->sc, r->backend, r->n, 0, &r->group, d);
     for (int i = 0; st == MS_OK && i < r->n; i++)
-        st = stage_open_device(r->sc, &r->stages[i], i, r->engine, r->co, r->simctx[i].backend,
-                               r->policy, r->record, true, d);
+        st = stage_open_device(r->sc, &r->stages[i], ms_group_device(r->group, i), r->policy,
+                               r->record, true, d);
     return st;
 }
 
@@ -505,11 +480,11 @@ static ms_status open_policy(const ms_scenario *sc, const ms_run_options *opt, m
 
 static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
 {
-    const char *backend = opt->backend ? opt->backend : "mock";
+    r->backend = opt->backend ? opt->backend : "mock";
     const char *pname = "none";
     ms_status st = ms_policy_name(r->policy, &pname);
     if (st == MS_OK)
-        st = open_engine(r);
+        st = open_group(r->sc, r->backend, r->n, 0, &r->group, d);
     for (int i = 0; st == MS_OK && i < r->n; i++) {
         ms_stage *s = &r->stages[i];
         st = ms_program_build(r->sc, i, &s->program, d);
@@ -528,10 +503,9 @@ static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
         s->profile = (ms_profile){.step = -1, .measured = false, .program = s->view,
                                   .capacity = r->sc->device.hbm_bytes, .oom_op = MS_NONE,
                                   .device = &r->sc->device, .current = &s->plan};
-        r->simctx[i] = (ms_sim_ctx){.sc = r->sc, .stage = s, .index = i, .backend = backend,
-                                    .policy = r->policy};
+        r->simctx[i] = (ms_sim_ctx){.sc = r->sc, .stage = s, .index = i, .policy = r->policy};
         if (st == MS_OK)
-            st = stage_open_device(r->sc, s, i, r->engine, r->co, backend, r->policy, r->record,
+            st = stage_open_device(r->sc, s, ms_group_device(r->group, i), r->policy, r->record,
                                    false, d);
     }
     return st;
@@ -548,14 +522,11 @@ static void close_devices(ms_run *r)
         free(s->prof);
         s->prof = NULL;
     }
-    if (r->co)
-        ms_cohost_destroy(r->co);
-    if (r->engine)
-        ms_sim_destroy(r->engine);
+    if (r->group)
+        ms_group_close(r->group);
     if (r->policy)
         ms_policy_free(r->policy);
-    r->co = NULL;
-    r->engine = NULL;
+    r->group = NULL;
     r->policy = NULL;
 }
 

@@ -630,13 +630,49 @@ START_TEST(create_rejects_bad_arguments)
     s.launch_queue_depth = 0;
     ck_assert_int_ne(ms_mock_create(sim, &s, 0, 0, &b), MS_OK);
     ck_assert_ptr_null(b);
-    s = spec_base();
-    ms_backend_config cfg = {.spec = &s, .device = 3, .engine = sim, .seed = 1};
-    ck_assert_int_eq(ms_mock_open(&cfg, &b), MS_OK);
-    ck_assert_int_eq(b->device, 3);
-    ck_assert_str_eq(b->ops->name, "mock");
-    ck_assert_int_eq(ms_backend_close(b), MS_OK);
     ck_assert_int_eq(ms_sim_destroy(sim), MS_OK);
+}
+END_TEST
+
+/* A group numbers its devices from first_device (p2p peers are run indices)
+ * and runs every device's body; with one device the body runs directly. */
+static ms_status note_body(void *user, int device)
+{
+    int *seen = user;
+    seen[device]++;
+    return device == 1 ? MS_ERANGE : MS_OK;
+}
+
+START_TEST(group_opens_numbers_and_runs_devices)
+{
+    ms_device_spec s = spec_base();
+    ms_device_group *g = NULL;
+    ms_group_config cfg = {.spec = &s, .n_devices = 2, .first_device = 3, .seed = 1};
+    ck_assert_int_eq(ms_mock_group_open(&cfg, &g, NULL), MS_OK);
+    ck_assert_int_eq(ms_group_device(g, 0)->device, 3);
+    ck_assert_int_eq(ms_group_device(g, 1)->device, 4);
+    ck_assert_ptr_null(ms_group_device(g, 2));
+    ck_assert_ptr_null(ms_group_device(g, -1));
+    int seen[2] = {0, 0};
+    /* Every body runs; the first error by device index is the result. */
+    ck_assert_int_eq(ms_group_run(g, note_body, seen), MS_ERANGE);
+    ck_assert_int_eq(seen[0], 1);
+    ck_assert_int_eq(seen[1], 1);
+    ck_assert_int_eq(ms_group_close(g), MS_OK);
+
+    cfg.n_devices = 1;
+    ck_assert_int_eq(ms_mock_group_open(&cfg, &g, NULL), MS_OK);
+    ck_assert_str_eq(ms_group_device(g, 0)->ops->name, "mock");
+    seen[0] = 0;
+    ck_assert_int_eq(ms_group_run(g, note_body, seen), MS_OK);
+    ck_assert_int_eq(seen[0], 1);
+    ck_assert_int_eq(ms_group_cancel(g), MS_OK);
+    ck_assert_int_eq(ms_group_close(g), MS_OK);
+
+    ms_diag d = {0};
+    cfg.n_devices = 0;
+    ck_assert_int_eq(ms_mock_group_open(&cfg, &g, &d), MS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(d.msg, "device group"));
 }
 END_TEST
 
@@ -653,6 +689,7 @@ static Suite *mock_suite(void)
     tcase_add_test(tc, waiting_for_work_that_cannot_run_is_a_deadlock);
     tcase_add_test(tc, pipeline_stages_share_an_engine);
     tcase_add_test(tc, create_rejects_bad_arguments);
+    tcase_add_test(tc, group_opens_numbers_and_runs_devices);
     suite_add_tcase(s, tc);
     tc = tcase_create("memory");
     tcase_add_test(tc, device_memory_oom_leaves_state_unchanged);

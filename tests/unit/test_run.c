@@ -163,6 +163,10 @@ START_TEST(cli_bad_scenarios)
              tmpdir);
     ck_assert_int_ne(run_memsim(args, err, sizeof err), 0);
     ck_assert_ptr_nonnull(strstr(err, "num_layers"));
+    /* Backends come from the registry, which names what this build has. */
+    snprintf(args, sizeof args, "run scenarios/llama2-7b.lua --backend tpu --out %s/x", tmpdir);
+    ck_assert_int_eq(run_memsim(args, err, sizeof err), 1);
+    ck_assert_msg(strstr(err, "unknown backend 'tpu' (this build has: mock") != NULL, "%s", err);
     ck_assert_int_eq(run_memsim("frobnicate", err, sizeof err), 2);
     ck_assert_int_eq(run_memsim("run", err, sizeof err), 2);
 }
