@@ -7,7 +7,6 @@
 #include <string.h>
 
 #include "memsim/exec.h"
-#include "memsim/memory_config.h"
 #include "memsim/report.h"
 #include "memsim/scenario.h"
 #include "replay.h"
@@ -106,19 +105,17 @@ static int cmd_run(int argc, char **argv)
     ms_status st = ms_scenario_load(a.scenario, a.sets, (size_t)a.n_sets, &sc, &d);
     if (st != MS_OK)
         return fail("scenario", st, &d);
-    /* The normalised recompute/swap settings, as MindFormers logs them. */
-    if (!a.quiet && (st = ms_memory_config_print(sc, stdout, &d)) != MS_OK) {
-        ms_scenario_free(sc);
-        return fail("scenario", st, &d);
-    }
     int n = a.n_policies ? a.n_policies : 1;
     ms_run_summary *sums = NULL;
     char dir[4096];
     rc = 0;
     size_t n_rows = 0;
     for (int i = 0; i < n && rc == 0; i++) {
+        /* The first run prints the normalised recompute/swap settings, as
+         * MindFormers logs them. */
         ms_run_options opt = {.policy = a.n_policies ? a.policies[i] : NULL,
-                              .backend = a.backend, .record = true};
+                              .backend = a.backend, .record = true,
+                              .settings_out = a.quiet || i > 0 ? NULL : stdout};
         ms_run *run = NULL;
         st = ms_run_execute(sc, &opt, &run, &d);
         if (st != MS_OK) {

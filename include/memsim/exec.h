@@ -15,6 +15,7 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #include "memsim/allocator.h"
 #include "memsim/backend.h"
@@ -86,6 +87,9 @@ typedef struct ms_run_options {
     const char *policy_dir;    /* shipped policies directory; NULL: found */
     const char *backend;       /* "mock" (default) */
     bool record;               /* keep the run record for CSV reports */
+    /* Where to print the scenario's recompute and swap settings as
+     * MindFormers logs them, once the programs are built; NULL: nowhere. */
+    FILE *settings_out;
 } ms_run_options;
 
 typedef struct ms_run ms_run;

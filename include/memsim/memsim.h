@@ -9,7 +9,6 @@
 #include "memsim/scenario.h"
 #include "memsim/workload.h"
 #include "memsim/policy.h"
-#include "memsim/memory_config.h"
 #include "memsim/exec.h"
 #include "memsim/report.h"
 #endif

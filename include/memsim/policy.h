@@ -76,6 +76,10 @@ typedef struct ms_profile {
     int32_t oom_op;                 /* op whose allocation failed, or MS_NONE */
     const ms_device_spec *device;
     const ms_plan *current;         /* decisions that were in force */
+    /* The decisions the scenario declares for this program (its recompute
+     * and swap settings; NULL or empty: none).  plan() appends them after
+     * the policy's own unless it calls ctx:replace_declared(). */
+    const ms_plan *declared;
 } ms_profile;
 
 typedef struct ms_oom_request {
@@ -124,7 +128,8 @@ typedef struct ms_pool_decl {
 ms_status ms_policy_pools(const ms_policy *p, const ms_pool_decl **decls, uint32_t *n);
 
 /* Call plan(profile, ctx) if the policy has it; decisions are appended to
- * plan (cleared first).  sim may be NULL (ctx:simulate then errors). */
+ * plan (cleared first), then prof->declared unless the policy called
+ * ctx:replace_declared().  sim may be NULL (ctx:simulate then errors). */
 ms_status ms_policy_plan(ms_policy *p, const ms_profile *prof, ms_simulate_fn sim, void *sim_user,
                          ms_plan *plan, ms_diag *d);
 /* Call pool(tensor): the pool's name in buf ("default" without the hook). */

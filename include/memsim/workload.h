@@ -105,6 +105,15 @@ typedef struct ms_segment {
 
 typedef struct ms_program ms_program;
 
+/* What every consumer of a program needs and only a pass over it gives,
+ * derived once per program (ms_program_facts_derive). */
+typedef struct ms_program_facts {
+    int32_t *last_forward_use;   /* per tensor: op id, or MS_NONE */
+    int32_t *first_backward_use; /* per tensor: op id, or MS_NONE */
+    uint64_t *saved_bytes;       /* per segment: saved-for-backward bytes produced inside */
+    uint64_t *input_bytes;       /* per segment: bytes of its inputs */
+} ms_program_facts;
+
 /* A read-only view of a program; valid while the program lives. */
 typedef struct ms_program_view {
     const ms_op *ops;
@@ -115,12 +124,20 @@ typedef struct ms_program_view {
     uint32_t n_segments;
     int stage;               /* pipeline stage this program runs */
     double model_flops;      /* sum of ops' model_flops */
+    /* Derived by the builder; NULL in a view made by hand, whose consumers
+     * derive their own. */
+    const ms_program_facts *facts;
 } ms_program_view;
 
 /* Build the step program of pipeline stage `stage` of sc. */
 ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, ms_diag *d);
 ms_status ms_program_free(ms_program *p);
 ms_status ms_program_get_view(const ms_program *p, ms_program_view *out);
+
+/* Check a program's ids and ranges and derive its facts in one pass (freed
+ * with ms_program_facts_free).  Errors name the element and the field. */
+ms_status ms_program_facts_derive(const ms_program_view *v, ms_program_facts *out, ms_diag *d);
+ms_status ms_program_facts_free(ms_program_facts *f);
 
 /* Analytic figures of the whole (unsharded) model, for checks and reports. */
 ms_status ms_model_param_count(const ms_model_config *m, uint64_t *params);

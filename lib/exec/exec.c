@@ -67,6 +67,8 @@ typedef struct ms_host_release {
 struct ms_exec {
     ms_exec_config cfg;
     const ms_program_view *p;
+    const ms_program_facts *facts; /* the builder's, or own_facts for a view made by hand */
+    ms_program_facts own_facts;
     ms_stream *streams[ST_COUNT];
     uint64_t stream_ids[ST_COUNT];
     ms_tensor_rt *rt;
@@ -679,6 +681,10 @@ ms_status ms_exec_create(const ms_exec_config *cfg, ms_exec **out, bool *setup_o
     e->rt = calloc(e->p->n_tensors ? e->p->n_tensors : 1, sizeof *e->rt);
     e->kernel_row = calloc(e->p->n_ops ? e->p->n_ops : 1, sizeof *e->kernel_row);
     ms_status st = (e->rt && e->kernel_row) ? MS_OK : MS_ENOMEM;
+    e->facts = e->p->facts;
+    if (st == MS_OK && e->facts == NULL &&
+        (st = ms_program_facts_derive(e->p, &e->own_facts, d)) == MS_OK)
+        e->facts = &e->own_facts;
     /* Swaps run on lower-priority streams so compute is never starved. */
     static const int priority[ST_COUNT] = {0, 0, 1, 1, 0, 0, 0, 0};
     for (int s = 0; st == MS_OK && s < ST_COUNT; s++) {
@@ -752,6 +758,7 @@ ms_status ms_exec_destroy(ms_exec *e)
         if (e->streams[s])
             BE(e, stream_destroy, e->streams[s]);
     ms_schedule_free(&e->sched);
+    ms_program_facts_free(&e->own_facts);
     free(e->rt);
     free(e->kernel_row);
     free(e->rows);
@@ -895,7 +902,7 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
     memset(profile, 0, (size_t)e->p->n_ops * sizeof *profile);
     for (uint32_t i = 0; i < e->p->n_ops; i++)
         e->kernel_row[i] = -1;
-    ms_status st = ms_schedule_build(e->p, plan, &e->sched, d);
+    ms_status st = ms_schedule_build(e->p, e->facts, plan, &e->sched, d);
     if (st != MS_OK)
         return st;
     if ((st = record_decisions(e)) != MS_OK)

@@ -45,6 +45,7 @@ typedef struct ms_tensor_plan {
 } ms_tensor_plan;
 
 typedef struct ms_schedule {
+    const ms_program_facts *facts; /* the program's (last forward use, ...) */
     ms_action *acts;
     uint32_t n, cap;
     ms_tensor_plan *tensors; /* n_tensors */
@@ -53,8 +54,8 @@ typedef struct ms_schedule {
     uint32_t ignored_swaps;  /* swaps overridden by recompute or keep */
 } ms_schedule;
 
-ms_status ms_schedule_build(const ms_program_view *p, const ms_plan *plan, ms_schedule *s,
-                            ms_diag *d);
+ms_status ms_schedule_build(const ms_program_view *p, const ms_program_facts *facts,
+                            const ms_plan *plan, ms_schedule *s, ms_diag *d);
 ms_status ms_schedule_free(ms_schedule *s);
 
 #endif

@@ -76,23 +76,6 @@ static ms_status sort_actions(ms_schedule *s, uint32_t n_ops)
     return MS_OK;
 }
 
-static int32_t last_forward_use(const ms_program_view *p, const ms_tensor *t)
-{
-    int32_t last = MS_NONE;
-    for (uint32_t u = 0; u < t->n_uses; u++)
-        if (p->ops[t->uses[u]].phase == MS_PHASE_FORWARD)
-            last = (int32_t)t->uses[u];
-    return last;
-}
-
-static int32_t first_backward_use(const ms_program_view *p, const ms_tensor *t)
-{
-    for (uint32_t u = 0; u < t->n_uses; u++)
-        if (p->ops[t->uses[u]].phase == MS_PHASE_BACKWARD)
-            return (int32_t)t->uses[u];
-    return MS_NONE;
-}
-
 /* A tensor a recompute of s may drop: made and consumed inside s in forward,
  * needed in backward only by s's own layer and micro-batch.  What s hands on
  * to later forward ops is its output: Megatron's checkpoint returns it and
@@ -186,8 +169,8 @@ static ms_status resolve_swap(const ms_program_view *p, const ms_decision *dec, 
         s->ignored_swaps++;
         return MS_OK;
     }
-    int32_t out = dec->out_after != MS_NONE ? dec->out_after : last_forward_use(p, t);
-    int32_t in = dec->in_before != MS_NONE ? dec->in_before : first_backward_use(p, t);
+    int32_t out = dec->out_after != MS_NONE ? dec->out_after : s->facts->last_forward_use[t->id];
+    int32_t in = dec->in_before != MS_NONE ? dec->in_before : s->facts->first_backward_use[t->id];
     if (out == MS_NONE && !t->persistent)
         out = t->producer;
     if (out == MS_NONE || in == MS_NONE)
@@ -238,7 +221,7 @@ static ms_status emit_tensor_actions(const ms_program_view *p, ms_schedule *s)
         if (t->producer != MS_NONE && (uint32_t)t->producer > last)
             last = (uint32_t)t->producer;
         if (tp->dropped) {
-            int32_t fwd = last_forward_use(p, t);
+            int32_t fwd = s->facts->last_forward_use[t->id];
             uint32_t drop_at = fwd != MS_NONE ? (uint32_t)fwd : (uint32_t)t->producer;
             st = push(s, drop_at, MS_ACT_AFTER, MS_ACT_FREE, i);
         }
@@ -260,7 +243,7 @@ static ms_status emit_recompute_actions(const ms_program_view *p, ms_schedule *s
         if (!s->tensors[t].dropped)
             continue;
         int32_t seg = s->tensors[t].segment;
-        int32_t b = first_backward_use(p, &p->tensors[t]);
+        int32_t b = s->facts->first_backward_use[t];
         if (b != MS_NONE && (s->seg_at[seg] == MS_NONE || b < s->seg_at[seg]))
             s->seg_at[seg] = b;
     }
@@ -275,12 +258,13 @@ static ms_status emit_recompute_actions(const ms_program_view *p, ms_schedule *s
     return MS_OK;
 }
 
-ms_status ms_schedule_build(const ms_program_view *p, const ms_plan *plan, ms_schedule *s,
-                            ms_diag *d)
+ms_status ms_schedule_build(const ms_program_view *p, const ms_program_facts *facts,
+                            const ms_plan *plan, ms_schedule *s, ms_diag *d)
 {
-    if (p == NULL || s == NULL)
+    if (p == NULL || facts == NULL || s == NULL)
         return MS_EINVAL;
     ms_schedule_free(s);
+    s->facts = facts;
     s->tensors = calloc(p->n_tensors ? p->n_tensors : 1, sizeof *s->tensors);
     s->seg_recompute = calloc(p->n_segments ? p->n_segments : 1, 1);
     s->seg_at = calloc(p->n_segments ? p->n_segments : 1, sizeof *s->seg_at);

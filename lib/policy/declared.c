@@ -1,5 +1,9 @@
-/* A scenario's recompute and swap settings: MindFormers' log lines, the
- * regex-target check and the decisions (memsim/memory_config.h).
+/* The decisions a scenario declares: its recompute and swap settings
+ * (Megatron's recompute arguments, MindFormers' recompute_config and
+ * swap_config) as a built-in policy layer.  For each stage's program this
+ * checks that every pattern reaches an op of the layers it is on, turns the
+ * settings into decisions, and prints the per-layer lines MindFormers logs;
+ * the Lua policy sees the decisions as profile.declared and may replace them.
  *
  * What a setting does to the program:
  *  - full recompute of a layer (Megatron full, MindFormers recompute):
@@ -23,21 +27,11 @@
  *    the copy back starting backward_prefetch ops early.  Recompute wins
  *    (seed 003, "mixing"): a tensor produced inside a recomputed segment, or
  *    read in forward by one, is not swapped. */
+#include "declared.h"
 #include "lib/scenario/memory_config.h"
 
 #include <stdlib.h>
 #include <string.h>
-
-static const ms_memory_config *config_of(const ms_scenario *sc)
-{
-    return sc != NULL ? sc->memory_config : NULL;
-}
-
-bool ms_memory_config_active(const ms_scenario *sc)
-{
-    const ms_memory_config *mc = config_of(sc);
-    return mc != NULL && (mc->mf || mc->swap || mc->granularity != MC_GRAN_NONE);
-}
 
 /* The op's path inside its layer: "layers.3.attention.wq.matmul" ->
  * "attention.wq.matmul"; NULL outside the transformer layers. */
@@ -52,109 +46,6 @@ static const char *layer_rest(const ms_op *op)
     while (*p >= '0' && *p <= '9')
         p++;
     return *p == '.' ? p + 1 : NULL;
-}
-
-/* ---- per layer ------------------------------------------------------------ */
-
-static bool megatron_full(const ms_memory_config *mc, int layer)
-{
-    if (mc->granularity != MC_GRAN_FULL)
-        return false;
-    if (mc->method == MC_METHOD_UNIFORM)
-        return true; /* every group of N layers, each layer recomputed */
-    int c, s, local;
-    mc_layer_place(mc, layer, &c, &s, &local);
-    return local < mc->recompute_num_layers; /* block: the first N of each chunk */
-}
-
-static bool layer_full(const ms_memory_config *mc, int layer)
-{
-    return megatron_full(mc, layer) || (mc->mf && mc_layers_has(mc, &mc->full, layer));
-}
-
-/* MindFormers: the first rule of a list that covers the layer. */
-static const mc_swap_rule *rule_for(const ms_memory_config *mc, const mc_swap_rule *rules, int n,
-                                    int layer)
-{
-    for (int i = 0; i < n; i++)
-        if (mc_layers_has(mc, &rules[i].on, layer))
-            return &rules[i];
-    return NULL;
-}
-
-ms_status ms_memory_config_layer(const ms_scenario *sc, int layer, ms_layer_memory *out,
-                                 ms_diag *d)
-{
-    const ms_memory_config *mc = config_of(sc);
-    if (mc == NULL || out == NULL)
-        return ms_diag_set(d, MS_EINVAL, "ms_memory_config_layer: NULL argument or a scenario "
-                           "not loaded from a file");
-    if (layer < 0 || layer >= mc->num_layers)
-        return ms_diag_set(d, MS_ERANGE, "ms_memory_config_layer: layer %d outside 0..%d", layer,
-                           mc->num_layers - 1);
-    memset(out, 0, sizeof *out);
-    int local;
-    mc_layer_place(mc, layer, &out->chunk, &out->stage, &local);
-    out->full_recompute = layer_full(mc, layer);
-    out->attention_recompute = mc->granularity == MC_GRAN_SELECTIVE;
-    for (int i = 0; !out->full_recompute && mc->mf && i < mc->n_select; i++)
-        out->n_select += mc_layers_has(mc, &mc->select[i].on, layer);
-    for (int i = 0; !out->full_recompute && mc->mf && i < mc->n_comm; i++)
-        out->n_comm += mc_layers_has(mc, &mc->comm[i].on, layer);
-    if (!mc->swap)
-        return MS_OK;
-    const mc_swap_rule *r = rule_for(mc, mc->layer_swap, mc->n_layer_swap, layer);
-    out->layer_swap = r != NULL;
-    out->layer_swap_prefetch = r != NULL ? r->prefetch : 0;
-    for (int i = 0; i < mc->n_op_swap; i++)
-        out->n_op_swap += rule_for(mc, mc->op_swap[i].rules, mc->op_swap[i].n_rules, layer) != NULL;
-    return MS_OK;
-}
-
-/* ---- the op names of the whole model ------------------------------------- */
-
-/* One micro-batch of the whole model on one pipeline stage: every layer's
- * op names (they depend on TP, CP, SP and the model, not on the pipeline,
- * the batch or the stage). */
-static ms_status names_program(const ms_scenario *sc, ms_program **prog, ms_program_view *v,
-                               ms_diag *d)
-{
-    ms_scenario tmp = *sc;
-    ms_parallel_config *p = &tmp.parallel;
-    tmp.memory_config = NULL; /* one stage: all layers, whatever the layout */
-    p->pipeline_model_parallel_size = 1;
-    p->num_layers_per_virtual_pipeline_stage = 0;
-    p->world_size = p->tensor_model_parallel_size * p->context_parallel_size *
-                    p->data_parallel_size;
-    p->global_batch_size = p->micro_batch_size * p->data_parallel_size;
-    p->num_micro_batches = 1;
-    ms_status st = ms_program_build(&tmp, 0, prog, d);
-    if (st != MS_OK) {
-        ms_diag_prefix(d, "%s: building the op names that recompute and swap patterns match: ",
-                       sc->path);
-        return st;
-    }
-    return ms_program_get_view(*prog, v);
-}
-
-typedef struct match_stats {
-    bool any;          /* matched an op of some layer */
-    bool enabled;      /* on for some layer */
-} match_stats;
-
-static void scan_pattern(const ms_memory_config *mc, const mc_regex *re, const mc_layers *on,
-                         const mc_swap_rule *rules, int n_rules, const ms_program_view *v,
-                         match_stats *ms)
-{
-    memset(ms, 0, sizeof *ms);
-    for (uint32_t i = 0; i < v->n_ops && !ms->any; i++) {
-        const ms_op *op = &v->ops[i];
-        const char *rest = op->phase == MS_PHASE_FORWARD ? layer_rest(op) : NULL;
-        if (rest != NULL && mc_regex_match(re, rest, NULL))
-            ms->any = true;
-    }
-    for (int l = 0; l < mc->num_layers && !ms->enabled; l++)
-        ms->enabled = on != NULL ? mc_layers_has(mc, on, l) : rule_for(mc, rules, n_rules, l) != NULL;
 }
 
 static ms_status unknown_target(const ms_memory_config *mc, const char *field, const char *pat,
@@ -172,123 +63,7 @@ static ms_status unknown_target(const ms_memory_config *mc, const char *field, c
                        "docs/scenario-format.md)", mc->file, field, pat);
 }
 
-static ms_status check_selects(const ms_memory_config *mc, const mc_select *s, int n,
-                               const char *field, const ms_program_view *v, ms_diag *d)
-{
-    for (int i = 0; i < n; i++) {
-        match_stats ms;
-        scan_pattern(mc, &s[i].re, &s[i].on, NULL, 0, v, &ms);
-        if (!ms.any && (!s[i].is_default || ms.enabled))
-            return unknown_target(mc, field, s[i].re.text, s[i].is_default, d);
-    }
-    return MS_OK;
-}
-
-static ms_status check_view(const ms_memory_config *mc, const ms_program_view *v, ms_diag *d)
-{
-    ms_status st = MS_OK;
-    if (mc->mf)
-        st = check_selects(mc, mc->select, mc->n_select, "recompute_config.select_recompute", v,
-                           d);
-    if (st == MS_OK && mc->mf)
-        st = check_selects(mc, mc->comm, mc->n_comm, "recompute_config.select_comm_recompute",
-                           v, d);
-    for (int i = 0; st == MS_OK && i < mc->n_op_swap; i++) {
-        const mc_op_swap *g = &mc->op_swap[i];
-        match_stats ms;
-        scan_pattern(mc, &g->re, NULL, g->rules, g->n_rules, v, &ms);
-        if (!ms.any && (!mc->swap_default || mc->swap))
-            st = unknown_target(mc, mc->swap_default ? "swap_config.swap" : "swap_config.op_swap",
-                                g->re.text, mc->swap_default, d);
-    }
-    return st;
-}
-
-ms_status ms_memory_config_check(const ms_scenario *sc, ms_diag *d)
-{
-    if (sc == NULL)
-        return ms_diag_set(d, MS_EINVAL, "ms_memory_config_check: NULL argument");
-    const ms_memory_config *mc = config_of(sc);
-    if (mc == NULL || (!mc->mf && mc->n_op_swap == 0))
-        return MS_OK;
-    ms_program *prog = NULL;
-    ms_program_view v;
-    ms_status st = names_program(sc, &prog, &v, d);
-    if (st == MS_OK)
-        st = check_view(mc, &v, d);
-    if (prog != NULL)
-        ms_program_free(prog);
-    return st;
-}
-
-/* ---- printing, as MindFormers logs it -------------------------------------- */
-
-/* Python's repr of the normalised value: [[4, 5], [5, 4]], True, [0, 3]. */
-static void print_layers(const ms_memory_config *mc, const mc_layers *on, FILE *out)
-{
-    if (on->counts != NULL) {
-        fputc('[', out);
-        for (int c = 0; c < mc->v; c++) {
-            fputs(c ? ", [" : "[", out);
-            for (int s = 0; s < mc->pp; s++)
-                fprintf(out, "%s%d", s ? ", " : "", on->counts[c * mc->pp + s]);
-            fputc(']', out);
-        }
-        fputc(']', out);
-        return;
-    }
-    if (on->all) {
-        fputs("True", out);
-        return;
-    }
-    fputc('[', out);
-    for (int i = 0; i < on->n_index; i++)
-        fprintf(out, "%s%d", i ? ", " : "", on->index[i]);
-    fputc(']', out);
-}
-
-/* Patterns are printed as written ('feed_forward\.mul'), as MindFormers'
- * documentation shows them (Python's repr would double the backslash). */
-static void print_selects(const ms_memory_config *mc, const char *what, const mc_select *s,
-                          int n, FILE *out)
-{
-    fprintf(out, "Formative %s: {", what);
-    for (int i = 0; i < n; i++) {
-        fprintf(out, "%s'%s': ", i ? ", " : "", s[i].re.text);
-        print_layers(mc, &s[i].on, out);
-    }
-    fputs("}\n", out);
-}
-
-static void print_rules(const ms_memory_config *mc, const mc_swap_rule *r, int n, FILE *out)
-{
-    fputc('[', out);
-    for (int i = 0; i < n; i++) {
-        fprintf(out, "%s{'backward_prefetch': %d, 'layers': ", i ? ", " : "", r[i].prefetch);
-        print_layers(mc, &r[i].on, out);
-        fputc('}', out);
-    }
-    fputc(']', out);
-}
-
-static void print_formative(const ms_memory_config *mc, FILE *out)
-{
-    fputs("Formative layer_recompute: ", out);
-    print_layers(mc, &mc->full, out);
-    fputc('\n', out);
-    print_selects(mc, "select_recompute", mc->select, mc->n_select, out);
-    print_selects(mc, "select_comm_recompute", mc->comm, mc->n_comm, out);
-    if (!mc->swap)
-        return;
-    fputs("Formative layer swap: ", out);
-    print_rules(mc, mc->layer_swap, mc->n_layer_swap, out);
-    fputs("\nFormative op swap: {", out);
-    for (int i = 0; i < mc->n_op_swap; i++) {
-        fprintf(out, "%s'%s': ", i ? ", " : "", mc->op_swap[i].re.text);
-        print_rules(mc, mc->op_swap[i].rules, mc->op_swap[i].n_rules, out);
-    }
-    fputs("}\n", out);
-}
+/* ---- the per-layer lines, as MindFormers logs them ------------------------ */
 
 /* A line's entries go to a memory stream first: MindFormers prints a line
  * only when something matched. */
@@ -369,7 +144,7 @@ static ms_status select_line(const ms_memory_config *mc, const char *what, const
 static ms_status swap_lines(const ms_memory_config *mc, int layer, const ms_program_view *v,
                             layer_ops r, FILE *out)
 {
-    const mc_swap_rule *lr = rule_for(mc, mc->layer_swap, mc->n_layer_swap, layer);
+    const mc_swap_rule *lr = scn_rule_for(mc, mc->layer_swap, mc->n_layer_swap, layer);
     if (lr != NULL)
         fprintf(out, "Set layer swap at layer %d and value is: %d\n", layer, lr->prefetch);
     line ln;
@@ -378,7 +153,7 @@ static ms_status swap_lines(const ms_memory_config *mc, int layer, const ms_prog
         return MS_ENOMEM;
     for (int i = 0; i < mc->n_op_swap; i++) {
         const mc_op_swap *g = &mc->op_swap[i];
-        const mc_swap_rule *rule = rule_for(mc, g->rules, g->n_rules, layer);
+        const mc_swap_rule *rule = scn_rule_for(mc, g->rules, g->n_rules, layer);
         if (rule != NULL)
             add_matches(&ln, &g->re, v, r, rule->prefetch);
     }
@@ -391,7 +166,7 @@ static ms_status layer_lines(const ms_memory_config *mc, int layer, const ms_pro
                              layer_ops r, FILE *out)
 {
     ms_status st = MS_OK;
-    if (layer_full(mc, layer)) {
+    if (scn_layer_full(mc, layer)) {
         fprintf(out, "Set full recompute at layer %d\n", layer);
     } else if (mc->granularity == MC_GRAN_SELECTIVE) {
         fprintf(out, "Set selective recompute (core attention) at layer %d\n", layer);
@@ -405,40 +180,41 @@ static ms_status layer_lines(const ms_memory_config *mc, int layer, const ms_pro
     return st;
 }
 
-static const char *const gran_name[] = {"none", "full", "selective"};
-static const char *const method_name[] = {"none", "uniform", "block"};
-
-ms_status ms_memory_config_print(const ms_scenario *sc, FILE *out, ms_diag *d)
+/* The forward ops of a layer's first micro-batch on the stage that holds
+ * it: one contiguous run of the stage's program. */
+static layer_ops first_run(const ms_program_view *v, int layer)
 {
-    if (sc == NULL || out == NULL)
-        return ms_diag_set(d, MS_EINVAL, "ms_memory_config_print: NULL argument");
-    const ms_memory_config *mc = config_of(sc);
-    if (!ms_memory_config_active(sc))
-        return MS_OK;
-    ms_program *prog = NULL;
-    ms_program_view v;
-    ms_status st = names_program(sc, &prog, &v, d);
-    if (st == MS_OK)
-        st = check_view(mc, &v, d);
-    if (st == MS_OK && mc->granularity != MC_GRAN_NONE)
-        fprintf(out, "Megatron recompute: recompute_granularity=%s, recompute_method=%s, "
-                     "recompute_num_layers=%d\n", gran_name[mc->granularity],
-                method_name[mc->method], mc->recompute_num_layers);
-    if (st == MS_OK && mc->mf)
-        print_formative(mc, out);
     layer_ops r = {0, 0};
+    while (r.from < v->n_ops && (v->ops[r.from].layer != layer ||
+                                 v->ops[r.from].phase != MS_PHASE_FORWARD))
+        r.from++;
+    for (r.to = r.from; r.to < v->n_ops && v->ops[r.to].layer == layer &&
+                        v->ops[r.to].phase == MS_PHASE_FORWARD &&
+                        v->ops[r.to].micro_batch == v->ops[r.from].micro_batch;)
+        r.to++;
+    return r;
+}
+
+ms_status pol_declared_print(const ms_scenario *sc, const ms_program_view *views, int n_views,
+                             FILE *out, ms_diag *d)
+{
+    if (sc == NULL || views == NULL || out == NULL)
+        return ms_diag_set(d, MS_EINVAL, "pol_declared_print: NULL argument");
+    if (!scn_settings_active(sc))
+        return MS_OK;
+    const ms_memory_config *mc = sc->memory_config;
+    scn_settings_print(sc, out);
+    ms_status st = MS_OK;
     for (int layer = 0; st == MS_OK && layer < mc->num_layers; layer++) {
-        /* The names program holds the layers in order, forward first. */
-        while (r.from < v.n_ops && v.ops[r.from].layer != layer)
-            r.from++;
-        for (r.to = r.from; r.to < v.n_ops && v.ops[r.to].layer == layer;)
-            r.to++;
-        st = layer_lines(mc, layer, &v, r, out);
+        int chunk, stage, local;
+        mc_layer_place(mc, layer, &chunk, &stage, &local);
+        if (stage < 0 || stage >= n_views)
+            return ms_diag_set(d, MS_EINVAL, "%s: layer %d is on stage %d; %d programs given",
+                               mc->file, layer, stage, n_views);
+        st = layer_lines(mc, layer, &views[stage], first_run(&views[stage], layer), out);
         if (st == MS_ENOMEM)
-            ms_diag_set(d, st, "ms_memory_config_print: out of memory");
+            ms_diag_set(d, st, "printing the recompute and swap settings: out of memory");
     }
-    if (prog != NULL)
-        ms_program_free(prog);
     return st;
 }
 
@@ -502,13 +278,13 @@ static uint64_t layer_bits(const plan_ctx *c, int layer, uint64_t *swap_bits, in
     const ms_memory_config *mc = c->mc;
     uint64_t on = 0;
     *swap_bits = 0;
-    for (int i = 0; mc->mf && !layer_full(mc, layer) && i < c->n_sel + c->n_comm; i++) {
+    for (int i = 0; mc->mf && !scn_layer_full(mc, layer) && i < c->n_sel + c->n_comm; i++) {
         const mc_select *s = i < c->n_sel ? &mc->select[i] : &mc->comm[i - c->n_sel];
         if (mc_layers_has(mc, &s->on, layer))
             on |= (uint64_t)1 << i;
     }
     for (int g = 0; mc->swap && g < c->n_grp; g++) {
-        const mc_swap_rule *r = rule_for(mc, mc->op_swap[g].rules, mc->op_swap[g].n_rules, layer);
+        const mc_swap_rule *r = scn_rule_for(mc, mc->op_swap[g].rules, mc->op_swap[g].n_rules, layer);
         prefetch[g] = r != NULL ? r->prefetch : -1;
         if (r != NULL)
             *swap_bits |= (uint64_t)1 << (c->n_sel + c->n_comm + g);
@@ -574,7 +350,7 @@ static void swap_candidates(plan_ctx *c, const ms_segment *s, uint64_t swap_bits
                             const int *prefetch)
 {
     const ms_memory_config *mc = c->mc;
-    const mc_swap_rule *lr = rule_for(mc, mc->layer_swap, mc->n_layer_swap, s->layer);
+    const mc_swap_rule *lr = scn_rule_for(mc, mc->layer_swap, mc->n_layer_swap, s->layer);
     for (uint32_t i = s->first_op; i <= s->last_op; i++) {
         int pf = lr != NULL ? lr->prefetch : -1;
         for (int g = 0; g < c->n_grp; g++) /* op-level settings override the layer's; last wins */
@@ -611,14 +387,14 @@ static ms_status plan_segment(plan_ctx *c, const ms_segment *s, bool *checked)
     ms_status st = layout_agrees(c, s);
     if (st != MS_OK)
         return st;
-    if (layer_full(mc, s->layer)) {
+    if (scn_layer_full(mc, s->layer)) {
         c->recompute[s->id] = true;
     } else if (mc->granularity == MC_GRAN_SELECTIVE) {
         mark_core_attention(c, (int32_t)s->id);
     }
     int prefetch[MC_MAX_PATTERNS];
     uint64_t swap_bits, on = layer_bits(c, s->layer, &swap_bits, prefetch);
-    bool layer_swap = mc->swap && rule_for(mc, mc->layer_swap, mc->n_layer_swap, s->layer);
+    bool layer_swap = mc->swap && scn_rule_for(mc, mc->layer_swap, mc->n_layer_swap, s->layer);
     if (on == 0 && swap_bits == 0 && !layer_swap)
         return MS_OK;
     segment_masks(c, s);
@@ -711,27 +487,27 @@ static void plan_release(plan_ctx *c, bool *checked)
     free(checked);
 }
 
-ms_status ms_memory_config_plan(const ms_scenario *sc, const ms_program_view *program,
-                                ms_plan *plan, ms_diag *d)
+ms_status pol_declared_plan(const ms_scenario *sc, const ms_program_view *program, ms_plan *plan,
+                            ms_diag *d)
 {
     if (sc == NULL || program == NULL || plan == NULL)
-        return ms_diag_set(d, MS_EINVAL, "ms_memory_config_plan: NULL argument");
-    if (!ms_memory_config_active(sc))
+        return ms_diag_set(d, MS_EINVAL, "pol_declared_plan: NULL argument");
+    if (!scn_settings_active(sc))
         return MS_OK;
-    const ms_memory_config *mc = config_of(sc);
+    const ms_memory_config *mc = sc->memory_config;
     plan_ctx c = {.mc = mc, .v = program, .d = d, .n_sel = mc->mf ? mc->n_select : 0,
                   .n_comm = mc->mf ? mc->n_comm : 0, .n_grp = mc->swap ? mc->n_op_swap : 0};
     bool *checked = NULL;
     ms_status st = plan_alloc(&c, &checked);
     if (st == MS_ENOMEM)
-        ms_diag_set(d, st, "ms_memory_config_plan: out of memory");
+        ms_diag_set(d, st, "declared decisions: out of memory");
     for (uint32_t s = 0; st == MS_OK && s < program->n_segments; s++) {
         const ms_segment *seg = &program->segments[s];
         if (seg->parent < 0 && seg->layer >= 0)
             st = plan_segment(&c, seg, checked);
     }
     if (st == MS_OK && (st = emit(&c, plan)) != MS_OK)
-        ms_diag_set(d, st, "ms_memory_config_plan: adding decisions: %s", ms_strerror(st));
+        ms_diag_set(d, st, "declared decisions: adding them: %s", ms_strerror(st));
     plan_release(&c, checked);
     return st;
 }

@@ -286,7 +286,7 @@ ms_status ms_policy_free(ms_policy *p)
         return MS_EINVAL;
     if (p->sb != NULL)
         ms_sandbox_destroy(p->sb);
-    ms_policy_derived_free(&p->dv);
+    ms_program_facts_free(&p->own_facts);
     free(p->pools);
     free(p);
     return MS_OK;
@@ -358,14 +358,18 @@ static ms_status ensure_program(ms_policy *p, const ms_program_view *pv, ms_diag
     if (p->have_program && same_program(&p->program, pv))
         return MS_OK;
     p->have_program = false;
-    ms_policy_derived_free(&p->dv);
+    ms_program_facts_free(&p->own_facts);
     if (p->view_ref != LUA_NOREF) {
         luaL_unref(p->L, LUA_REGISTRYINDEX, p->view_ref);
         p->view_ref = LUA_NOREF;
     }
-    ms_status st = ms_policy_derive(pv, &p->dv, d);
-    if (st != MS_OK)
-        return st;
+    p->dv = pv->facts;
+    if (p->dv == NULL) {
+        ms_status st = ms_program_facts_derive(pv, &p->own_facts, d);
+        if (st != MS_OK)
+            return st;
+        p->dv = &p->own_facts;
+    }
     p->program = *pv;
     p->have_program = true;
     return MS_OK;
@@ -375,7 +379,7 @@ static ms_status ensure_program(ms_policy *p, const ms_program_view *pv, ms_diag
 static void push_view(lua_State *L, ms_policy *p)
 {
     if (p->view_ref == LUA_NOREF) {
-        ms_policy_push_program(L, &p->program, &p->dv);
+        ms_policy_push_program(L, &p->program, p->dv);
         lua_pushvalue(L, -1);
         p->view_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         return;
@@ -423,6 +427,18 @@ static ms_status check_profile(const ms_policy *p, const ms_profile *prof, ms_di
     return MS_OK;
 }
 
+/* The scenario's own decisions follow the policy's: the executor's
+ * precedence (keep over recompute over swap) decides between them. */
+static ms_status add_declared(const ms_profile *prof, ms_plan *plan, ms_diag *d)
+{
+    ms_status st = MS_OK;
+    for (uint32_t i = 0; prof->declared != NULL && st == MS_OK && i < prof->declared->n; i++)
+        st = ms_plan_add(plan, &prof->declared->items[i]);
+    if (st != MS_OK)
+        ms_diag_set(d, st, "adding the scenario's declared decisions: %s", ms_strerror(st));
+    return st;
+}
+
 static ms_status run_decide(ms_policy *p, const char *hook, const ms_profile *prof,
                             const ms_oom_request *req, ms_simulate_fn sim, void *sim_user,
                             ms_plan *plan, ms_diag *d)
@@ -436,7 +452,7 @@ static ms_status run_decide(ms_policy *p, const char *hook, const ms_profile *pr
     if (st != MS_OK)
         return st;
     ms_policy_ctx c = {
-        .hook = hook, .prog = &p->program, .dv = &p->dv, .plan = plan,
+        .hook = hook, .prog = &p->program, .dv = p->dv, .plan = plan,
         .max_decisions = ms_policy_ctx_max_decisions(&p->program),
         .sim = sim, .sim_user = sim_user,
     };
@@ -451,6 +467,8 @@ static ms_status run_decide(ms_policy *p, const char *hook, const ms_profile *pr
     ms_plan_free(&c.scratch);
     if (st != MS_OK)
         ms_diag_prefix(d, "policy '%s' %s(): ", p->name, hook);
+    else if (req == NULL && !c.replace_declared)
+        st = add_declared(prof, plan, d);
     return st;
 }
 
@@ -464,7 +482,7 @@ ms_status ms_policy_plan(ms_policy *p, const ms_profile *prof, ms_simulate_fn si
                            "hooks is running", p->name);
     ms_plan_clear(plan);
     if (p->hook_ref[MS_HOOK_PLAN] == LUA_NOREF)
-        return MS_OK;
+        return add_declared(prof, plan, d);
     ms_status st = run_decide(p, "plan", prof, NULL, sim, sim_user, plan, d);
     if (st != MS_OK)
         ms_plan_clear(plan);

@@ -221,6 +221,18 @@ static int ctx_stable(lua_State *L)
     return 0;
 }
 
+/* The policy takes over the scenario's declared recompute and swap
+ * settings (profile.declared): they are not appended to its plan, so it may
+ * keep some (by deciding them again) and drop the others. */
+static int ctx_replace_declared(lua_State *L)
+{
+    ms_policy_ctx *c = writable_ctx(L, "replace_declared");
+    if (strcmp(c->hook, "plan") != 0)
+        return luaL_error(L, "ctx:replace_declared is for plan(), not %s()", c->hook);
+    c->replace_declared = true;
+    return 0;
+}
+
 /* One entry of a candidate plan: the table at idx. */
 static void read_decision(lua_State *L, ms_policy_ctx *c, int idx, ms_decision *dec,
                           const char *what)
@@ -356,7 +368,7 @@ void ms_policy_ctx_register(lua_State *L)
     static const luaL_Reg methods[] = {
         {"swap", ctx_swap},         {"recompute", ctx_recompute}, {"keep", ctx_keep},
         {"stable", ctx_stable},     {"simulate", ctx_simulate},   {"log", ctx_log},
-        {NULL, NULL},
+        {"replace_declared", ctx_replace_declared},                 {NULL, NULL},
     };
     luaL_newmetatable(L, CTX_TYPE);
     luaL_newlib(L, methods);

@@ -18,20 +18,11 @@
 
 enum { MS_HOOK_PLAN = 0, MS_HOOK_POOL, MS_HOOK_ON_OOM, MS_HOOK_COUNT };
 
-/* Facts about a program that need a pass over it: computed once per program
- * in C (they also validate ctx:swap) and shown to Lua. */
-typedef struct ms_policy_derived {
-    int32_t *last_forward_use;   /* per tensor: op id or MS_NONE */
-    int32_t *first_backward_use; /* per tensor: op id or MS_NONE */
-    uint64_t *saved_bytes;       /* per segment: saved-for-backward bytes produced inside */
-    uint64_t *input_bytes;       /* per segment: bytes of its inputs */
-} ms_policy_derived;
-
 /* The hook call in progress (plan or on_oom): what its ctx writes to. */
 typedef struct ms_policy_ctx {
     const char *hook;            /* "plan" or "on_oom", for messages */
     const ms_program_view *prog;
-    const ms_policy_derived *dv;
+    const ms_program_facts *dv;
     ms_plan *plan;
     uint32_t max_decisions;      /* a runaway loop of ctx:swap stops here */
     ms_plan scratch;             /* candidate of ctx:simulate, freed by the host */
@@ -40,6 +31,7 @@ typedef struct ms_policy_ctx {
     size_t logged;               /* bytes ctx:log wrote in this call */
     bool log_capped;
     bool simulating;             /* the simulator is reading plan: no changes */
+    bool replace_declared;       /* plan(): the scenario's declared decisions are not added */
 } ms_policy_ctx;
 
 struct ms_policy {
@@ -56,19 +48,17 @@ struct ms_policy {
     int depth;                    /* protected calls in progress (nesting via simulate) */
     ms_policy_ctx *ctx;           /* the live ctx, NULL between hook calls */
     uint64_t ctx_gen;             /* a ctx userdata is live only if its gen matches */
-    /* The program the cached Lua view and the derived facts are of. */
+    /* The program the cached Lua view is of, and its facts: the builder's,
+     * or derived here (own_facts) for a view made by hand. */
     bool have_program;
     ms_program_view program;
-    ms_policy_derived dv;
+    const ms_program_facts *dv;
+    ms_program_facts own_facts;
     int view_ref;                 /* registry ref of the program view, or LUA_NOREF */
 };
 
 /* --- policy_profile.c --- */
 
-/* Check a program's ids and ranges, then compute dv (freed with
- * ms_policy_derived_free).  Errors name the element and field. */
-ms_status ms_policy_derive(const ms_program_view *pv, ms_policy_derived *dv, ms_diag *d);
-ms_status ms_policy_derived_free(ms_policy_derived *dv);
 /* Push the sealed (read-only) profile table; view_idx holds the program
  * view of prof. */
 void ms_policy_push_profile(lua_State *L, int view_idx, const ms_profile *prof);
@@ -86,7 +76,7 @@ const char *ms_policy_kind_name(ms_tensor_kind k);
 void ms_policy_view_register(lua_State *L);
 /* Push the program view {ops=, tensors=, segments=, blob=}: a packed copy of
  * pv, so it never points into C memory. */
-void ms_policy_push_program(lua_State *L, const ms_program_view *pv, const ms_policy_derived *dv);
+void ms_policy_push_program(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv);
 /* Copy prof's op figures (or their absence) into the view at view_idx. */
 void ms_policy_update_measured(lua_State *L, int view_idx, const ms_profile *prof);
 

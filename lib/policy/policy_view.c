@@ -179,7 +179,7 @@ static void fill_ops(vblob *b, fill_at *at, const ms_program_view *pv)
 }
 
 static void fill_tensors(vblob *b, fill_at *at, const ms_program_view *pv,
-                         const ms_policy_derived *dv)
+                         const ms_program_facts *dv)
 {
     for (uint32_t i = 0; i < pv->n_tensors; i++) {
         const ms_tensor *t = &pv->tensors[i];
@@ -196,7 +196,7 @@ static void fill_tensors(vblob *b, fill_at *at, const ms_program_view *pv,
 }
 
 static void fill_segments(vblob *b, fill_at *at, const ms_program_view *pv,
-                          const ms_policy_derived *dv)
+                          const ms_program_facts *dv)
 {
     for (uint32_t i = 0; i < pv->n_segments; i++) {
         const ms_segment *s = &pv->segments[i];
@@ -212,7 +212,7 @@ static void fill_segments(vblob *b, fill_at *at, const ms_program_view *pv,
 
 /* Push the blob userdata: one allocation holding the whole program, names
  * included, so nothing in it needs the garbage collector's attention. */
-static void push_blob(lua_State *L, const ms_program_view *pv, const ms_policy_derived *dv)
+static void push_blob(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv)
 {
     size_t n_ids, n_chars;
     measure(pv, &n_ids, &n_chars);
@@ -257,7 +257,7 @@ static void push_array(lua_State *L, int blob, int type)
     luaL_setmetatable(L, MT_ARRAY);
 }
 
-void ms_policy_push_program(lua_State *L, const ms_program_view *pv, const ms_policy_derived *dv)
+void ms_policy_push_program(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv)
 {
     luaL_checkstack(L, 8, "building the program view");
     lua_createtable(L, 0, 4);

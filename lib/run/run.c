@@ -15,7 +15,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "memsim/memory_config.h"
+#include "lib/policy/declared.h"
 
 static bool is_dir(const char *path)
 {
@@ -50,6 +50,7 @@ typedef struct ms_stage {
     ms_exec *exec;
     ms_op_profile *prof;
     ms_plan plan, prev_plan, oom_plan;
+    ms_plan declared;        /* what the scenario's recompute/swap settings decide */
     ms_profile profile;
     ms_step_result res;
     bool setup_oom;
@@ -224,19 +225,14 @@ static void note_step(ms_run_summary *s, const ms_step_result *res, int step)
     }
 }
 
-/* The policy decides (its host starts from an empty plan), then the
- * scenario's own recompute and swap settings (Megatron or MindFormers
- * vocabulary) are added; the executor applies MindFormers' precedence
- * whatever the order (recompute over swap, keep over both). */
+/* The policy decides, the scenario's declared recompute and swap settings
+ * following its decisions (profile.declared) unless it replaced them, then
+ * what on_oom added; the executor applies MindFormers' precedence whatever
+ * the order (recompute over swap, keep over both). */
 static ms_status plan_stage(ms_run *r, ms_stage *s, ms_diag *d)
 {
-    ms_plan_clear(&s->plan);
-    ms_status st = MS_OK;
-    if (r->policy != NULL)
-        st = ms_policy_plan(r->policy, &s->profile, simulate_plan, &r->simctx[s - r->stages],
-                            &s->plan, d);
-    if (st == MS_OK)
-        st = ms_memory_config_plan(r->sc, &s->view, &s->plan, d);
+    ms_status st = ms_policy_plan(r->policy, &s->profile, simulate_plan,
+                                  &r->simctx[s - r->stages], &s->plan, d);
     for (uint32_t i = 0; st == MS_OK && i < s->oom_plan.n; i++)
         st = ms_plan_add(&s->plan, &s->oom_plan.items[i]);
     return st;
@@ -286,7 +282,7 @@ static void profile_after(ms_run *r, ms_stage *s, int step)
                               .capacity = sc->device.hbm_bytes,
                               .step_time_ns = s->res.step_time_ns, .oom = s->res.oom,
                               .oom_op = s->res.oom_op, .device = &sc->device,
-                              .current = &s->prev_plan};
+                              .current = &s->prev_plan, .declared = &s->declared};
 }
 
 static ms_status handle_oom(ms_run *r, ms_stage *s, ms_diag *d)
@@ -478,36 +474,49 @@ static ms_status open_policy(const ms_scenario *sc, const ms_run_options *opt, m
     return ms_policy_load(name, lib_dir, NULL, pol, d);
 }
 
+/* A stage's program, the decisions its scenario declares for it (which
+ * also checks their patterns against it), and what is known before a step. */
+static ms_status build_stage(ms_run *r, int i, const char *pname, ms_diag *d)
+{
+    ms_stage *s = &r->stages[i];
+    ms_plan_init(&s->plan);
+    ms_plan_init(&s->prev_plan);
+    ms_plan_init(&s->oom_plan);
+    ms_plan_init(&s->declared);
+    ms_status st = ms_program_build(r->sc, i, &s->program, d);
+    if (st == MS_OK)
+        st = ms_program_get_view(s->program, &s->view);
+    if (st == MS_OK)
+        st = pol_declared_plan(r->sc, &s->view, &s->declared, d);
+    if (st != MS_OK)
+        return st;
+    r->views[i] = s->view;
+    fill_static_summary(r, i, pname);
+    s->prof = calloc(s->view.n_ops ? s->view.n_ops : 1, sizeof *s->prof);
+    s->profile = (ms_profile){.step = -1, .measured = false, .program = s->view,
+                              .capacity = r->sc->device.hbm_bytes, .oom_op = MS_NONE,
+                              .device = &r->sc->device, .current = &s->plan,
+                              .declared = &s->declared};
+    r->simctx[i] = (ms_sim_ctx){.sc = r->sc, .stage = s, .index = i, .policy = r->policy};
+    return s->prof != NULL ? MS_OK : MS_ENOMEM;
+}
+
 static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
 {
     r->backend = opt->backend ? opt->backend : "mock";
     const char *pname = "none";
     ms_status st = ms_policy_name(r->policy, &pname);
+    for (int i = 0; st == MS_OK && i < r->n; i++)
+        st = build_stage(r, i, pname, d);
+    /* The settings as MindFormers logs them, once every stage's program
+     * (which holds the op names of its layers) is built and checked. */
+    if (st == MS_OK && opt->settings_out != NULL)
+        st = pol_declared_print(r->sc, r->views, r->n, opt->settings_out, d);
     if (st == MS_OK)
         st = open_group(r->sc, r->backend, r->n, 0, &r->group, d);
-    for (int i = 0; st == MS_OK && i < r->n; i++) {
-        ms_stage *s = &r->stages[i];
-        st = ms_program_build(r->sc, i, &s->program, d);
-        if (st == MS_OK)
-            st = ms_program_get_view(s->program, &s->view);
-        if (st != MS_OK)
-            break;
-        r->views[i] = s->view;
-        fill_static_summary(r, i, pname);
-        ms_plan_init(&s->plan);
-        ms_plan_init(&s->prev_plan);
-        ms_plan_init(&s->oom_plan);
-        s->prof = calloc(s->view.n_ops ? s->view.n_ops : 1, sizeof *s->prof);
-        if (s->prof == NULL)
-            st = MS_ENOMEM;
-        s->profile = (ms_profile){.step = -1, .measured = false, .program = s->view,
-                                  .capacity = r->sc->device.hbm_bytes, .oom_op = MS_NONE,
-                                  .device = &r->sc->device, .current = &s->plan};
-        r->simctx[i] = (ms_sim_ctx){.sc = r->sc, .stage = s, .index = i, .policy = r->policy};
-        if (st == MS_OK)
-            st = stage_open_device(r->sc, s, ms_group_device(r->group, i), r->policy, r->record,
-                                   false, d);
-    }
+    for (int i = 0; st == MS_OK && i < r->n; i++)
+        st = stage_open_device(r->sc, &r->stages[i], ms_group_device(r->group, i), r->policy,
+                               r->record, false, d);
     return st;
 }
 
@@ -519,6 +528,7 @@ static void close_devices(ms_run *r)
         ms_plan_free(&s->plan);
         ms_plan_free(&s->prev_plan);
         ms_plan_free(&s->oom_plan);
+        ms_plan_free(&s->declared);
         free(s->prof);
         s->prof = NULL;
     }

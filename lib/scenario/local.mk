@@ -6,6 +6,7 @@ lib_scenario_libms_scenario_la_SOURCES = \
 	lib/scenario/scenario.c lib/scenario/scenario_table.c lib/scenario/scenario_override.c \
 	lib/scenario/scenario_validate.c lib/scenario/device_file.c lib/scenario/scenario_table.h \
 	lib/scenario/scenario_load.h lib/scenario/scenario_layout.c lib/scenario/scenario_pattern.c \
-	lib/scenario/scenario_recompute.c lib/scenario/scenario_swap.c lib/scenario/memory_config.h
+	lib/scenario/scenario_recompute.c lib/scenario/scenario_swap.c lib/scenario/memory_config.h \
+	lib/scenario/scenario_settings.c
 MS_PARTS += lib/scenario/libms_scenario.la
 EXTRA_DIST += docs/scenario-format.md

@@ -7,14 +7,17 @@
  * recompute_config and swap_config (seed 003; MindFormers' LayerSetting), and
  * MindFormers' pipeline layout (pp_interleave_num, offset), which says which
  * layers a per-(interleave, stage) count covers. */
-#ifndef MEMSIM_CORE_MEMORY_CONFIG_H
-#define MEMSIM_CORE_MEMORY_CONFIG_H
+#ifndef MEMSIM_SCENARIO_MEMORY_CONFIG_H
+#define MEMSIM_SCENARIO_MEMORY_CONFIG_H
 
 #include <regex.h>
 #include <stdbool.h>
 #include <stdint.h>
+#include <stdio.h>
 
-#include "memsim/memory_config.h"
+#include "memsim/scenario.h"
+
+typedef struct ms_memory_config ms_memory_config;
 
 /* Patterns (select, select_comm, op_swap groups) a scenario may state: the
  * planner keeps one bit per pattern per op. */
@@ -115,5 +118,32 @@ ms_status mc_regex_compile(mc_regex *re, const char *text, const char *field, co
 void mc_regex_release(mc_regex *re);
 
 void mc_free(ms_memory_config *mc);
+
+/* ---- queries (scenario_settings.c) ---- */
+
+/* True when the scenario states any recompute or swap setting. */
+bool scn_settings_active(const ms_scenario *sc);
+
+/* What the settings ask for on one layer (before matching op names). */
+typedef struct scn_layer_memory {
+    bool full_recompute;       /* the whole layer: Megatron full, MindFormers recompute */
+    bool attention_recompute;  /* Megatron selective: the attention core */
+    uint32_t n_select;         /* MindFormers select_recompute patterns on (0 if full) */
+    uint32_t n_comm;           /* select_comm_recompute patterns on (0 if full) */
+    bool layer_swap;           /* swap_config.layer_swap covers the layer */
+    int32_t layer_swap_prefetch;
+    uint32_t n_op_swap;        /* op_swap patterns (or the default) on */
+    int32_t chunk, stage;      /* where the layout puts it */
+} scn_layer_memory;
+ms_status scn_layer_settings(const ms_scenario *sc, int layer, scn_layer_memory *out,
+                             ms_diag *d);
+/* The whole layer is recomputed (Megatron full, MindFormers recompute). */
+bool scn_layer_full(const ms_memory_config *mc, int layer);
+/* MindFormers: the first rule of a list that covers the layer, or NULL. */
+const mc_swap_rule *scn_rule_for(const ms_memory_config *mc, const mc_swap_rule *rules, int n,
+                                 int layer);
+/* The Megatron line and MindFormers' "Formative ..." lines of the
+ * normalised settings; nothing when none is active. */
+void scn_settings_print(const ms_scenario *sc, FILE *out);
 
 #endif

@@ -6,6 +6,6 @@ lib_workload_libms_workload_la_SOURCES = \
 	lib/workload/workload_model.c lib/workload/workload_optimizer.c lib/workload/model_math.c \
 	lib/workload/workload_build.h lib/workload/workload_model.h lib/workload/workload_check.c \
 	lib/workload/workload_pipeline.c lib/workload/workload_cp.c lib/workload/workload_moe.c \
-	lib/workload/workload_memory.c
+	lib/workload/workload_memory.c lib/workload/workload_facts.c
 MS_PARTS += lib/workload/libms_workload.la
 EXTRA_DIST += docs/memory-formulas.md

@@ -22,6 +22,7 @@ struct ms_program {
     char *names;
     int stage;
     double model_flops;
+    ms_program_facts facts;
 };
 
 const char *ms_tensor_kind_name(ms_tensor_kind k)
@@ -494,6 +495,7 @@ static void program_free_parts(ms_program *p)
     free(p->uses);
     free(p->seg_inputs);
     free(p->names);
+    ms_program_facts_free(&p->facts);
     free(p);
 }
 
@@ -745,6 +747,9 @@ ms_status wb_finish(wb *b, int stage, ms_program **out)
         return MS_ENOMEM;
     }
     ms_status st = build_segments(b, p);
+    ms_program_view v;
+    if (st == MS_OK && (st = ms_program_get_view(p, &v)) == MS_OK)
+        st = ms_program_facts_derive(&v, &p->facts, NULL);
     if (st != MS_OK) {
         program_free_parts(p);
         return st;
@@ -768,6 +773,7 @@ ms_status ms_program_get_view(const ms_program *p, ms_program_view *out)
     *out = (ms_program_view){.ops = p->ops, .n_ops = p->n_ops, .tensors = p->tensors,
                              .n_tensors = p->n_tensors, .segments = p->segments,
                              .n_segments = p->n_segments, .stage = p->stage,
-                             .model_flops = p->model_flops};
+                             .model_flops = p->model_flops,
+                             .facts = p->facts.last_forward_use != NULL ? &p->facts : NULL};
     return MS_OK;
 }

@@ -1,14 +1,16 @@
 /* Tests of the recompute and swap vocabulary: Megatron's recompute
  * arguments, MindFormers' recompute_config and swap_config in every form,
- * normalised and printed as MindFormers logs them (seed 003's examples,
- * exactly), the decisions they imply for a program, and bad inputs. */
+ * normalised (lib/scenario) and printed as MindFormers logs them (seed 003's
+ * examples, exactly), the decisions they declare for a program
+ * (lib/policy/declared.c), and bad inputs. */
 #include <check.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
-#include "memsim/memory_config.h"
+#include "lib/policy/declared.h"
+#include "lib/scenario/memory_config.h"
 
 static const char *srcdir(void)
 {
@@ -82,7 +84,54 @@ static ms_status small_bad(int layers, int pp, const char *parallel, const char 
     return st;
 }
 
-/* What ms_memory_config_print writes (caller frees). */
+/* Every stage's program, as a run builds them. */
+typedef struct stages {
+    int n;
+    ms_program *prog[8];
+    ms_program_view v[8];
+} stages;
+
+static void stages_build(const ms_scenario *sc, stages *s)
+{
+    ms_diag d = {0};
+    s->n = sc->parallel.pipeline_model_parallel_size;
+    ck_assert_int_le(s->n, 8);
+    for (int i = 0; i < s->n; i++) {
+        ck_assert_msg(ms_program_build(sc, i, &s->prog[i], &d) == MS_OK, "%s", d.msg);
+        ck_assert_int_eq(ms_program_get_view(s->prog[i], &s->v[i]), MS_OK);
+    }
+}
+
+static void stages_free(stages *s)
+{
+    for (int i = 0; i < s->n; i++)
+        ms_program_free(s->prog[i]);
+}
+
+/* The declared decisions of every stage, as a run makes them before it
+ * prints anything: the first error. */
+static ms_status check_stages(const ms_scenario *sc, const stages *s, ms_diag *d)
+{
+    ms_status st = MS_OK;
+    for (int i = 0; st == MS_OK && i < s->n; i++) {
+        ms_plan plan;
+        ms_plan_init(&plan);
+        st = pol_declared_plan(sc, &s->v[i], &plan, d);
+        ms_plan_free(&plan);
+    }
+    return st;
+}
+
+static ms_status check_all(const ms_scenario *sc, ms_diag *d)
+{
+    stages s;
+    stages_build(sc, &s);
+    ms_status st = check_stages(sc, &s, d);
+    stages_free(&s);
+    return st;
+}
+
+/* What pol_declared_print writes from the stage programs (caller frees). */
 static char *printed(const ms_scenario *sc)
 {
     char *buf = NULL;
@@ -90,8 +139,13 @@ static char *printed(const ms_scenario *sc)
     FILE *f = open_memstream(&buf, &len);
     ck_assert_ptr_nonnull(f);
     ms_diag d = {0};
-    ms_status st = ms_memory_config_print(sc, f, &d);
+    stages s;
+    stages_build(sc, &s);
+    ms_status st = check_stages(sc, &s, &d);
+    ck_assert_msg(st == MS_OK, "%s", d.msg);
+    st = pol_declared_print(sc, s.v, s.n, f, &d);
     fclose(f);
+    stages_free(&s);
     ck_assert_msg(st == MS_OK, "%s", d.msg);
     return buf;
 }
@@ -140,7 +194,7 @@ static void plan_pp(built *b, int layers, int pp, const char *parallel, const ch
     ck_assert_int_eq(ms_program_build(b->sc, stage, &b->prog, &d), MS_OK);
     ck_assert_int_eq(ms_program_get_view(b->prog, &b->v), MS_OK);
     ck_assert_int_eq(ms_plan_init(&b->plan), MS_OK);
-    ms_status st = ms_memory_config_plan(b->sc, &b->v, &b->plan, &d);
+    ms_status st = pol_declared_plan(b->sc, &b->v, &b->plan, &d);
     ck_assert_msg(st == MS_OK, "%s", d.msg);
 }
 
@@ -211,25 +265,25 @@ START_TEST(formative_48_layers)
      * 4 (stage 1), 24 (chunk 1 of stage 0); the rest select recompute. */
     ms_diag d;
     for (int l = 0; l < 48; l++) {
-        ms_layer_memory lm;
-        ck_assert_int_eq(ms_memory_config_layer(sc, l, &lm, &d), MS_OK);
+        scn_layer_memory lm;
+        ck_assert_int_eq(scn_layer_settings(sc, l, &lm, &d), MS_OK);
         bool full = l == 0 || l == 1 || l == 4 || l == 24;
         ck_assert_msg(lm.full_recompute == full, "layer %d", l);
     }
     /* Layer 5: the two all-layer patterns and 'w1\.matmul' ([[1,0,..]]: no,
      * stage 1 chunk 0 has 0), 'w3\.matmul' (stage 1 chunk 0: 1 -> layer 4
      * only, which is fully recomputed): 2 select patterns, 2 comm. */
-    ms_layer_memory lm;
-    ck_assert_int_eq(ms_memory_config_layer(sc, 5, &lm, &d), MS_OK);
+    scn_layer_memory lm;
+    ck_assert_int_eq(scn_layer_settings(sc, 5, &lm, &d), MS_OK);
     ck_assert_uint_eq(lm.n_select, 2);
     ck_assert_uint_eq(lm.n_comm, 2);
     ck_assert_int_eq(lm.stage, 1);
     ck_assert_int_eq(lm.chunk, 0);
     /* Layer 2 (stage 0, chunk 0, third layer): w1 ([1..]: no), w3 (1: no). */
-    ck_assert_int_eq(ms_memory_config_layer(sc, 2, &lm, &d), MS_OK);
+    ck_assert_int_eq(scn_layer_settings(sc, 2, &lm, &d), MS_OK);
     ck_assert_uint_eq(lm.n_select, 2);
     /* Layer 25: chunk 1 of stage 0, second layer: w1 matmul has 2 there. */
-    ck_assert_int_eq(ms_memory_config_layer(sc, 25, &lm, &d), MS_OK);
+    ck_assert_int_eq(scn_layer_settings(sc, 25, &lm, &d), MS_OK);
     ck_assert_uint_eq(lm.n_select, 3);
     ms_scenario_free(sc);
 }
@@ -294,8 +348,8 @@ START_TEST(full_layers_and_lines)
                                "select_recompute = true, select_comm_recompute = {1, 0} },");
     ms_diag d;
     for (int l = 0; l < 16; l++) {
-        ms_layer_memory lm;
-        ck_assert_int_eq(ms_memory_config_layer(sc, l, &lm, &d), MS_OK);
+        scn_layer_memory lm;
+        ck_assert_int_eq(scn_layer_settings(sc, l, &lm, &d), MS_OK);
         bool full = l <= 2 || l == 4 || l == 8 || l == 9 || l == 12;
         ck_assert_msg(lm.full_recompute == full, "layer %d", l);
         ck_assert_uint_eq(lm.n_select, full ? 0 : 2);
@@ -559,7 +613,7 @@ START_TEST(plan_none)
     built b;
     plan_small(&b, 2, 1, NULL, 0);
     ck_assert_uint_eq(b.plan.n, 0);
-    ck_assert(!ms_memory_config_active(b.sc));
+    ck_assert(!scn_settings_active(b.sc));
     char *all = printed(b.sc);
     ck_assert_str_eq(all, "");
     free(all);
@@ -649,23 +703,15 @@ END_TEST
 static void check_fails(const ms_scenario *sc, const char *text)
 {
     ms_diag d = {0};
-    ck_assert_int_eq(ms_memory_config_check(sc, &d), MS_EINVAL);
+    ck_assert_int_eq(check_all(sc, &d), MS_EINVAL);
     ASSERT_MSG_HAS(d, text);
-    /* print checks first and prints nothing; plan fails the same way. */
-    char *buf = NULL;
-    size_t len = 0;
-    FILE *f = open_memstream(&buf, &len);
-    ck_assert_int_eq(ms_memory_config_print(sc, f, &d), MS_EINVAL);
-    fclose(f);
-    ck_assert_str_eq(buf, "");
-    free(buf);
     ms_program *prog;
     ms_program_view v;
     ms_plan plan;
     ck_assert_int_eq(ms_program_build(sc, 0, &prog, &d), MS_OK);
     ms_program_get_view(prog, &v);
     ms_plan_init(&plan);
-    ck_assert_int_eq(ms_memory_config_plan(sc, &v, &plan, &d), MS_EINVAL);
+    ck_assert_int_eq(pol_declared_plan(sc, &v, &plan, &d), MS_EINVAL);
     ASSERT_MSG_HAS(d, text);
     ms_plan_free(&plan);
     ms_program_free(prog);
@@ -691,7 +737,7 @@ START_TEST(bad_regex_target)
     ms_diag d0;
     ck_assert_int_eq(load_rel("tests/data/scenarios/mc_unknown_regex.lua", NULL, 0, &sc, &d0),
                      MS_OK);
-    ck_assert_int_eq(ms_memory_config_check(sc, &d0), MS_EINVAL);
+    ck_assert_int_eq(check_all(sc, &d0), MS_EINVAL);
     ASSERT_MSG_HAS(d0, "mc_unknown_regex.lua: recompute_config.select_recompute: unknown regex "
                        "target 'feed_forward\\.w9'");
     ms_scenario_free(sc);
@@ -758,9 +804,9 @@ START_TEST(bad_swap_mode)
     /* In swap mode the counts list {1, 3} is a list of layer indices. */
     ms_scenario *sc = small_ok(4, 1, NULL, "recompute_config = { recompute = {1, 3} }, "
                                            "swap_config = { swap = true },");
-    ms_layer_memory lm;
+    scn_layer_memory lm;
     for (int l = 0; l < 4; l++) {
-        ck_assert_int_eq(ms_memory_config_layer(sc, l, &lm, &d), MS_OK);
+        ck_assert_int_eq(scn_layer_settings(sc, l, &lm, &d), MS_OK);
         ck_assert(lm.full_recompute == (l == 1 || l == 3));
         ck_assert_uint_eq(lm.n_op_swap, 1); /* the default flash-attention swap */
     }
@@ -789,7 +835,7 @@ START_TEST(uneven_layout)
     ck_assert_int_eq(ms_program_build(even, 1, &prog, &d), MS_OK); /* layers 4..7 */
     ms_program_get_view(prog, &v);
     ms_plan_init(&plan);
-    ck_assert_int_eq(ms_memory_config_plan(sc, &v, &plan, &d), MS_EUNSUPPORTED);
+    ck_assert_int_eq(pol_declared_plan(sc, &v, &plan, &d), MS_EUNSUPPORTED);
     ASSERT_MSG_HAS(d, "the program of stage 1 holds layer 4, which the scenario's pipeline "
                       "layout (parallel.offset, pp_interleave_num) puts on stage 0");
     ms_plan_free(&plan);
@@ -800,7 +846,7 @@ START_TEST(uneven_layout)
     ck_assert_int_eq(ms_program_build(sc, 1, &prog, &d), MS_OK);
     ms_program_get_view(prog, &v);
     ms_plan_init(&plan);
-    ck_assert_int_eq(ms_memory_config_plan(sc, &v, &plan, &d), MS_OK);
+    ck_assert_int_eq(pol_declared_plan(sc, &v, &plan, &d), MS_OK);
     ck_assert_uint_eq(plan.n, 6);
     for (uint32_t i = 0; i < plan.n; i++)
         ck_assert_int_ge(v.segments[plan.items[i].segment].layer, 5);
@@ -825,19 +871,19 @@ START_TEST(override_recompute)
 {
     ms_diag d;
     ms_scenario *sc = load_ok("scenarios/llama2-smartswap-seq16k.lua", NULL, 0);
-    ms_layer_memory lm;
-    ck_assert_int_eq(ms_memory_config_layer(sc, 39, &lm, &d), MS_OK);
+    scn_layer_memory lm;
+    ck_assert_int_eq(scn_layer_settings(sc, 39, &lm, &d), MS_OK);
     ck_assert(lm.full_recompute);
     ms_scenario_free(sc);
     static const char *const off[] = {"recompute_config.recompute=false"};
     sc = load_ok("scenarios/llama2-smartswap-seq16k.lua", off, 1);
-    ck_assert_int_eq(ms_memory_config_layer(sc, 39, &lm, &d), MS_OK);
+    ck_assert_int_eq(scn_layer_settings(sc, 39, &lm, &d), MS_OK);
     ck_assert(!lm.full_recompute);
     ms_scenario_free(sc);
     static const char *const meg[] = {"model.recompute_granularity=selective"};
     sc = load_ok("scenarios/llama2-7b.lua", meg, 1);
-    ck_assert_int_eq(ms_memory_config_layer(sc, 0, &lm, &d), MS_OK);
-    ck_assert(lm.attention_recompute && ms_memory_config_active(sc));
+    ck_assert_int_eq(scn_layer_settings(sc, 0, &lm, &d), MS_OK);
+    ck_assert(lm.attention_recompute && scn_settings_active(sc));
     ms_scenario_free(sc);
     static const char *const bad[] = {"recompute_config.recompute=maybe"};
     sc = (ms_scenario *)1;
@@ -861,7 +907,7 @@ START_TEST(shipped_scenarios)
         snprintf(rel, sizeof rel, "scenarios/%s.lua", files[i]);
         ms_scenario *sc = load_ok(rel, NULL, 0);
         ck_assert_str_eq(sc->name, files[i]);
-        ck_assert_msg(ms_memory_config_check(sc, &d) == MS_OK, "%s: %s", files[i], d.msg);
+        ck_assert_msg(check_all(sc, &d) == MS_OK, "%s: %s", files[i], d.msg);
         ms_scenario_free(sc);
     }
     /* seed 001's 16-NPU rows: 16 / (TP 8) = DP 2, 16 / (2 x 2) = 4 micro-batches. */

@@ -576,6 +576,34 @@ END_TEST
  * knapsack fits (each budget checked with ctx:simulate, on every stage of
  * the pipeline too) and runs faster than full recompute, recomputing
  * fewer ops but not none. */
+/* The scenario's recompute and swap settings are a layer beneath the
+ * policy: applied after its plan unless it replaces them (here it keeps the
+ * declared recomputes and drops the swaps). */
+START_TEST(policy_replaces_declared_settings)
+{
+    ms_scenario *sc = NULL;
+    ms_run *run = run_policy("scenarios/llama2-7b-swap-recompute.lua", NULL, NULL, 0, &sc);
+    const ms_run_summary *base;
+    size_t n;
+    ms_run_summaries(run, &base, &n);
+    ck_assert_uint_gt(base->swapped_bytes, 0);
+    ck_assert_uint_gt(base->recomputed_ops, 0);
+    uint64_t recomputed = base->recomputed_ops;
+    ms_run_free(run);
+    ms_scenario_free(sc);
+
+    char pol[1024];
+    snprintf(pol, sizeof pol, "%s/tests/data/policies/replace_declared.lua", srcdir());
+    run = run_policy("scenarios/llama2-7b-swap-recompute.lua", pol, NULL, 0, &sc);
+    const ms_run_summary *s;
+    ms_run_summaries(run, &s, &n);
+    ck_assert_uint_eq(s->swapped_bytes, 0);
+    ck_assert_uint_eq(s->recomputed_ops, recomputed);
+    ms_run_free(run);
+    ms_scenario_free(sc);
+}
+END_TEST
+
 START_TEST(adaptive_memory_beats_full_recompute)
 {
     static const char *const scen[] = {"scenarios/gpt-175b-trimmed-tp8.lua",
@@ -629,6 +657,7 @@ static Suite *run_suite(void)
     tcase_add_test(tc, segments_at_step_end_and_at_oom);
     tcase_add_test(tc, select_recompute_of_one_op);
     tcase_add_test(tc, adaptive_memory_beats_full_recompute);
+    tcase_add_test(tc, policy_replaces_declared_settings);
     suite_add_tcase(s, tc);
     return s;
 }

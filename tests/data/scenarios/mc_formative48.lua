@@ -12,6 +12,7 @@ return {
   },
   parallel = {
     world_size = 5, pipeline_model_parallel_size = 5, pp_interleave_num = 2,
+    micro_batch_size = 1, global_batch_size = 5, -- 5 micro-batches: one per stage
     offset = { {0, 1, 1, 1, 1}, {1, 1, 1, 1, 0} },
   },
   recompute_config = {
