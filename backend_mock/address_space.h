@@ -8,17 +8,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/base/range_set.h"
 #include "memsim/status.h"
-
-typedef struct ms_range {
-    uint64_t addr, size;
-} ms_range;
-
-/* A sorted array of disjoint ranges. */
-typedef struct ms_range_set {
-    ms_range *v;
-    size_t n, cap;
-} ms_range_set;
 
 typedef struct ms_addrspace {
     uint64_t align;
@@ -37,18 +28,5 @@ ms_status ms_addrspace_alloc(ms_addrspace *as, uint64_t bytes, uint64_t *addr);
 ms_status ms_addrspace_release(ms_addrspace *as, uint64_t addr, uint64_t *footprint);
 /* The allocation starting at addr, if any. */
 bool ms_addrspace_lookup(const ms_addrspace *as, uint64_t addr, ms_range *out);
-
-/* Range sets (also the mapped pages of a reservation). */
-void ms_range_set_fini(ms_range_set *rs);
-/* Make room for `extra` more ranges, so that a later insert cannot fail. */
-ms_status ms_range_set_reserve(ms_range_set *rs, size_t extra);
-/* Index of the last range with addr <= a, or -1. */
-ptrdiff_t ms_range_set_floor(const ms_range_set *rs, uint64_t a);
-/* Add [addr, addr+size) (disjoint from the set), merging with neighbours
- * when coalesce is set.  Needs room (ms_range_set_reserve). */
-void ms_range_set_add(ms_range_set *rs, ms_range r, bool coalesce);
-/* Remove [addr, addr+size), which must lie inside range i; may split it (needs
- * room for one more range). */
-void ms_range_set_cut(ms_range_set *rs, size_t i, ms_range r);
 
 #endif

@@ -11,6 +11,7 @@
 #include <string.h>
 
 #include "mock_private.h"
+#include "lib/base/growable.h"
 
 #define MOCK_BASE 0x7f0000000000ULL
 #define MOCK_WINDOW (1ULL << 44)
@@ -148,14 +149,8 @@ ms_status ms_mock_va_reserve(void *inst, uint64_t bytes, uint64_t *addr)
     ms_status st = ms_mock_enter(m);
     if (st != MS_OK)
         return st;
-    if (m->n_resv == m->cap_resv) {
-        size_t cap = m->cap_resv ? m->cap_resv * 2 : 8;
-        ms_reservation *v = realloc(m->resv, cap * sizeof *v);
-        if (v == NULL)
-            return MS_ENOMEM;
-        m->resv = v;
-        m->cap_resv = cap;
-    }
+    if (!MS_GROW(m->resv, m->n_resv, m->cap_resv, 8))
+        return MS_ENOMEM;
     /* Address space only: reserving costs no capacity (cuMemAddressReserve). */
     uint64_t a = 0;
     if ((st = ms_addrspace_alloc(&m->dev_as, bytes, &a)) != MS_OK)

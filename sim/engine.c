@@ -6,6 +6,7 @@
 #include <stdlib.h>
 
 #include "sim_private.h"
+#include "lib/base/growable.h"
 
 static inline bool ev_before(const ms_sim_event *a, const ms_sim_event *b)
 {
@@ -86,14 +87,8 @@ ms_status ms_sim_schedule(ms_sim *sim, int64_t at_ns, ms_sim_fn fn, void *arg)
 {
     if (sim == NULL || fn == NULL || at_ns < sim->now)
         return MS_EINVAL;
-    if (sim->n == sim->cap) {
-        size_t cap = sim->cap * 2;
-        ms_sim_event *h = realloc(sim->heap, cap * sizeof *h);
-        if (h == NULL)
-            return MS_ENOMEM;
-        sim->heap = h;
-        sim->cap = cap;
-    }
+    if (!MS_GROW(sim->heap, sim->n, sim->cap, 1))
+        return MS_ENOMEM;
     sim->heap[sim->n] = (ms_sim_event){at_ns, sim->next_seq++, fn, arg};
     sift_up(sim->heap, sim->n++);
     return MS_OK;

@@ -7,6 +7,7 @@
 
 #include "device_model.h"
 #include "sim_private.h"
+#include "lib/base/growable.h"
 
 ms_simdev *ms_p2p_find_device(ms_sim *sim, int index)
 {
@@ -22,14 +23,8 @@ ms_status ms_p2p_attach(ms_sim *sim, ms_simdev *d, int index)
     ms_sim_attachments *a = ms_sim_attached(sim);
     if (ms_p2p_find_device(sim, index) != NULL)
         return MS_EINVAL; /* a device index names one device per engine */
-    if (a->n_devs == a->cap_devs) {
-        size_t cap = a->cap_devs ? a->cap_devs * 2 : 4;
-        ms_simdev **v = realloc(a->devs, cap * sizeof *v);
-        if (v == NULL)
-            return MS_ENOMEM;
-        a->devs = v;
-        a->cap_devs = cap;
-    }
+    if (!MS_GROW(a->devs, a->n_devs, a->cap_devs, 4))
+        return MS_ENOMEM;
     a->devs[a->n_devs++] = d;
     return MS_OK;
 }
@@ -54,14 +49,8 @@ void ms_p2p_detach(ms_sim *sim, ms_simdev *d, int index)
 ms_status ms_p2p_post(ms_sim *sim, int src, int dst, int tag)
 {
     ms_sim_attachments *a = ms_sim_attached(sim);
-    if (a->n_mail == a->cap_mail) {
-        size_t cap = a->cap_mail ? a->cap_mail * 2 : 16;
-        ms_p2p_delivery *v = realloc(a->mail, cap * sizeof *v);
-        if (v == NULL)
-            return MS_ENOMEM;
-        a->mail = v;
-        a->cap_mail = cap;
-    }
+    if (!MS_GROW(a->mail, a->n_mail, a->cap_mail, 16))
+        return MS_ENOMEM;
     a->mail[a->n_mail++] = (ms_p2p_delivery){src, dst, tag};
     ms_simdev *peer = ms_p2p_find_device(sim, dst);
     if (peer != NULL)

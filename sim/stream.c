@@ -6,19 +6,14 @@
 
 #include "device_model.h"
 #include "sim_private.h"
+#include "lib/base/growable.h"
 
 ms_status ms_simstream_create(ms_simdev *d, int priority, ms_simstream **out)
 {
     if (d == NULL || out == NULL)
         return MS_EINVAL;
-    if (d->n_streams == d->cap_streams) {
-        size_t cap = d->cap_streams ? d->cap_streams * 2 : 8;
-        ms_simstream **v = realloc(d->streams, cap * sizeof *v);
-        if (v == NULL)
-            return MS_ENOMEM;
-        d->streams = v;
-        d->cap_streams = cap;
-    }
+    if (!MS_GROW(d->streams, d->n_streams, d->cap_streams, 8))
+        return MS_ENOMEM;
     ms_simstream *s = calloc(1, sizeof *s);
     if (s == NULL)
         return MS_ENOMEM;

@@ -6,20 +6,15 @@
 #include <stdlib.h>
 
 #include "allocator_internal.h"
+#include "lib/base/growable.h"
 
 ms_status ms_ablock_add_use(ms_ablock *b, ms_stream *s, uint64_t id)
 {
     for (uint32_t i = 0; i < b->n_uses; i++)
         if (b->uses[i].id == id)
             return MS_OK; /* stream_uses is a set */
-    if (b->n_uses == b->cap_uses) {
-        uint32_t cap = b->cap_uses ? b->cap_uses * 2 : 2;
-        ms_ause *uses = realloc(b->uses, cap * sizeof *uses);
-        if (!uses)
-            return MS_ENOMEM;
-        b->uses = uses;
-        b->cap_uses = cap;
-    }
+    if (!MS_GROW(b->uses, b->n_uses, b->cap_uses, 2))
+        return MS_ENOMEM;
     b->uses[b->n_uses++] = (ms_ause){s, id};
     return MS_OK;
 }
@@ -56,16 +51,10 @@ static ms_status get_event(ms_alloc *a, ms_event **e)
 
 static void put_event(ms_alloc *a, ms_event *e)
 {
-    if (a->n_spare_events == a->cap_spare_events) {
-        uint32_t cap = a->cap_spare_events ? a->cap_spare_events * 2 : 16;
-        ms_event **spare = realloc(a->spare_events, cap * sizeof *spare);
-        if (!spare) {
-            a->be->ops->event_destroy(a->be->inst, e);
-            return;
+    if (!MS_GROW(a->spare_events, a->n_spare_events, a->cap_spare_events, 16)) {
+        a->be->ops->event_destroy(a->be->inst, e);
+        return;
         }
-        a->spare_events = spare;
-        a->cap_spare_events = cap;
-    }
     a->spare_events[a->n_spare_events++] = e;
 }
 
@@ -83,14 +72,8 @@ static ms_aqueue *queue_for(ms_alloc *a, uint64_t stream_id)
     }
     if (lo < a->n_queues && a->queues[lo].stream_id == stream_id)
         return &a->queues[lo];
-    if (a->n_queues == a->cap_queues) {
-        uint32_t cap = a->cap_queues ? a->cap_queues * 2 : 4;
-        ms_aqueue *q = realloc(a->queues, cap * sizeof *q);
-        if (!q)
-            return NULL;
-        a->queues = q;
-        a->cap_queues = cap;
-    }
+    if (!MS_GROW(a->queues, a->n_queues, a->cap_queues, 4))
+        return NULL;
     for (uint32_t i = a->n_queues; i > lo; i--)
         a->queues[i] = a->queues[i - 1];
     a->n_queues++;

@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "allocator_internal.h"
+#include "lib/base/growable.h"
 
 static void bpool_init(ms_bpool *b, ms_npool *owner, bool small)
 {
@@ -17,14 +18,8 @@ static void bpool_init(ms_bpool *b, ms_npool *owner, bool small)
 
 ms_status ms_npool_new(ms_alloc *a, const char *name, const ms_pool_options *opt, int *id)
 {
-    if (a->n_pools == a->cap_pools) {
-        int cap = a->cap_pools ? a->cap_pools * 2 : 4;
-        ms_npool **pools = realloc(a->pools, (size_t)cap * sizeof *pools);
-        if (!pools)
-            return MS_ENOMEM;
-        a->pools = pools;
-        a->cap_pools = cap;
-    }
+    if (!MS_GROW(a->pools, a->n_pools, a->cap_pools, 4))
+        return MS_ENOMEM;
     ms_npool *np = calloc(1, sizeof *np);
     char *copy = np ? malloc(strlen(name) + 1) : NULL;
     if (!copy) {

@@ -5,20 +5,13 @@
 #include <stdlib.h>
 
 #include "allocator_internal.h"
+#include "lib/base/growable.h"
 
 /* ---------------------------------------------------------- the registry */
 
 static ms_status segs_reserve(ms_alloc *a)
 {
-    if (a->n_segs < a->cap_segs)
-        return MS_OK;
-    uint32_t cap = a->cap_segs ? a->cap_segs * 2 : 64;
-    ms_aseg **segs = realloc(a->segs, cap * sizeof *segs);
-    if (!segs)
-        return MS_ENOMEM;
-    a->segs = segs;
-    a->cap_segs = cap;
-    return MS_OK;
+    return MS_GROW(a->segs, a->n_segs, a->cap_segs, 64) ? MS_OK : MS_ENOMEM;
 }
 
 ms_aseg *ms_aseg_new(ms_alloc *a, uint64_t addr, uint64_t size, ms_bpool *pool,

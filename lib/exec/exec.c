@@ -119,10 +119,8 @@ static int64_t host_now(ms_exec *e)
 
 static ms_status add_row(ms_exec *e, const ms_op_row *row, size_t *index)
 {
-    ms_status st =
-        ms_grow_for_one((void **)&e->rows, e->n_rows, &e->cap_rows, sizeof *e->rows, 4096);
-    if (st != MS_OK)
-        return st;
+    if (!MS_GROW(e->rows, e->n_rows, e->cap_rows, 4096))
+        return MS_ENOMEM;
     e->rows[e->n_rows] = *row;
     *index = e->n_rows++;
     return MS_OK;
@@ -519,9 +517,8 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
         return st;
     e->swapped_bytes += tn->bytes;
     /* Remember the copy so a block reused under it is caught as a hazard. */
-    if ((st = ms_grow_for_one((void **)&e->inflight, e->n_inflight, &e->cap_inflight,
-                           sizeof *e->inflight, 64)) != MS_OK)
-        return st;
+    if (!MS_GROW(e->inflight, e->n_inflight, e->cap_inflight, 64))
+        return MS_ENOMEM;
     ms_event *done = e->n_free_events ? e->free_events[--e->n_free_events] : NULL;
     if ((st = get_event(e, &done)) != MS_OK ||
         (st = BE(e, event_record, done, e->streams[ST_SWAP_OUT])) != MS_OK)
@@ -550,9 +547,8 @@ static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op)
     if ((st = issue_swap_copy(e, t, at_op, ST_COMPUTE, ST_SWAP_IN)) != MS_OK ||
         (st = record_ready(e, t, ST_SWAP_IN)) != MS_OK)
         return st;
-    if ((st = ms_grow_for_one((void **)&e->host_release, e->n_host_release, &e->cap_host_release,
-                           sizeof *e->host_release, 64)) != MS_OK)
-        return st;
+    if (!MS_GROW(e->host_release, e->n_host_release, e->cap_host_release, 64))
+        return MS_ENOMEM;
     e->host_release[e->n_host_release++] = (ms_host_release){r->host_addr, t};
     r->host_addr = 0;
     return MS_OK;

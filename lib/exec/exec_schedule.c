@@ -5,6 +5,7 @@
  * keep wins over both, and a tensor is swapped out after its last forward use
  * and back before its first backward use unless the decision says otherwise. */
 #include "exec_actions.h"
+#include "lib/base/growable.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -12,14 +13,8 @@
 static ms_status push(ms_schedule *s, uint32_t op, ms_act_when when, ms_act_kind kind,
                       uint32_t arg)
 {
-    if (s->n == s->cap) {
-        uint32_t cap = s->cap ? s->cap * 2 : 1024;
-        ms_action *a = realloc(s->acts, (size_t)cap * sizeof *a);
-        if (a == NULL)
-            return MS_ENOMEM;
-        s->acts = a;
-        s->cap = cap;
-    }
+    if (!MS_GROW(s->acts, s->n, s->cap, 1024))
+        return MS_ENOMEM;
     s->acts[s->n++] = (ms_action){.op = op, .when = (uint8_t)when, .kind = (uint8_t)kind,
                                   .arg = arg};
     return MS_OK;

@@ -1,5 +1,6 @@
 /* Decision plans: a growable array of decisions a policy makes for a step. */
 #include "memsim/policy.h"
+#include "lib/base/growable.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -16,14 +17,8 @@ ms_status ms_plan_add(ms_plan *p, const ms_decision *dec)
 {
     if (p == NULL || dec == NULL)
         return MS_EINVAL;
-    if (p->n == p->cap) {
-        uint32_t cap = p->cap ? p->cap * 2 : 64;
-        ms_decision *items = realloc(p->items, (size_t)cap * sizeof *items);
-        if (items == NULL)
-            return MS_ENOMEM;
-        p->items = items;
-        p->cap = cap;
-    }
+    if (!MS_GROW(p->items, p->n, p->cap, 64))
+        return MS_ENOMEM;
     p->items[p->n++] = *dec;
     return MS_OK;
 }

@@ -69,9 +69,6 @@ void ms_policy_push_request(lua_State *L, const ms_oom_request *req);
 
 /* --- policy_view.c --- */
 
-/* "weight", "grad", ... (docs/policy-api.md); kept here rather than
- * borrowed from the workload builder so the policy host links without it. */
-const char *ms_policy_kind_name(ms_tensor_kind k);
 /* Create the metatables of the program view (once per state, at load). */
 void ms_policy_view_register(lua_State *L);
 /* Push the program view {ops=, tensors=, segments=, blob=}: a packed copy of

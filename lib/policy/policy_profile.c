@@ -183,7 +183,7 @@ void ms_policy_push_tensor(lua_State *L, const ms_tensor *t)
     set_str(L, "name", t->name);
     set_int(L, "bytes", (lua_Integer)t->bytes);
     set_str(L, "dtype", ms_dtype_name(t->dtype));
-    set_str(L, "kind", ms_policy_kind_name(t->kind));
+    set_str(L, "kind", ms_tensor_kind_name(t->kind));
     set_opt(L, "producer", t->producer);
     set_bool(L, "persistent", t->persistent);
     set_bool(L, "saved", t->saved_for_backward);

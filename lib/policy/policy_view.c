@@ -31,10 +31,6 @@ static const char *const entry_mt[ENTRY_COUNT] = {
 };
 static const char *const entry_word[ENTRY_COUNT] = {"op", "tensor", "segment"};
 
-static const char *const kind_names[MS_TK_COUNT] = {
-    "weight", "grad", "optimizer_state", "activation", "temp", "comm_buffer",
-};
-static const char *const phase_names[] = {"forward", "backward", "optimizer"};
 static const char *const stream_names[MS_SR_COUNT] = {"compute", "comm"};
 static const char *const class_names[MS_KC_COUNT] = {
     "matmul", "attention", "elementwise", "norm", "comm",
@@ -43,10 +39,6 @@ static const char *const class_names[MS_KC_COUNT] = {
 #define NAME_OF(table, v) \
     ((unsigned)(v) < sizeof(table) / sizeof((table)[0]) ? (table)[(unsigned)(v)] : "unknown")
 
-const char *ms_policy_kind_name(ms_tensor_kind k)
-{
-    return NAME_OF(kind_names, k);
-}
 
 /* ---- the packed copy ---- */
 
@@ -365,7 +357,7 @@ static void push_op_field(lua_State *L, const vref *r, int code)
     switch (code) {
     case OF_ID: lua_pushinteger(L, r->index); break;
     case OF_NAME: push_name(L, r->blob, o->name); break;
-    case OF_PHASE: lua_pushstring(L, NAME_OF(phase_names, o->phase)); break;
+    case OF_PHASE: lua_pushstring(L, ms_phase_name((ms_phase)o->phase)); break;
     case OF_LAYER: push_opt(L, o->layer); break;
     case OF_MICRO_BATCH: push_opt(L, o->micro_batch); break;
     case OF_STREAM: lua_pushstring(L, NAME_OF(stream_names, o->stream)); break;
@@ -390,7 +382,7 @@ static void push_tensor_field(lua_State *L, const vref *r, int code)
     case TF_NAME: push_name(L, r->blob, t->name); break;
     case TF_BYTES: lua_pushinteger(L, (lua_Integer)t->bytes); break;
     case TF_DTYPE: lua_pushstring(L, ms_dtype_name((ms_dtype)t->dtype)); break;
-    case TF_KIND: lua_pushstring(L, ms_policy_kind_name((ms_tensor_kind)t->kind)); break;
+    case TF_KIND: lua_pushstring(L, ms_tensor_kind_name((ms_tensor_kind)t->kind)); break;
     case TF_PRODUCER: push_opt(L, t->producer); break;
     case TF_PERSISTENT: lua_pushboolean(L, t->persistent); break;
     case TF_SAVED: lua_pushboolean(L, t->saved); break;

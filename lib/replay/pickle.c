@@ -8,6 +8,7 @@
  * owned by its document; the memo shares values the way Python shares
  * objects. */
 #include "pickle.h"
+#include "lib/base/growable.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -318,18 +319,11 @@ static ms_status map_put(decoder *dc, pk_map *m, ms_pickle_value *key, ms_pickle
     }
     if (m->n >= UINT32_MAX - 1)
         return fail(dc, MS_ELIMIT, "dict or set too large");
-    if (m->n == m->cap) {
-        size_t cap = m->cap ? 2 * m->cap : 4;
-        ms_pickle_value **k = realloc(m->keys, cap * sizeof *k);
-        if (k == NULL)
+    if (m->n == m->cap) { /* keys and values grow alike */
+        size_t cap = ms_grown_capacity(m->cap, m->n + 1, 4);
+        if (!ms_resize_array((void **)&m->keys, cap, sizeof *m->keys) ||
+            (m->vals != NULL && !ms_resize_array((void **)&m->vals, cap, sizeof *m->vals)))
             return oom(dc);
-        m->keys = k;
-        if (m->vals != NULL) {
-            ms_pickle_value **v = realloc(m->vals, cap * sizeof *v);
-            if (v == NULL)
-                return oom(dc);
-            m->vals = v;
-        }
         m->cap = cap;
     }
     m->keys[m->n] = key;
@@ -357,14 +351,8 @@ static ms_status new_value(decoder *dc, ms_pickle_kind kind, size_t extra, ms_pi
     ms_pickle *doc = dc->doc;
     if (doc->n >= dc->lim.max_values)
         return fail(dc, MS_ELIMIT, "more than %zu values", dc->lim.max_values);
-    if (doc->n == doc->cap) {
-        size_t cap = doc->cap ? 2 * doc->cap : 256;
-        ms_pickle_value **v = realloc(doc->values, cap * sizeof *v);
-        if (v == NULL)
-            return oom(dc);
-        doc->values = v;
-        doc->cap = cap;
-    }
+    if (!MS_GROW(doc->values, doc->n, doc->cap, 256))
+        return oom(dc);
     if (extra > SIZE_MAX - sizeof(ms_pickle_value) - 1)
         return oom(dc);
     ms_pickle_value *v = calloc(1, sizeof *v + extra + 1); /* + NUL of a blob */
@@ -380,14 +368,8 @@ static ms_status push(decoder *dc, ms_pickle_value *v)
 {
     if (dc->sn >= dc->lim.max_stack)
         return fail(dc, MS_ELIMIT, "stack deeper than %zu values", dc->lim.max_stack);
-    if (dc->sn == dc->scap) {
-        size_t cap = dc->scap ? 2 * dc->scap : 64;
-        ms_pickle_value **s = realloc(dc->stack, cap * sizeof *s);
-        if (s == NULL)
-            return oom(dc);
-        dc->stack = s;
-        dc->scap = cap;
-    }
+    if (!MS_GROW(dc->stack, dc->sn, dc->scap, 64))
+        return oom(dc);
     dc->stack[dc->sn++] = v;
     return MS_OK;
 }
@@ -901,16 +883,8 @@ static ms_status list_extend(decoder *dc, ms_pickle_value *list, size_t from)
         return MS_OK; /* APPENDS of nothing: the list may still have no array */
     if (add > SIZE_MAX / sizeof(ms_pickle_value *) - list->u.seq.n)
         return oom(dc);
-    if (list->u.seq.n + add > list->u.seq.cap) {
-        size_t cap = list->u.seq.cap ? list->u.seq.cap : 4;
-        while (cap < list->u.seq.n + add)
-            cap *= 2;
-        ms_pickle_value **it = realloc(list->u.seq.items, cap * sizeof *it);
-        if (it == NULL)
-            return oom(dc);
-        list->u.seq.items = it;
-        list->u.seq.cap = cap;
-    }
+    if (!MS_GROW_TO(list->u.seq.items, list->u.seq.n + add, list->u.seq.cap, 4))
+        return oom(dc);
     memcpy(list->u.seq.items + list->u.seq.n, dc->stack + from, add * sizeof *dc->stack);
     list->u.seq.n += add;
     dc->sn = from;
@@ -1115,14 +1089,8 @@ static ms_status mark(decoder *dc)
 {
     if (dc->mn >= dc->lim.max_depth)
         return fail(dc, MS_ELIMIT, "more than %zu nested MARKs", dc->lim.max_depth);
-    if (dc->mn == dc->mcap) {
-        size_t cap = dc->mcap ? 2 * dc->mcap : 16;
-        size_t *m = realloc(dc->marks, cap * sizeof *m);
-        if (m == NULL)
-            return oom(dc);
-        dc->marks = m;
-        dc->mcap = cap;
-    }
+    if (!MS_GROW(dc->marks, dc->mn, dc->mcap, 16))
+        return oom(dc);
     dc->marks[dc->mn++] = dc->sn;
     return MS_OK;
 }

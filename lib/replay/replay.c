@@ -12,6 +12,7 @@
  * from i: "predicted at the same event index".  docs/replay.md has the
  * rules and the report. */
 #include "replay_start.h"
+#include "lib/base/growable.h"
 
 #include <csv.h>
 #include <stdio.h>
@@ -144,16 +145,10 @@ static void observe(void *user, const ms_alloc_event *ev)
     rctx *c = user;
     if (!c->recording || ev->action < MS_AA_SEGMENT_ALLOC || ev->action > MS_AA_SEGMENT_UNMAP)
         return;
-    if (c->nb == c->cb) {
-        size_t cap = c->cb ? 2 * c->cb : 16;
-        model_ev *b = realloc(c->batch, cap * sizeof *b);
-        if (b == NULL) {
-            c->batch_nomem = true;
-            return;
+    if (!MS_GROW(c->batch, c->nb, c->cb, 16)) {
+        c->batch_nomem = true;
+        return;
         }
-        c->batch = b;
-        c->cb = cap;
-    }
     c->batch[c->nb++] = (model_ev){(ms_trace_action)ev->action, ev->addr, ev->size};
 }
 

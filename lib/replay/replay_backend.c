@@ -15,6 +15,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "lib/base/range_set.h"
+
 #define RB_ALIGN (2ULL << 20) /* fresh addresses: cudaMalloc's 2 MiB granularity */
 
 /* The id is the rank of the recorded handle among the trace's handles: the
@@ -31,21 +33,12 @@ struct ms_event {
     struct ms_event *prev, *next;
 };
 
-typedef struct rb_range {
-    uint64_t addr, size;
-} rb_range;
-
-typedef struct rb_set {
-    rb_range *r; /* sorted, disjoint */
-    size_t n, cap;
-} rb_set;
-
 struct ms_rb {
     uint64_t capacity, total, used;
     uint64_t fresh, host_fresh;
-    rb_set allocs; /* device allocations (malloc_device), one range each */
-    rb_set mapped; /* mapped pages of expandable segments, merged */
-    rb_set vas;    /* address reservations */
+    ms_range_set allocs; /* device allocations (malloc_device), one range each */
+    ms_range_set mapped; /* mapped pages of expandable segments, merged */
+    ms_range_set vas;    /* address reservations */
     ms_stream *streams;
     ms_stream *side;
     ms_event events; /* list head */
@@ -62,76 +55,24 @@ struct ms_rb {
 
 /* ---- address ranges ---- */
 
-static size_t set_lower(const rb_set *s, uint64_t addr)
+/* Add [addr, addr + size), disjoint from the set. */
+static ms_status set_insert(ms_range_set *s, uint64_t addr, uint64_t size, bool merge)
 {
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->r[mid].addr + s->r[mid].size <= addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo; /* first range ending after addr */
-}
-
-static bool set_overlaps(const rb_set *s, uint64_t addr, uint64_t size)
-{
-    size_t i = set_lower(s, addr);
-    return i < s->n && s->r[i].addr < addr + size;
-}
-
-static ms_status set_insert(rb_set *s, uint64_t addr, uint64_t size, bool merge)
-{
-    size_t i = set_lower(s, addr);
-    if (merge && i > 0 && s->r[i - 1].addr + s->r[i - 1].size == addr) {
-        s->r[i - 1].size += size;
-        if (i < s->n && s->r[i].addr == addr + size) {
-            s->r[i - 1].size += s->r[i].size;
-            memmove(s->r + i, s->r + i + 1, (s->n - i - 1) * sizeof *s->r);
-            s->n--;
-        }
-        return MS_OK;
-    }
-    if (merge && i < s->n && s->r[i].addr == addr + size) {
-        s->r[i].addr = addr;
-        s->r[i].size += size;
-        return MS_OK;
-    }
-    if (s->n == s->cap) {
-        size_t cap = s->cap ? 2 * s->cap : 16;
-        rb_range *r = realloc(s->r, cap * sizeof *r);
-        if (r == NULL)
-            return MS_ENOMEM;
-        s->r = r;
-        s->cap = cap;
-    }
-    memmove(s->r + i + 1, s->r + i, (s->n - i) * sizeof *s->r);
-    s->r[i] = (rb_range){addr, size};
-    s->n++;
+    if (ms_range_set_reserve(s, 1) != MS_OK)
+        return MS_ENOMEM;
+    ms_range_set_add(s, (ms_range){addr, size}, merge);
     return MS_OK;
 }
 
 /* Remove [addr, addr + size), which must lie inside one range. */
-static ms_status set_cut(rb_set *s, uint64_t addr, uint64_t size)
+static ms_status set_cut(ms_range_set *s, uint64_t addr, uint64_t size)
 {
-    size_t i = set_lower(s, addr);
-    if (i == s->n || s->r[i].addr > addr || s->r[i].addr + s->r[i].size < addr + size)
+    size_t i = ms_range_set_lower(s, addr);
+    if (i == s->n || s->v[i].addr > addr || s->v[i].addr + s->v[i].size < addr + size)
         return MS_EINVAL;
-    rb_range r = s->r[i];
-    uint64_t end = addr + size, rend = r.addr + r.size;
-    if (r.addr == addr && rend == end) {
-        memmove(s->r + i, s->r + i + 1, (s->n - i - 1) * sizeof *s->r);
-        s->n--;
-    } else if (r.addr == addr) {
-        s->r[i].addr = end;
-        s->r[i].size = rend - end;
-    } else if (rend == end) {
-        s->r[i].size = addr - r.addr;
-    } else {
-        s->r[i].size = addr - r.addr;
-        return set_insert(s, end, rend - end, false);
-    }
+    if (ms_range_set_reserve(s, 1) != MS_OK)
+        return MS_ENOMEM;
+    ms_range_set_cut(s, i, (ms_range){addr, size});
     return MS_OK;
 }
 
@@ -139,8 +80,8 @@ static bool range_busy(const ms_rb *rb, uint64_t addr, uint64_t size, bool with_
 {
     if (addr + size < addr)
         return true;
-    return set_overlaps(&rb->allocs, addr, size) || set_overlaps(&rb->mapped, addr, size) ||
-           (with_vas && set_overlaps(&rb->vas, addr, size));
+    return ms_range_set_overlaps(&rb->allocs, addr, size) || ms_range_set_overlaps(&rb->mapped, addr, size) ||
+           (with_vas && ms_range_set_overlaps(&rb->vas, addr, size));
 }
 
 /* The recorded address of the first unused hint of this action and size
@@ -181,9 +122,9 @@ static ms_status rb_destroy(void *inst)
         rb->events.next = e->next;
         free(e);
     }
-    free(rb->allocs.r);
-    free(rb->mapped.r);
-    free(rb->vas.r);
+    ms_range_set_fini(&rb->allocs);
+    ms_range_set_fini(&rb->mapped);
+    ms_range_set_fini(&rb->vas);
     free(rb->hint_used);
     free(rb->handles);
     free(rb);
@@ -221,11 +162,11 @@ static ms_status rb_malloc_device(void *inst, uint64_t bytes, uint64_t *addr)
 static ms_status rb_free_device(void *inst, uint64_t addr)
 {
     ms_rb *rb = inst;
-    size_t i = set_lower(&rb->allocs, addr);
-    if (i == rb->allocs.n || rb->allocs.r[i].addr != addr)
+    size_t i = ms_range_set_lower(&rb->allocs, addr);
+    if (i == rb->allocs.n || rb->allocs.v[i].addr != addr)
         return MS_EINVAL;
-    rb->used -= rb->allocs.r[i].size;
-    return set_cut(&rb->allocs, addr, rb->allocs.r[i].size);
+    rb->used -= rb->allocs.v[i].size;
+    return set_cut(&rb->allocs, addr, rb->allocs.v[i].size);
 }
 
 static ms_status rb_malloc_host(void *inst, uint64_t bytes, uint64_t *addr)
@@ -262,10 +203,10 @@ static ms_status rb_va_reserve(void *inst, uint64_t bytes, uint64_t *addr)
 static ms_status rb_va_release(void *inst, uint64_t addr)
 {
     ms_rb *rb = inst;
-    size_t i = set_lower(&rb->vas, addr);
-    if (i == rb->vas.n || rb->vas.r[i].addr != addr)
+    size_t i = ms_range_set_lower(&rb->vas, addr);
+    if (i == rb->vas.n || rb->vas.v[i].addr != addr)
         return MS_EINVAL;
-    return set_cut(&rb->vas, addr, rb->vas.r[i].size);
+    return set_cut(&rb->vas, addr, rb->vas.v[i].size);
 }
 
 static ms_status rb_mem_map(void *inst, uint64_t addr, uint64_t bytes)

@@ -15,6 +15,7 @@
  * <= 1 MiB, or an oversize request), where the block runs to the end of the
  * free space.  A CSV trace has no final segments: it starts empty. */
 #include "replay_start.h"
+#include "lib/base/growable.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -85,17 +86,7 @@ static void region_clear(region *r)
 
 static bool block_reserve(region *r, size_t extra)
 {
-    if (r->n + extra <= r->cap)
-        return true;
-    size_t cap = r->cap ? r->cap : 4;
-    while (cap < r->n + extra)
-        cap *= 2;
-    ms_seed_block *b = realloc(r->b, cap * sizeof *b);
-    if (b == NULL)
-        return false;
-    r->b = b;
-    r->cap = cap;
-    return true;
+    return MS_GROW_TO(r->b, r->n + extra, r->cap, 4);
 }
 
 static void block_insert(region *r, size_t at, ms_seed_block blk)
@@ -161,14 +152,8 @@ static ms_status region_insert(rebuild *rb, region reg, size_t *at_out)
     size_t at = region_find(rb, reg.addr, &found);
     if (found || (at < rb->n && rb->r[at].addr < reg.addr + reg.size))
         return MS_EMISMATCH;
-    if (rb->n == rb->cap) {
-        size_t cap = rb->cap ? 2 * rb->cap : 16;
-        region *r = realloc(rb->r, cap * sizeof *r);
-        if (r == NULL)
-            return MS_ENOMEM;
-        rb->r = r;
-        rb->cap = cap;
-    }
+    if (!MS_GROW(rb->r, rb->n, rb->cap, 16))
+        return MS_ENOMEM;
     memmove(rb->r + at + 1, rb->r + at, (rb->n - at) * sizeof *rb->r);
     rb->r[at] = reg;
     rb->n++;

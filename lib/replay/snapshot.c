@@ -3,6 +3,7 @@
  * "Memory snapshots"), read from its pickle with memsim's data-only decoder,
  * or from a plain CSV trace read through libcsv. */
 #include "pickle.h"
+#include "lib/base/growable.h"
 
 #include <csv.h>
 #include <errno.h>
@@ -65,14 +66,8 @@ ms_status ms_snapshot_free(ms_snapshot *s)
 
 static ms_status push_event(dev_trace *t, const ms_trace_event *e)
 {
-    if (t->n == t->cap) {
-        size_t cap = t->cap ? 2 * t->cap : 256;
-        ms_trace_event *ev = realloc(t->ev, cap * sizeof *ev);
-        if (ev == NULL)
-            return MS_ENOMEM;
-        t->ev = ev;
-        t->cap = cap;
-    }
+    if (!MS_GROW(t->ev, t->n, t->cap, 256))
+        return MS_ENOMEM;
     t->ev[t->n++] = *e;
     return MS_OK;
 }
@@ -623,15 +618,9 @@ ms_status ms_snapshot_load(const char *path, ms_snapshot **out, ms_diag *d)
     size_t len = 0, cap = 0;
     ms_status st = MS_OK;
     for (;;) {
-        if (len == cap) {
-            size_t ncap = cap ? 2 * cap : 1 << 20;
-            char *nb = realloc(buf, ncap);
-            if (nb == NULL) {
-                st = ms_diag_set(d, MS_ENOMEM, "%s: out of host memory", path);
-                break;
-            }
-            buf = nb;
-            cap = ncap;
+        if (!MS_GROW(buf, len, cap, 1 << 20)) {
+            st = ms_diag_set(d, MS_ENOMEM, "%s: out of host memory", path);
+            break;
         }
         size_t got = fread(buf + len, 1, cap - len, f);
         len += got;

@@ -7,8 +7,7 @@
 #include "lib/base/growable.h"
 
 /* Room for one more row of table f. */
-#define ROOM(r, f) \
-    ms_grow_for_one((void **)&(r)->f, (r)->n_##f, &(r)->cap_##f, sizeof *(r)->f, 1024)
+#define ROOM(r, f) (MS_GROW((r)->f, (r)->n_##f, (r)->cap_##f, 1024) ? MS_OK : MS_ENOMEM)
 
 struct ms_run_record {
     ms_op_row *ops;

@@ -2,6 +2,7 @@
  * the stream timelines (timeline.svg).  See report_svg.h for what they show
  * and for the layout the coordinates follow. */
 #include "report_svg.h"
+#include "lib/base/growable.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -73,14 +74,8 @@ static ms_status key_add(key_set *s, key k)
     size_t at = key_find(s, k, &found);
     if (found)
         return MS_OK;
-    if (s->n == s->cap) {
-        size_t c = s->cap ? s->cap * 2 : 16;
-        key *p = realloc(s->k, c * sizeof *p);
-        if (p == NULL)
-            return MS_ENOMEM;
-        s->k = p;
-        s->cap = c;
-    }
+    if (!MS_GROW(s->k, s->n, s->cap, 16))
+        return MS_ENOMEM;
     memmove(&s->k[at + 1], &s->k[at], (s->n - at) * sizeof *s->k);
     s->k[at] = k;
     s->n++;

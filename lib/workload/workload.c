@@ -3,6 +3,7 @@
  * saved_for_backward, segment inputs), and the read-only view handed to the
  * executor. */
 #include "workload_build.h"
+#include "lib/base/growable.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -72,20 +73,11 @@ void wb_release(wb *b)
 
 static bool grow_slow(wb *b, void **arr, size_t elem, size_t *cap, size_t need)
 {
-    size_t ncap = *cap ? *cap : 64;
-    while (ncap < need) {
-        if (ncap > SIZE_MAX / 2 / elem) {
-            b->err = MS_ENOMEM;
-            return false;
-        }
-        ncap *= 2;
-    }
-    void *p = realloc(*arr, ncap * elem);
-    if (p == NULL) {
+    size_t ncap = ms_grown_capacity(*cap, need, 64);
+    if (!ms_resize_array(arr, ncap, elem)) {
         b->err = MS_ENOMEM;
         return false;
     }
-    *arr = p;
     *cap = ncap;
     return true;
 }
@@ -120,17 +112,7 @@ static bool grow_pair(wb *b, void **x, size_t ex, void **y, size_t ey, uint32_t 
     return grow32(b, x, ex, &cx, need) && grow32(b, y, ey, cap, need);
 }
 
-/* Resizes *arr to n elements; false if that fails, which is no error here
- * (growing on demand still works). */
-static bool reserve(void **arr, size_t elem, size_t n)
-{
-    void *p = n <= SIZE_MAX / elem ? realloc(*arr, n * elem) : NULL;
-    if (p == NULL)
-        return false;
-    *arr = p;
-    return true;
-}
-
+/* A failed reservation is no error here: growing on demand still works. */
 void wb_reserve(wb *b, size_t ops)
 {
     if (b->err != MS_OK)
@@ -141,17 +123,18 @@ void wb_reserve(wb *b, size_t ops)
      * tensors, 4.3 ids and 0.13 segments, and 45 bytes a name. */
     size_t tensors = ops + ops / 4, segs = ops / 6 + 1, ids = ops * 9 / 2;
     size_t names = (ops + tensors + segs) * 48;
-    if (ops > b->cap_ops && reserve((void **)&b->ops, sizeof *b->ops, ops) &&
-        reserve((void **)&b->op_at, sizeof *b->op_at, ops))
+    if (ops > b->cap_ops && ms_resize_array((void **)&b->ops, ops, sizeof *b->ops) &&
+        ms_resize_array((void **)&b->op_at, ops, sizeof *b->op_at))
         b->cap_ops = (uint32_t)ops;
-    if (tensors > b->cap_tensors && reserve((void **)&b->tensors, sizeof *b->tensors, tensors) &&
-        reserve((void **)&b->tensor_at, sizeof *b->tensor_at, tensors))
+    if (tensors > b->cap_tensors &&
+        ms_resize_array((void **)&b->tensors, tensors, sizeof *b->tensors) &&
+        ms_resize_array((void **)&b->tensor_at, tensors, sizeof *b->tensor_at))
         b->cap_tensors = (uint32_t)tensors;
-    if (segs > b->cap_segs && reserve((void **)&b->segs, sizeof *b->segs, segs))
+    if (segs > b->cap_segs && ms_resize_array((void **)&b->segs, segs, sizeof *b->segs))
         b->cap_segs = (uint32_t)segs;
-    if (ids > b->cap_ids && reserve((void **)&b->ids, sizeof *b->ids, ids))
+    if (ids > b->cap_ids && ms_resize_array((void **)&b->ids, ids, sizeof *b->ids))
         b->cap_ids = ids;
-    if (names > b->cap_names && reserve((void **)&b->names, 1, names))
+    if (names > b->cap_names && ms_resize_array((void **)&b->names, names, 1))
         b->cap_names = names;
 }
 
