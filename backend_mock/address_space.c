@@ -6,33 +6,33 @@
 #include <stdlib.h>
 #include <string.h>
 
-ms_status ms_addrspace_init(ms_addrspace *as, uint64_t base, uint64_t size, uint64_t align)
+ms_status mock_addrspace_init(ms_addrspace *as, uint64_t base, uint64_t size, uint64_t align)
 {
     if (as == NULL || align == 0 || (align & (align - 1)) != 0 || base % align != 0 || size == 0)
         return MS_EINVAL;
     *as = (ms_addrspace){.align = align};
-    if (ms_range_set_reserve(&as->free, 1) != MS_OK)
+    if (base_range_set_reserve(&as->free, 1) != MS_OK)
         return MS_ENOMEM;
-    ms_range_set_add(&as->free, (ms_range){base, size - size % align}, true);
+    base_range_set_add(&as->free, (ms_range){base, size - size % align}, true);
     return MS_OK;
 }
 
-void ms_addrspace_fini(ms_addrspace *as)
+void mock_addrspace_fini(ms_addrspace *as)
 {
-    ms_range_set_fini(&as->free);
-    ms_range_set_fini(&as->used);
+    base_range_set_fini(&as->free);
+    base_range_set_fini(&as->used);
 }
 
-uint64_t ms_addrspace_footprint(const ms_addrspace *as, uint64_t bytes)
+uint64_t mock_addrspace_footprint(const ms_addrspace *as, uint64_t bytes)
 {
     if (bytes > UINT64_MAX - (as->align - 1))
         return 0;
     return (bytes + as->align - 1) & ~(as->align - 1);
 }
 
-ms_status ms_addrspace_alloc(ms_addrspace *as, uint64_t bytes, uint64_t *addr)
+ms_status mock_addrspace_alloc(ms_addrspace *as, uint64_t bytes, uint64_t *addr)
 {
-    uint64_t need = ms_addrspace_footprint(as, bytes);
+    uint64_t need = mock_addrspace_footprint(as, bytes);
     if (need == 0)
         return bytes == 0 ? MS_EINVAL : MS_ENOMEM;
     size_t i = 0;
@@ -41,18 +41,19 @@ ms_status ms_addrspace_alloc(ms_addrspace *as, uint64_t bytes, uint64_t *addr)
     if (i == as->free.n)
         return MS_ENOMEM;
     /* Room first, so that failure leaves the space unchanged. */
-    if (ms_range_set_reserve(&as->used, 1) != MS_OK || ms_range_set_reserve(&as->free, 1) != MS_OK)
+    if (base_range_set_reserve(&as->used, 1) != MS_OK ||
+        base_range_set_reserve(&as->free, 1) != MS_OK)
         return MS_ENOMEM;
     ms_range r = {as->free.v[i].addr, need};
-    ms_range_set_cut(&as->free, i, r);
-    ms_range_set_add(&as->used, r, false);
+    base_range_set_cut(&as->free, i, r);
+    base_range_set_add(&as->used, r, false);
     *addr = r.addr;
     return MS_OK;
 }
 
-bool ms_addrspace_lookup(const ms_addrspace *as, uint64_t addr, ms_range *out)
+bool mock_addrspace_lookup(const ms_addrspace *as, uint64_t addr, ms_range *out)
 {
-    ptrdiff_t i = ms_range_set_floor(&as->used, addr);
+    ptrdiff_t i = base_range_set_floor(&as->used, addr);
     if (i < 0 || as->used.v[i].addr != addr)
         return false;
     if (out != NULL)
@@ -60,16 +61,16 @@ bool ms_addrspace_lookup(const ms_addrspace *as, uint64_t addr, ms_range *out)
     return true;
 }
 
-ms_status ms_addrspace_release(ms_addrspace *as, uint64_t addr, uint64_t *footprint)
+ms_status mock_addrspace_release(ms_addrspace *as, uint64_t addr, uint64_t *footprint)
 {
-    ptrdiff_t i = ms_range_set_floor(&as->used, addr);
+    ptrdiff_t i = base_range_set_floor(&as->used, addr);
     if (i < 0 || as->used.v[i].addr != addr)
         return MS_EINVAL;
-    if (ms_range_set_reserve(&as->free, 1) != MS_OK)
+    if (base_range_set_reserve(&as->free, 1) != MS_OK)
         return MS_ENOMEM;
     ms_range r = as->used.v[i];
-    ms_range_set_cut(&as->used, (size_t)i, r);
-    ms_range_set_add(&as->free, r, true);
+    base_range_set_cut(&as->used, (size_t)i, r);
+    base_range_set_add(&as->free, r, true);
     if (footprint != NULL)
         *footprint = r.size;
     return MS_OK;

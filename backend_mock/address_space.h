@@ -17,16 +17,16 @@ typedef struct ms_addrspace {
     ms_range_set used; /* one range per allocation */
 } ms_addrspace;
 
-ms_status ms_addrspace_init(ms_addrspace *as, uint64_t base, uint64_t size, uint64_t align);
-void ms_addrspace_fini(ms_addrspace *as);
+ms_status mock_addrspace_init(ms_addrspace *as, uint64_t base, uint64_t size, uint64_t align);
+void mock_addrspace_fini(ms_addrspace *as);
 /* Round bytes up to the alignment: what an allocation of bytes occupies. */
-uint64_t ms_addrspace_footprint(const ms_addrspace *as, uint64_t bytes);
+uint64_t mock_addrspace_footprint(const ms_addrspace *as, uint64_t bytes);
 /* First fit; MS_ENOMEM (nothing changed) when no free range is large enough. */
-ms_status ms_addrspace_alloc(ms_addrspace *as, uint64_t bytes, uint64_t *addr);
+ms_status mock_addrspace_alloc(ms_addrspace *as, uint64_t bytes, uint64_t *addr);
 /* Release the allocation starting at addr; *footprint gets its size.
  * MS_EINVAL if no allocation starts there. */
-ms_status ms_addrspace_release(ms_addrspace *as, uint64_t addr, uint64_t *footprint);
+ms_status mock_addrspace_release(ms_addrspace *as, uint64_t addr, uint64_t *footprint);
 /* The allocation starting at addr, if any. */
-bool ms_addrspace_lookup(const ms_addrspace *as, uint64_t addr, ms_range *out);
+bool mock_addrspace_lookup(const ms_addrspace *as, uint64_t addr, ms_range *out);
 
 #endif

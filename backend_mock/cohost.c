@@ -189,7 +189,7 @@ static ms_status start_host(ms_cohost *c, ms_cohost_thread *t)
     return MS_OK;
 }
 
-ms_status ms_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done, void *user)
+ms_status mock_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done, void *user)
 {
     if (c == NULL || body == NULL || c->in_run)
         return MS_EINVAL;
@@ -240,7 +240,7 @@ ms_status ms_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done, 
     return st;
 }
 
-ms_status ms_cohost_cancel(ms_cohost *c)
+ms_status mock_cohost_cancel(ms_cohost *c)
 {
     if (c == NULL || !c->in_run)
         return MS_EINVAL;
@@ -248,7 +248,7 @@ ms_status ms_cohost_cancel(ms_cohost *c)
     return MS_OK;
 }
 
-ms_status ms_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost **out)
+ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost **out)
 {
     if (n_hosts < 1 || clock == NULL || out == NULL)
         return MS_EINVAL;
@@ -270,7 +270,7 @@ ms_status ms_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost **out)
     return MS_OK;
 }
 
-ms_status ms_cohost_destroy(ms_cohost *c)
+ms_status mock_cohost_destroy(ms_cohost *c)
 {
     if (c == NULL || c->in_run)
         return MS_EINVAL;
@@ -381,7 +381,7 @@ static const ms_backend_ops wrap_ops = {
     .set_tracer = w_set_tracer,
 };
 
-ms_status ms_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped)
+ms_status mock_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped)
 {
     if (c == NULL || host < 0 || host >= c->n || real == NULL || wrapped == NULL)
         return MS_EINVAL;

@@ -20,7 +20,7 @@ typedef struct ms_cohost ms_cohost;
 
 /* The body one host runs (e.g. one training step of one stage). */
 typedef ms_status (*ms_cohost_body)(void *user, int host);
-/* Called when a host's body has returned (e.g. ms_mock_set_host_idle). */
+/* Called when a host's body has returned (e.g. mock_set_host_idle). */
 typedef void (*ms_cohost_done)(void *user, int host);
 
 /* Reads a host's clock for the scheduler without side effects (the
@@ -28,16 +28,16 @@ typedef void (*ms_cohost_done)(void *user, int host);
  * a parked host is still waiting (parked may be NULL). */
 typedef ms_status (*ms_cohost_clock)(const ms_backend *real, int64_t *ns, bool *parked);
 
-ms_status ms_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost **out);
-ms_status ms_cohost_destroy(ms_cohost *c);
+ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost **out);
+ms_status mock_cohost_destroy(ms_cohost *c);
 /* Wrap real (not owned) so its MS_EAGAIN answers park host `host`. */
-ms_status ms_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped);
+ms_status mock_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped);
 /* From a host's body: every call that is or becomes parked in this run
  * returns MS_ECANCELED instead of waiting (the other hosts wait for work
  * this host will never issue). */
-ms_status ms_cohost_cancel(ms_cohost *c);
+ms_status mock_cohost_cancel(ms_cohost *c);
 /* Run body(user, h) for every host to completion; returns the first error
  * (by host index) or MS_OK. */
-ms_status ms_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done, void *user);
+ms_status mock_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done, void *user);
 
 #endif

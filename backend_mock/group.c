@@ -26,9 +26,9 @@ static ms_status group_destroy(void *inst)
             ms_backend_close(m->real[i]);
     }
     if (m->co != NULL)
-        ms_cohost_destroy(m->co);
+        mock_cohost_destroy(m->co);
     if (m->engine != NULL)
-        ms_sim_destroy(m->engine);
+        sim_destroy(m->engine);
     free(m->g.devices);
     free(m->real);
     free(m);
@@ -45,7 +45,7 @@ static ms_status host_body(void *user, int host)
 static void host_done(void *user, int host)
 {
     mock_group *m = user;
-    ms_mock_set_host_idle(m->real[host]);
+    mock_set_host_idle(m->real[host]);
 }
 
 static ms_status group_run(void *inst, ms_group_body body, void *user)
@@ -55,13 +55,13 @@ static ms_status group_run(void *inst, ms_group_body body, void *user)
         return body(user, 0);
     m->body = body;
     m->user = user;
-    return ms_cohost_run(m->co, host_body, host_done, m);
+    return mock_cohost_run(m->co, host_body, host_done, m);
 }
 
 static ms_status group_cancel(void *inst)
 {
     mock_group *m = inst;
-    return m->co != NULL ? ms_cohost_cancel(m->co) : MS_OK;
+    return m->co != NULL ? mock_cohost_cancel(m->co) : MS_OK;
 }
 
 static const ms_group_ops mock_group_ops = {
@@ -71,19 +71,19 @@ static const ms_group_ops mock_group_ops = {
 static ms_status open_devices(mock_group *m, const ms_group_config *cfg)
 {
     int n = cfg->n_devices;
-    ms_status st = ms_sim_create(&m->engine);
+    ms_status st = sim_create(&m->engine);
     if (st == MS_OK && n > 1)
-        st = ms_cohost_create(n, ms_mock_host_clock, &m->co);
+        st = mock_cohost_create(n, mock_host_clock, &m->co);
     for (int i = 0; st == MS_OK && i < n; i++) {
-        st = ms_mock_create(m->engine, cfg->spec, cfg->first_device + i, cfg->seed, &m->real[i]);
+        st = mock_create(m->engine, cfg->spec, cfg->first_device + i, cfg->seed, &m->real[i]);
         m->g.devices[i] = m->real[i];
         if (st == MS_OK && m->co != NULL)
-            st = ms_cohost_wrap(m->co, i, m->real[i], &m->g.devices[i]);
+            st = mock_cohost_wrap(m->co, i, m->real[i], &m->g.devices[i]);
     }
     return st;
 }
 
-ms_status ms_mock_group_open(const ms_group_config *cfg, ms_device_group **out, ms_diag *d)
+ms_status mock_group_open(const ms_group_config *cfg, ms_device_group **out, ms_diag *d)
 {
     if (cfg == NULL || cfg->spec == NULL || out == NULL || cfg->n_devices < 1 ||
         cfg->first_device < 0)

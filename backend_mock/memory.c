@@ -18,37 +18,37 @@
 #define MOCK_HALF (1ULL << 43)
 #define MOCK_ALIGN 512ULL
 
-ms_status ms_mock_memory_init(ms_mock *m)
+ms_status mock_memory_init(ms_mock *m)
 {
     uint64_t base = MOCK_BASE + (uint64_t)m->device * MOCK_WINDOW;
-    ms_status st = ms_addrspace_init(&m->dev_as, base, MOCK_HALF, MOCK_ALIGN);
+    ms_status st = mock_addrspace_init(&m->dev_as, base, MOCK_HALF, MOCK_ALIGN);
     if (st != MS_OK)
         return st;
-    st = ms_addrspace_init(&m->host_as, base + MOCK_HALF, MOCK_HALF, MOCK_ALIGN);
+    st = mock_addrspace_init(&m->host_as, base + MOCK_HALF, MOCK_HALF, MOCK_ALIGN);
     if (st != MS_OK)
-        ms_addrspace_fini(&m->dev_as);
+        mock_addrspace_fini(&m->dev_as);
     return st;
 }
 
-void ms_mock_memory_fini(ms_mock *m)
+void mock_memory_fini(ms_mock *m)
 {
     for (size_t i = 0; i < m->n_resv; i++)
-        ms_range_set_fini(&m->resv[i].mapped);
+        base_range_set_fini(&m->resv[i].mapped);
     free(m->resv);
-    ms_addrspace_fini(&m->dev_as);
-    ms_addrspace_fini(&m->host_as);
+    mock_addrspace_fini(&m->dev_as);
+    mock_addrspace_fini(&m->host_as);
 }
 
-ms_status ms_mock_mem_get_info(void *inst, uint64_t *free_bytes, uint64_t *total_bytes)
+ms_status mock_mem_get_info(void *inst, uint64_t *free_bytes, uint64_t *total_bytes)
 {
     ms_mock *m = inst;
     if (m == NULL || free_bytes == NULL || total_bytes == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     uint64_t used = 0, cap = 0;
-    ms_simdev_hbm_usage(m->dev, &used, NULL, &cap);
+    sim_dev_hbm_usage(m->dev, &used, NULL, &cap);
     *free_bytes = cap - used;
     *total_bytes = cap;
     return MS_OK;
@@ -75,102 +75,102 @@ static ms_reservation *find_resv(ms_mock *m, uint64_t addr, bool exact, size_t *
     return r;
 }
 
-ms_status ms_mock_malloc_device(void *inst, uint64_t bytes, uint64_t *addr)
+ms_status mock_malloc_device(void *inst, uint64_t bytes, uint64_t *addr)
 {
     ms_mock *m = inst;
     if (m == NULL || addr == NULL || bytes == 0)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
-    uint64_t fp = ms_addrspace_footprint(&m->dev_as, bytes);
+    uint64_t fp = mock_addrspace_footprint(&m->dev_as, bytes);
     if (fp == 0)
         return MS_ENOMEM;
-    if ((st = ms_simdev_hbm_charge(m->dev, fp)) != MS_OK)
+    if ((st = sim_dev_hbm_charge(m->dev, fp)) != MS_OK)
         return st;
-    if ((st = ms_addrspace_alloc(&m->dev_as, fp, addr)) != MS_OK)
-        ms_simdev_hbm_uncharge(m->dev, fp);
+    if ((st = mock_addrspace_alloc(&m->dev_as, fp, addr)) != MS_OK)
+        sim_dev_hbm_uncharge(m->dev, fp);
     return st;
 }
 
-ms_status ms_mock_free_device(void *inst, uint64_t addr)
+ms_status mock_free_device(void *inst, uint64_t addr)
 {
     ms_mock *m = inst;
     if (m == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     if (find_resv(m, addr, true, NULL) != NULL)
         return MS_EINVAL; /* a reservation is released with va_release */
     uint64_t fp = 0;
-    if ((st = ms_addrspace_release(&m->dev_as, addr, &fp)) != MS_OK)
+    if ((st = mock_addrspace_release(&m->dev_as, addr, &fp)) != MS_OK)
         return st;
-    return ms_simdev_hbm_uncharge(m->dev, fp);
+    return sim_dev_hbm_uncharge(m->dev, fp);
 }
 
-ms_status ms_mock_malloc_host(void *inst, uint64_t bytes, uint64_t *addr)
+ms_status mock_malloc_host(void *inst, uint64_t bytes, uint64_t *addr)
 {
     ms_mock *m = inst;
     if (m == NULL || addr == NULL || bytes == 0)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
-    uint64_t fp = ms_addrspace_footprint(&m->host_as, bytes);
+    uint64_t fp = mock_addrspace_footprint(&m->host_as, bytes);
     if (fp == 0 || (m->host_pinned_limit != 0 && fp > m->host_pinned_limit - m->host_used))
         return MS_ENOMEM;
-    if ((st = ms_addrspace_alloc(&m->host_as, fp, addr)) != MS_OK)
+    if ((st = mock_addrspace_alloc(&m->host_as, fp, addr)) != MS_OK)
         return st;
     m->host_used += fp;
     return MS_OK;
 }
 
-ms_status ms_mock_free_host(void *inst, uint64_t addr)
+ms_status mock_free_host(void *inst, uint64_t addr)
 {
     ms_mock *m = inst;
     if (m == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     uint64_t fp = 0;
-    if ((st = ms_addrspace_release(&m->host_as, addr, &fp)) != MS_OK)
+    if ((st = mock_addrspace_release(&m->host_as, addr, &fp)) != MS_OK)
         return st;
     m->host_used -= fp;
     return MS_OK;
 }
 
-ms_status ms_mock_va_reserve(void *inst, uint64_t bytes, uint64_t *addr)
+ms_status mock_va_reserve(void *inst, uint64_t bytes, uint64_t *addr)
 {
     ms_mock *m = inst;
     if (m == NULL || addr == NULL || bytes == 0)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     if (!MS_GROW(m->resv, m->n_resv, m->cap_resv, 8))
         return MS_ENOMEM;
     /* Address space only: reserving costs no capacity (cuMemAddressReserve). */
     uint64_t a = 0;
-    if ((st = ms_addrspace_alloc(&m->dev_as, bytes, &a)) != MS_OK)
+    if ((st = mock_addrspace_alloc(&m->dev_as, bytes, &a)) != MS_OK)
         return st;
     size_t i = 0;
     while (i < m->n_resv && m->resv[i].range.addr < a)
         i++;
     memmove(&m->resv[i + 1], &m->resv[i], (m->n_resv - i) * sizeof *m->resv);
-    m->resv[i] = (ms_reservation){.range = {a, ms_addrspace_footprint(&m->dev_as, bytes)}};
+    m->resv[i] = (ms_reservation){.range = {a, mock_addrspace_footprint(&m->dev_as, bytes)}};
     m->n_resv++;
     *addr = a;
     return MS_OK;
 }
 
-ms_status ms_mock_va_release(void *inst, uint64_t addr)
+ms_status mock_va_release(void *inst, uint64_t addr)
 {
     ms_mock *m = inst;
     if (m == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     size_t i = 0;
@@ -178,9 +178,9 @@ ms_status ms_mock_va_release(void *inst, uint64_t addr)
     /* As cuMemAddressFree, every mapping must be gone first. */
     if (r == NULL || r->mapped.n > 0)
         return MS_EINVAL;
-    if ((st = ms_addrspace_release(&m->dev_as, addr, NULL)) != MS_OK)
+    if ((st = mock_addrspace_release(&m->dev_as, addr, NULL)) != MS_OK)
         return st;
-    ms_range_set_fini(&r->mapped);
+    base_range_set_fini(&r->mapped);
     memmove(&m->resv[i], &m->resv[i + 1], (m->n_resv - i - 1) * sizeof *m->resv);
     m->n_resv--;
     return MS_OK;
@@ -195,49 +195,49 @@ static ms_reservation *resv_holding(ms_mock *m, uint64_t addr, uint64_t bytes)
     return r;
 }
 
-ms_status ms_mock_mem_map(void *inst, uint64_t addr, uint64_t bytes)
+ms_status mock_mem_map(void *inst, uint64_t addr, uint64_t bytes)
 {
     ms_mock *m = inst;
     if (m == NULL || bytes == 0)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     ms_reservation *r = resv_holding(m, addr, bytes);
     if (r == NULL)
         return MS_EINVAL;
     ms_range_set *ms = &r->mapped;
-    ptrdiff_t i = ms_range_set_floor(ms, addr);
+    ptrdiff_t i = base_range_set_floor(ms, addr);
     bool overlaps_before = i >= 0 && ms->v[i].addr + ms->v[i].size > addr;
     bool overlaps_after = (size_t)(i + 1) < ms->n && ms->v[i + 1].addr < addr + bytes;
     if (overlaps_before || overlaps_after)
         return MS_EINVAL; /* already mapped */
-    if ((st = ms_range_set_reserve(ms, 1)) != MS_OK)
+    if ((st = base_range_set_reserve(ms, 1)) != MS_OK)
         return st;
-    if ((st = ms_simdev_hbm_charge(m->dev, bytes)) != MS_OK)
+    if ((st = sim_dev_hbm_charge(m->dev, bytes)) != MS_OK)
         return st;
-    ms_range_set_add(ms, (ms_range){addr, bytes}, true);
+    base_range_set_add(ms, (ms_range){addr, bytes}, true);
     return MS_OK;
 }
 
-ms_status ms_mock_mem_unmap(void *inst, uint64_t addr, uint64_t bytes)
+ms_status mock_mem_unmap(void *inst, uint64_t addr, uint64_t bytes)
 {
     ms_mock *m = inst;
     if (m == NULL || bytes == 0)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     ms_reservation *r = resv_holding(m, addr, bytes);
     if (r == NULL)
         return MS_EINVAL;
     ms_range_set *ms = &r->mapped;
-    ptrdiff_t i = ms_range_set_floor(ms, addr);
+    ptrdiff_t i = base_range_set_floor(ms, addr);
     if (i < 0 || addr >= ms->v[i].addr + ms->v[i].size ||
         bytes > ms->v[i].addr + ms->v[i].size - addr)
         return MS_EINVAL; /* part of the range is not mapped */
-    if ((st = ms_range_set_reserve(ms, 1)) != MS_OK)
+    if ((st = base_range_set_reserve(ms, 1)) != MS_OK)
         return st;
-    ms_range_set_cut(ms, (size_t)i, (ms_range){addr, bytes});
-    return ms_simdev_hbm_uncharge(m->dev, bytes);
+    base_range_set_cut(ms, (size_t)i, (ms_range){addr, bytes});
+    return sim_dev_hbm_uncharge(m->dev, bytes);
 }

@@ -17,19 +17,19 @@
 
 static const ms_backend_ops mock_ops;
 
-ms_status ms_mock_enter(ms_mock *m)
+ms_status mock_enter(ms_mock *m)
 {
-    ms_status st = ms_simdev_fault(m->dev);
+    ms_status st = sim_dev_fault(m->dev);
     if (st != MS_OK)
         return st;
-    ms_simhost_catch_up(m->host);
-    return ms_simdev_fault(m->dev);
+    sim_host_catch_up(m->host);
+    return sim_dev_fault(m->dev);
 }
 
 static ms_status host_wait(ms_mock *m, ms_simhost_cond cond, const void *ctx)
 {
-    ms_status st = ms_simhost_wait(m->host, cond, ctx);
-    ms_status fault = ms_simdev_fault(m->dev);
+    ms_status st = sim_host_wait(m->host, cond, ctx);
+    ms_status fault = sim_dev_fault(m->dev);
     return fault != MS_OK ? fault : st;
 }
 
@@ -48,7 +48,7 @@ static bool own_event(const ms_mock *m, const ms_event *e)
 static ms_simstream_info stream_info(const ms_stream *s)
 {
     ms_simstream_info info = {0};
-    ms_simstream_info_get(s->ss, &info);
+    sim_stream_info_get(s->ss, &info);
     return info;
 }
 
@@ -67,7 +67,7 @@ static bool cond_event_done(const void *ctx)
 {
     const ms_event *e = ctx;
     bool complete = false;
-    ms_simevent_status(e->se, NULL, &complete, NULL);
+    sim_event_status(e->se, NULL, &complete, NULL);
     return complete;
 }
 
@@ -75,7 +75,7 @@ static bool cond_device_idle(const void *ctx)
 {
     const ms_mock *m = ctx;
     bool idle = false;
-    ms_simdev_idle(m->dev, &idle);
+    sim_dev_idle(m->dev, &idle);
     return idle;
 }
 
@@ -99,10 +99,10 @@ static ms_status mock_destroy(void *inst)
     /* The device cancels its engine events and frees its pending work, so
      * the shared engine may outlive it. */
     if (m->dev != NULL)
-        ms_simdev_destroy(m->dev);
+        sim_dev_destroy(m->dev);
     if (m->host != NULL)
-        ms_simhost_destroy(m->host);
-    ms_mock_memory_fini(m);
+        sim_host_destroy(m->host);
+    mock_memory_fini(m);
     free(m);
     return MS_OK;
 }
@@ -112,10 +112,10 @@ static ms_status mock_now(void *inst, int64_t *ns)
     ms_mock *m = inst;
     if (m == NULL || ns == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
-    return ms_simhost_now(m->host, ns);
+    return sim_host_now(m->host, ns);
 }
 
 static ms_status mock_set_tracer(void *inst, ms_work_tracer fn, void *user)
@@ -123,7 +123,7 @@ static ms_status mock_set_tracer(void *inst, ms_work_tracer fn, void *user)
     ms_mock *m = inst;
     if (m == NULL)
         return MS_EINVAL;
-    return ms_simdev_set_tracer(m->dev, fn, user);
+    return sim_dev_set_tracer(m->dev, fn, user);
 }
 
 /* ---- streams ----------------------------------------------------------- */
@@ -133,13 +133,13 @@ static ms_status mock_stream_create(void *inst, int priority, ms_stream **out)
     ms_mock *m = inst;
     if (m == NULL || out == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     ms_stream *s = calloc(1, sizeof *s);
     if (s == NULL)
         return MS_ENOMEM;
-    if ((st = ms_simstream_create(m->dev, priority, &s->ss)) != MS_OK) {
+    if ((st = sim_stream_create(m->dev, priority, &s->ss)) != MS_OK) {
         free(s);
         return st;
     }
@@ -159,10 +159,10 @@ static ms_status mock_stream_destroy(void *inst, ms_stream *s)
     ms_mock *m = inst;
     if (!own_stream(m, s))
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
-    if ((st = ms_simstream_destroy(s->ss)) != MS_OK)
+    if ((st = sim_stream_destroy(s->ss)) != MS_OK)
         return st;
     if (s->prev != NULL)
         s->prev->next = s->next;
@@ -179,7 +179,7 @@ static ms_status mock_stream_synchronize(void *inst, ms_stream *s)
     ms_mock *m = inst;
     if (!own_stream(m, s))
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     return host_wait(m, cond_stream_idle, s);
@@ -199,7 +199,7 @@ static ms_status mock_device_synchronize(void *inst)
     ms_mock *m = inst;
     if (m == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     return host_wait(m, cond_device_idle, m);
@@ -212,13 +212,13 @@ static ms_status mock_event_create(void *inst, ms_event **out)
     ms_mock *m = inst;
     if (m == NULL || out == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     ms_event *e = calloc(1, sizeof *e);
     if (e == NULL)
         return MS_ENOMEM;
-    if ((st = ms_simevent_create(m->dev, &e->se)) != MS_OK) {
+    if ((st = sim_event_create(m->dev, &e->se)) != MS_OK) {
         free(e);
         return st;
     }
@@ -236,10 +236,10 @@ static ms_status mock_event_destroy(void *inst, ms_event *e)
     ms_mock *m = inst;
     if (!own_event(m, e))
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
-    ms_simevent_destroy(e->se);
+    sim_event_destroy(e->se);
     if (e->prev != NULL)
         e->prev->next = e->next;
     else
@@ -255,7 +255,7 @@ static ms_status mock_event_destroy(void *inst, ms_event *e)
 static int64_t issue_time(const ms_mock *m)
 {
     int64_t now = 0;
-    ms_simhost_now(m->host, &now);
+    sim_host_now(m->host, &now);
     return now + m->launch_overhead_ns;
 }
 
@@ -264,12 +264,12 @@ static ms_status mock_event_record(void *inst, ms_event *e, ms_stream *s)
     ms_mock *m = inst;
     if (!own_event(m, e) || !own_stream(m, s))
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
-    if ((st = ms_simstream_record(s->ss, e->se, issue_time(m))) != MS_OK)
+    if ((st = sim_stream_record(s->ss, e->se, issue_time(m))) != MS_OK)
         return st;
-    return ms_simhost_advance(m->host, m->launch_overhead_ns);
+    return sim_host_advance(m->host, m->launch_overhead_ns);
 }
 
 static ms_status mock_stream_wait_event(void *inst, ms_stream *s, ms_event *e)
@@ -277,12 +277,12 @@ static ms_status mock_stream_wait_event(void *inst, ms_stream *s, ms_event *e)
     ms_mock *m = inst;
     if (!own_event(m, e) || !own_stream(m, s))
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
-    if ((st = ms_simstream_wait_event(s->ss, e->se, issue_time(m))) != MS_OK)
+    if ((st = sim_stream_wait_event(s->ss, e->se, issue_time(m))) != MS_OK)
         return st;
-    return ms_simhost_advance(m->host, m->launch_overhead_ns);
+    return sim_host_advance(m->host, m->launch_overhead_ns);
 }
 
 /* Complete only once device time has reached the event (the engine has been
@@ -292,10 +292,10 @@ static ms_status mock_event_query(void *inst, ms_event *e, bool *complete)
     ms_mock *m = inst;
     if (!own_event(m, e) || complete == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
-    return ms_simevent_status(e->se, NULL, complete, NULL);
+    return sim_event_status(e->se, NULL, complete, NULL);
 }
 
 static ms_status mock_event_synchronize(void *inst, ms_event *e)
@@ -303,7 +303,7 @@ static ms_status mock_event_synchronize(void *inst, ms_event *e)
     ms_mock *m = inst;
     if (!own_event(m, e))
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     return host_wait(m, cond_event_done, e);
@@ -316,13 +316,13 @@ static ms_status mock_event_elapsed_ns(void *inst, ms_event *start, ms_event *en
     ms_mock *m = inst;
     if (!own_event(m, start) || !own_event(m, end) || ns == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     bool rec0 = false, rec1 = false, done0 = false, done1 = false;
     int64_t t0 = 0, t1 = 0;
-    ms_simevent_status(start->se, &rec0, &done0, &t0);
-    ms_simevent_status(end->se, &rec1, &done1, &t1);
+    sim_event_status(start->se, &rec0, &done0, &t0);
+    sim_event_status(end->se, &rec1, &done1, &t1);
     if (!rec0 || !rec1)
         return MS_EINVAL;
     if (!done0 || !done1)
@@ -373,7 +373,7 @@ static size_t price_slot(const ms_price_memo *key)
     return (size_t)((h * 0x9e3779b97f4a7c15u) >> (64 - MS_PRICE_MEMO_BITS));
 }
 
-/* ms_cost_kernel_ns, remembered: a step launches the same few hundred kernels
+/* sim_cost_kernel_ns, remembered: a step launches the same few hundred kernels
  * over and over (every layer alike), and a launch that parked on a full
  * queue is priced again when it is retried.  The price is a pure function of
  * the device's cost model and the fields in the key, so a hit returns exactly
@@ -388,7 +388,7 @@ static ms_status price_kernel(ms_mock *m, const ms_kernel *k, int64_t *ns)
             return MS_OK;
         }
     }
-    ms_status st = ms_cost_kernel_ns(m->cm, k, ns);
+    ms_status st = sim_cost_kernel_ns(m->cm, k, ns);
     if (st != MS_OK)
         return st;
     if (m->n_prices >= MS_PRICE_MEMO_SLOTS / 4 * 3) {
@@ -417,7 +417,7 @@ static ms_status mock_launch(void *inst, const ms_kernel *k, ms_stream *s, uint6
     ms_mock *m = inst;
     if (!own_stream(m, s) || k == NULL)
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     /* Priced first: a kernel that cannot be priced fails before the host
@@ -425,9 +425,9 @@ static ms_status mock_launch(void *inst, const ms_kernel *k, ms_stream *s, uint6
     int64_t dur = 0;
     if ((st = price_kernel(m, k, &dur)) != MS_OK || (st = take_slot(m, s)) != MS_OK)
         return st;
-    if ((st = ms_simstream_launch_timed(s->ss, k, dur, issue_time(m), tag)) != MS_OK)
+    if ((st = sim_stream_launch_timed(s->ss, k, dur, issue_time(m), tag)) != MS_OK)
         return st;
-    return ms_simhost_advance(m->host, m->launch_overhead_ns);
+    return sim_host_advance(m->host, m->launch_overhead_ns);
 }
 
 /* Addresses are not checked: the mock models time and capacity, not data. */
@@ -437,28 +437,28 @@ static ms_status mock_memcpy_async(void *inst, uint64_t dst, uint64_t src, uint6
     ms_mock *m = inst;
     if (!own_stream(m, s) || (kind != MS_COPY_H2D && kind != MS_COPY_D2H && kind != MS_COPY_D2D))
         return MS_EINVAL;
-    ms_status st = ms_mock_enter(m);
+    ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
     if ((st = take_slot(m, s)) != MS_OK)
         return st;
-    if ((st = ms_simstream_copy(s->ss, kind, bytes, issue_time(m), tag)) != MS_OK)
+    if ((st = sim_stream_copy(s->ss, kind, bytes, issue_time(m), tag)) != MS_OK)
         return st;
-    return ms_simhost_advance(m->host, m->launch_overhead_ns);
+    return sim_host_advance(m->host, m->launch_overhead_ns);
 }
 
 static const ms_backend_ops mock_ops = {
     .name = "mock",
     .destroy = mock_destroy,
-    .mem_get_info = ms_mock_mem_get_info,
-    .malloc_device = ms_mock_malloc_device,
-    .free_device = ms_mock_free_device,
-    .malloc_host = ms_mock_malloc_host,
-    .free_host = ms_mock_free_host,
-    .va_reserve = ms_mock_va_reserve,
-    .va_release = ms_mock_va_release,
-    .mem_map = ms_mock_mem_map,
-    .mem_unmap = ms_mock_mem_unmap,
+    .mem_get_info = mock_mem_get_info,
+    .malloc_device = mock_malloc_device,
+    .free_device = mock_free_device,
+    .malloc_host = mock_malloc_host,
+    .free_host = mock_free_host,
+    .va_reserve = mock_va_reserve,
+    .va_release = mock_va_release,
+    .mem_map = mock_mem_map,
+    .mem_unmap = mock_mem_unmap,
     .stream_create = mock_stream_create,
     .stream_destroy = mock_stream_destroy,
     .stream_synchronize = mock_stream_synchronize,
@@ -477,8 +477,8 @@ static const ms_backend_ops mock_ops = {
     .set_tracer = mock_set_tracer,
 };
 
-ms_status ms_mock_create(ms_sim *engine, const ms_device_spec *spec, int device, uint64_t seed,
-                         ms_backend **out)
+ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, uint64_t seed,
+                      ms_backend **out)
 {
     if (engine == NULL || spec == NULL || out == NULL || device < 0 || device >= 32768)
         return MS_EINVAL;
@@ -498,18 +498,18 @@ ms_status ms_mock_create(ms_sim *engine, const ms_device_spec *spec, int device,
     m->launch_overhead_ns = llround(spec->launch_overhead_ns);
     m->queue_depth = (uint32_t)spec->launch_queue_depth;
     m->host_pinned_limit = spec->host_pinned_bytes;
-    if ((st = ms_mock_memory_init(m)) != MS_OK) {
+    if ((st = mock_memory_init(m)) != MS_OK) {
         free(m);
         free(b);
         return st;
     }
-    if ((st = ms_simdev_create(engine, spec, device, &m->dev)) != MS_OK ||
-        (st = ms_simhost_create(engine, &m->host)) != MS_OK) {
+    if ((st = sim_dev_create(engine, spec, device, &m->dev)) != MS_OK ||
+        (st = sim_host_create(engine, &m->host)) != MS_OK) {
         mock_destroy(m);
         free(b);
         return st;
     }
-    ms_simdev_cost_model(m->dev, &m->cm);
+    sim_dev_cost_model(m->dev, &m->cm);
     *b = (ms_backend){.ops = &mock_ops, .inst = m, .device = device};
     *out = b;
     return MS_OK;
@@ -520,25 +520,25 @@ static ms_mock *mock_of(const ms_backend *b)
     return b != NULL && b->ops == &mock_ops ? b->inst : NULL;
 }
 
-ms_status ms_mock_set_host_idle(ms_backend *b)
+ms_status mock_set_host_idle(ms_backend *b)
 {
     ms_mock *m = mock_of(b);
     if (m == NULL)
         return MS_EINVAL;
-    return ms_simhost_set_idle(m->host);
+    return sim_host_set_idle(m->host);
 }
 
-ms_status ms_mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked)
+ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked)
 {
     ms_mock *m = mock_of(b);
     if (m == NULL || ns == NULL)
         return MS_EINVAL;
     if (parked != NULL)
-        ms_simhost_parked(m->host, parked);
-    return ms_simhost_now(m->host, ns);
+        sim_host_parked(m->host, parked);
+    return sim_host_now(m->host, ns);
 }
 
-ms_status ms_mock_simdev(const ms_backend *b, ms_simdev **out)
+ms_status mock_simdev(const ms_backend *b, ms_simdev **out)
 {
     ms_mock *m = mock_of(b);
     if (m == NULL || out == NULL)

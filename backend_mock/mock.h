@@ -17,7 +17,7 @@
  * - Several devices on one engine: see ms_simhost in sim.h.  A blocking call
  *   that would have to run the engine past another device's host clock
  *   returns MS_EAGAIN (nothing issued, host parked): drive the other device
- *   and retry the call.  Call ms_mock_set_host_idle() for a device whose
+ *   and retry the call.  Call mock_set_host_idle() for a device whose
  *   host has nothing to issue for now (e.g. its step is done), or the others
  *   will keep getting MS_EAGAIN.  For exact timings, always drive the device
  *   whose host clock (now()) is smallest.
@@ -53,26 +53,26 @@ extern "C" {
 /* Create a mock device on engine; *out is freed by ms_backend_close().
  * device must be unique on the engine (0 <= device < 32768); the spec is
  * validated (ms_device_spec_validate) and copied.  Close every mock on an
- * engine before ms_sim_destroy(engine). */
-ms_status ms_mock_create(ms_sim *engine, const ms_device_spec *spec, int device, uint64_t seed,
-                         ms_backend **out);
+ * engine before sim_destroy(engine). */
+ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, uint64_t seed,
+                      ms_backend **out);
 /* The "mock" entry of the backend registry (backend.h's device groups): the
  * group owns one engine, a mock per device and, with several devices, the
  * cooperative host threads (cohost.h) that interleave their hosts. */
-ms_group_open_fn ms_mock_group_open;
+ms_group_open_fn mock_group_open;
 /* This device's host thread has nothing to issue until its next call: it
  * stops bounding how far other devices' hosts may run the shared engine.
  * Its next call resumes it at max(its clock, the engine's clock). */
-ms_status ms_mock_set_host_idle(ms_backend *b);
+ms_status mock_set_host_idle(ms_backend *b);
 /* This device's host clock, read without entering the backend: unlike now(),
  * it neither catches the engine up nor wakes a parked host, so a scheduler
  * of several hosts can look at every clock without disturbing them.
  * *parked (may be NULL): the host's last call returned MS_EAGAIN and what it
  * waits for has not happened since, so retrying it now is pointless. */
-ms_status ms_mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked);
+ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked);
 /* The simulated device behind a mock (HBM peak, cost model, engine).
  * MS_EINVAL if b is not a mock. */
-ms_status ms_mock_simdev(const ms_backend *b, ms_simdev **out);
+ms_status mock_simdev(const ms_backend *b, ms_simdev **out);
 
 #ifdef __cplusplus
 }

@@ -19,7 +19,7 @@ struct ms_event {
     struct ms_event *prev, *next;
 };
 
-/* One remembered kernel price: the fields ms_cost_kernel_ns reads (doubles
+/* One remembered kernel price: the fields sim_cost_kernel_ns reads (doubles
  * as their bit patterns, so only identical inputs match) and its result. */
 typedef struct ms_price_memo {
     uint64_t flops, bytes, comm_bytes;
@@ -60,19 +60,19 @@ typedef struct ms_mock {
 } ms_mock;
 
 /* memory.c */
-ms_status ms_mock_memory_init(ms_mock *m);
-void ms_mock_memory_fini(ms_mock *m);
-ms_status ms_mock_mem_get_info(void *inst, uint64_t *free_bytes, uint64_t *total_bytes);
-ms_status ms_mock_malloc_device(void *inst, uint64_t bytes, uint64_t *addr);
-ms_status ms_mock_free_device(void *inst, uint64_t addr);
-ms_status ms_mock_malloc_host(void *inst, uint64_t bytes, uint64_t *addr);
-ms_status ms_mock_free_host(void *inst, uint64_t addr);
-ms_status ms_mock_va_reserve(void *inst, uint64_t bytes, uint64_t *addr);
-ms_status ms_mock_va_release(void *inst, uint64_t addr);
-ms_status ms_mock_mem_map(void *inst, uint64_t addr, uint64_t bytes);
-ms_status ms_mock_mem_unmap(void *inst, uint64_t addr, uint64_t bytes);
+ms_status mock_memory_init(ms_mock *m);
+void mock_memory_fini(ms_mock *m);
+ms_status mock_mem_get_info(void *inst, uint64_t *free_bytes, uint64_t *total_bytes);
+ms_status mock_malloc_device(void *inst, uint64_t bytes, uint64_t *addr);
+ms_status mock_free_device(void *inst, uint64_t addr);
+ms_status mock_malloc_host(void *inst, uint64_t bytes, uint64_t *addr);
+ms_status mock_free_host(void *inst, uint64_t addr);
+ms_status mock_va_reserve(void *inst, uint64_t bytes, uint64_t *addr);
+ms_status mock_va_release(void *inst, uint64_t addr);
+ms_status mock_mem_map(void *inst, uint64_t addr, uint64_t bytes);
+ms_status mock_mem_unmap(void *inst, uint64_t addr, uint64_t bytes);
 
 /* mock.c: every host-side call starts here (device time catches up). */
-ms_status ms_mock_enter(ms_mock *m);
+ms_status mock_enter(ms_mock *m);
 
 #endif

@@ -12,7 +12,7 @@
 /* Remaining work below this (in exclusive ns) is float noise: done. */
 #define DONE_EPS_NS 1e-6
 
-void ms_copy_engine_init(ms_copy_engine *ce, ms_simdev *d, ms_copy_kind dir)
+void sim_copy_engine_init(ms_copy_engine *ce, ms_simdev *d, ms_copy_kind dir)
 {
     *ce = (ms_copy_engine){.dev = d, .dir = dir};
 }
@@ -29,13 +29,13 @@ static void reschedule(ms_copy_engine *ce)
                 min_rem = it->remaining_ns;
         if (min_rem < 0)
             min_rem = 0;
-        int64_t dep = ce->last_update_ns + ms_ceil_ns(min_rem * ce->n_active);
+        int64_t dep = ce->last_update_ns + sim_ceil_ns(min_rem * ce->n_active);
         if (dep < next)
             next = dep;
     }
     if (next == INT64_MAX || (ce->wake_pending && ce->wake_at == next))
         return;
-    if (ms_sim_schedule(ce->dev->sim, next, ms_copy_engine_wake, ce) != MS_OK) {
+    if (sim_schedule(ce->dev->sim, next, sim_copy_engine_wake, ce) != MS_OK) {
         ce->dev->fault = MS_ENOMEM;
         return;
     }
@@ -43,7 +43,7 @@ static void reschedule(ms_copy_engine *ce)
     ce->wake_pending = true;
 }
 
-void ms_copy_engine_start(ms_copy_engine *ce, ms_work_item *it)
+void sim_copy_engine_start(ms_copy_engine *ce, ms_work_item *it)
 {
     it->lat_end_ns = it->start_ns + it->dur_ns;
     it->link = NULL;
@@ -80,7 +80,7 @@ static void finish_done(ms_copy_engine *ce)
             if (ce->act_tail == it)
                 ce->act_tail = prev;
             ce->n_active--;
-            ms_simdev_finish_item(ce->dev, it);
+            sim_dev_finish_item(ce->dev, it);
         } else {
             prev = it;
         }
@@ -105,10 +105,10 @@ static void promote(ms_copy_engine *ce, int64_t now)
     }
 }
 
-void ms_copy_engine_wake(ms_sim *sim, void *arg)
+void sim_copy_engine_wake(ms_sim *sim, void *arg)
 {
     ms_copy_engine *ce = arg;
-    int64_t now = ms_sim_clock(sim);
+    int64_t now = sim_clock(sim);
     /* A superseded wake-up (the schedule moved) does nothing. */
     if (!ce->wake_pending || ce->wake_at != now)
         return;
@@ -118,5 +118,5 @@ void ms_copy_engine_wake(ms_sim *sim, void *arg)
     promote(ce, now);
     finish_done(ce); /* zero-byte copies leave as soon as their latency ends */
     reschedule(ce);
-    ms_simdev_settle(ce->dev, NULL);
+    sim_dev_settle(ce->dev, NULL);
 }

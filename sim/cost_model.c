@@ -25,7 +25,7 @@ static const ms_curve *spec_curve(const ms_device_spec *s, ms_cost_curve which)
     }
 }
 
-ms_status ms_cost_model_create(const ms_device_spec *spec, ms_cost_model **out)
+ms_status sim_cost_model_create(const ms_device_spec *spec, ms_cost_model **out)
 {
     if (spec == NULL || out == NULL)
         return MS_EINVAL;
@@ -39,9 +39,9 @@ ms_status ms_cost_model_create(const ms_device_spec *spec, ms_cost_model **out)
     for (int i = 0; i < MS_CURVE_COUNT; i++) {
         /* An empty efficiency curve means 1.0 (device.h); the bandwidth
          * curves are required by validation, so their empty value is moot. */
-        st = ms_curve_interp_init(&cm->curves[i], spec_curve(&cm->spec, (ms_cost_curve)i), 1.0);
+        st = sim_curve_interp_init(&cm->curves[i], spec_curve(&cm->spec, (ms_cost_curve)i), 1.0);
         if (st != MS_OK) {
-            ms_cost_model_destroy(cm);
+            sim_cost_model_destroy(cm);
             return st;
         }
     }
@@ -49,17 +49,17 @@ ms_status ms_cost_model_create(const ms_device_spec *spec, ms_cost_model **out)
     return MS_OK;
 }
 
-ms_status ms_cost_model_destroy(ms_cost_model *cm)
+ms_status sim_cost_model_destroy(ms_cost_model *cm)
 {
     if (cm == NULL)
         return MS_EINVAL;
     for (int i = 0; i < MS_CURVE_COUNT; i++)
-        ms_curve_interp_free(&cm->curves[i]);
+        sim_curve_interp_free(&cm->curves[i]);
     free(cm);
     return MS_OK;
 }
 
-ms_status ms_cost_model_spec(const ms_cost_model *cm, const ms_device_spec **spec)
+ms_status sim_cost_model_spec(const ms_cost_model *cm, const ms_device_spec **spec)
 {
     if (cm == NULL || spec == NULL)
         return MS_EINVAL;
@@ -67,17 +67,17 @@ ms_status ms_cost_model_spec(const ms_cost_model *cm, const ms_device_spec **spe
     return MS_OK;
 }
 
-ms_status ms_cost_curve_eval(const ms_cost_model *cm, ms_cost_curve which, double x, double *y)
+ms_status sim_cost_curve_eval(const ms_cost_model *cm, ms_cost_curve which, double x, double *y)
 {
     if (cm == NULL || y == NULL || (unsigned)which >= MS_CURVE_COUNT || isnan(x))
         return MS_EINVAL;
-    *y = ms_curve_interp_eval(&cm->curves[which], x);
+    *y = sim_curve_interp_eval(&cm->curves[which], x);
     return MS_OK;
 }
 
 static double curve(const ms_cost_model *cm, ms_cost_curve which, double x)
 {
-    return ms_curve_interp_eval(&cm->curves[which], x);
+    return sim_curve_interp_eval(&cm->curves[which], x);
 }
 
 static bool bad_size(double v)
@@ -161,7 +161,7 @@ static ms_status compute_ns(const ms_cost_model *cm, const ms_kernel *k, double 
     return MS_OK;
 }
 
-ms_status ms_cost_kernel_ns(const ms_cost_model *cm, const ms_kernel *k, int64_t *ns)
+ms_status sim_cost_kernel_ns(const ms_cost_model *cm, const ms_kernel *k, int64_t *ns)
 {
     if (cm == NULL || k == NULL || ns == NULL || (unsigned)k->cls >= MS_KC_COUNT)
         return MS_EINVAL;
@@ -175,8 +175,8 @@ ms_status ms_cost_kernel_ns(const ms_cost_model *cm, const ms_kernel *k, int64_t
     return MS_OK;
 }
 
-ms_status ms_cost_copy_parts(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes,
-                             int64_t *latency_ns, double *transfer_ns)
+ms_status sim_cost_copy_parts(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes,
+                              int64_t *latency_ns, double *transfer_ns)
 {
     if (cm == NULL || latency_ns == NULL || transfer_ns == NULL ||
         (kind != MS_COPY_H2D && kind != MS_COPY_D2H))
@@ -188,7 +188,7 @@ ms_status ms_cost_copy_parts(const ms_cost_model *cm, ms_copy_kind kind, uint64_
     return MS_OK;
 }
 
-ms_status ms_cost_copy_ns(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes, int64_t *ns)
+ms_status sim_cost_copy_ns(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes, int64_t *ns)
 {
     if (cm == NULL || ns == NULL)
         return MS_EINVAL;
@@ -202,9 +202,9 @@ ms_status ms_cost_copy_ns(const ms_cost_model *cm, ms_copy_kind kind, uint64_t b
     }
     int64_t lat = 0;
     double xfer = 0;
-    ms_status st = ms_cost_copy_parts(cm, kind, bytes, &lat, &xfer);
+    ms_status st = sim_cost_copy_parts(cm, kind, bytes, &lat, &xfer);
     if (st != MS_OK)
         return st;
-    *ns = lat + ms_ceil_ns(xfer);
+    *ns = lat + sim_ceil_ns(xfer);
     return MS_OK;
 }

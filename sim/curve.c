@@ -4,7 +4,7 @@
  * three points, so two points are linear and one point is a constant. */
 #include "curve.h"
 
-ms_status ms_curve_interp_init(ms_curve_interp *ci, const ms_curve *c, double empty_value)
+ms_status sim_curve_interp_init(ms_curve_interp *ci, const ms_curve *c, double empty_value)
 {
     if (ci == NULL || c == NULL || c->n < 0 || c->n > MS_CURVE_MAX)
         return MS_EINVAL;
@@ -30,7 +30,7 @@ ms_status ms_curve_interp_init(ms_curve_interp *ci, const ms_curve *c, double em
     return MS_OK;
 }
 
-double ms_curve_interp_eval(const ms_curve_interp *ci, double x)
+double sim_curve_interp_eval(const ms_curve_interp *ci, double x)
 {
     const ms_curve *c = ci->c;
     if (c->n == 0)
@@ -43,7 +43,7 @@ double ms_curve_interp_eval(const ms_curve_interp *ci, double x)
     return gsl_interp_eval(ci->interp, c->x, c->y, x, NULL);
 }
 
-void ms_curve_interp_free(ms_curve_interp *ci)
+void sim_curve_interp_free(ms_curve_interp *ci)
 {
     if (ci != NULL && ci->interp != NULL) {
         gsl_interp_free(ci->interp);

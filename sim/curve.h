@@ -14,9 +14,9 @@ typedef struct ms_curve_interp {
 } ms_curve_interp;
 
 /* Build the interpolant once (Steffen for n >= 3, linear for n == 2). */
-ms_status ms_curve_interp_init(ms_curve_interp *ci, const ms_curve *c, double empty_value);
+ms_status sim_curve_interp_init(ms_curve_interp *ci, const ms_curve *c, double empty_value);
 /* y(x), x clamped to [x0, xn]; never calls the GSL error handler. */
-double ms_curve_interp_eval(const ms_curve_interp *ci, double x);
-void ms_curve_interp_free(ms_curve_interp *ci);
+double sim_curve_interp_eval(const ms_curve_interp *ci, double x);
+void sim_curve_interp_free(ms_curve_interp *ci);
 
 #endif

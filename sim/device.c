@@ -8,14 +8,14 @@
 #include "device_model.h"
 #include "sim_private.h"
 
-ms_status ms_simdev_create(ms_sim *sim, const ms_device_spec *spec, int index, ms_simdev **out)
+ms_status sim_dev_create(ms_sim *sim, const ms_device_spec *spec, int index, ms_simdev **out)
 {
     if (sim == NULL || spec == NULL || out == NULL || index < 0 || index >= 32768)
         return MS_EINVAL;
     ms_simdev *d = calloc(1, sizeof *d);
     if (d == NULL)
         return MS_ENOMEM;
-    ms_status st = ms_cost_model_create(spec, &d->cm);
+    ms_status st = sim_cost_model_create(spec, &d->cm);
     if (st != MS_OK) {
         free(d);
         return st;
@@ -23,12 +23,12 @@ ms_status ms_simdev_create(ms_sim *sim, const ms_device_spec *spec, int index, m
     d->sim = sim;
     d->index = index;
     d->spec = *spec;
-    ms_serial_engine_init(&d->compute, d, MS_RES_COMPUTE);
-    ms_serial_engine_init(&d->comm, d, MS_RES_COMM);
-    ms_copy_engine_init(&d->copy[MS_COPY_H2D], d, MS_COPY_H2D);
-    ms_copy_engine_init(&d->copy[MS_COPY_D2H], d, MS_COPY_D2H);
-    if ((st = ms_p2p_attach(sim, d, index)) != MS_OK) {
-        ms_cost_model_destroy(d->cm);
+    sim_serial_engine_init(&d->compute, d, MS_RES_COMPUTE);
+    sim_serial_engine_init(&d->comm, d, MS_RES_COMM);
+    sim_copy_engine_init(&d->copy[MS_COPY_H2D], d, MS_COPY_H2D);
+    sim_copy_engine_init(&d->copy[MS_COPY_D2H], d, MS_COPY_D2H);
+    if ((st = sim_p2p_attach(sim, d, index)) != MS_OK) {
+        sim_cost_model_destroy(d->cm);
         free(d);
         return st;
     }
@@ -39,23 +39,23 @@ ms_status ms_simdev_create(ms_sim *sim, const ms_device_spec *spec, int index, m
 static bool owned_by(ms_sim_fn fn, void *arg, const void *ctx)
 {
     const ms_simdev *d = ctx;
-    if (fn == ms_simdev_kick_event)
+    if (fn == sim_dev_kick_event)
         return arg == d;
-    if (fn == ms_serial_engine_done)
+    if (fn == sim_serial_engine_done)
         return arg == &d->compute || arg == &d->comm;
-    if (fn == ms_copy_engine_wake)
+    if (fn == sim_copy_engine_wake)
         return arg == &d->copy[0] || arg == &d->copy[1];
     return false;
 }
 
-ms_status ms_simdev_destroy(ms_simdev *d)
+ms_status sim_dev_destroy(ms_simdev *d)
 {
     if (d == NULL)
         return MS_EINVAL;
     /* The engine may outlive the device: none of its events may still
      * point here. */
-    ms_sim_cancel_if(d->sim, owned_by, d);
-    ms_p2p_detach(d->sim, d, d->index);
+    sim_cancel_if(d->sim, owned_by, d);
+    sim_p2p_detach(d->sim, d, d->index);
     while (d->events != NULL) {
         ms_simevent *e = d->events;
         d->events = e->next;
@@ -64,13 +64,13 @@ ms_status ms_simdev_destroy(ms_simdev *d)
     for (size_t i = 0; i < d->n_streams; i++)
         free(d->streams[i]);
     free(d->streams);
-    ms_pool_free_all(d); /* items and captures, queued or running */
-    ms_cost_model_destroy(d->cm);
+    sim_pool_free_all(d); /* items and captures, queued or running */
+    sim_cost_model_destroy(d->cm);
     free(d);
     return MS_OK;
 }
 
-ms_status ms_simdev_engine(const ms_simdev *d, ms_sim **sim)
+ms_status sim_dev_engine(const ms_simdev *d, ms_sim **sim)
 {
     if (d == NULL || sim == NULL)
         return MS_EINVAL;
@@ -78,7 +78,7 @@ ms_status ms_simdev_engine(const ms_simdev *d, ms_sim **sim)
     return MS_OK;
 }
 
-ms_status ms_simdev_cost_model(const ms_simdev *d, const ms_cost_model **cm)
+ms_status sim_dev_cost_model(const ms_simdev *d, const ms_cost_model **cm)
 {
     if (d == NULL || cm == NULL)
         return MS_EINVAL;
@@ -86,7 +86,7 @@ ms_status ms_simdev_cost_model(const ms_simdev *d, const ms_cost_model **cm)
     return MS_OK;
 }
 
-ms_status ms_simdev_set_tracer(ms_simdev *d, ms_work_tracer fn, void *user)
+ms_status sim_dev_set_tracer(ms_simdev *d, ms_work_tracer fn, void *user)
 {
     if (d == NULL)
         return MS_EINVAL;
@@ -95,7 +95,7 @@ ms_status ms_simdev_set_tracer(ms_simdev *d, ms_work_tracer fn, void *user)
     return MS_OK;
 }
 
-ms_status ms_simdev_idle(const ms_simdev *d, bool *idle)
+ms_status sim_dev_idle(const ms_simdev *d, bool *idle)
 {
     if (d == NULL || idle == NULL)
         return MS_EINVAL;
@@ -105,12 +105,12 @@ ms_status ms_simdev_idle(const ms_simdev *d, bool *idle)
     return MS_OK;
 }
 
-ms_status ms_simdev_fault(const ms_simdev *d)
+ms_status sim_dev_fault(const ms_simdev *d)
 {
     return d == NULL ? MS_EINVAL : d->fault;
 }
 
-ms_status ms_simdev_hbm_charge(ms_simdev *d, uint64_t bytes)
+ms_status sim_dev_hbm_charge(ms_simdev *d, uint64_t bytes)
 {
     if (d == NULL)
         return MS_EINVAL;
@@ -122,7 +122,7 @@ ms_status ms_simdev_hbm_charge(ms_simdev *d, uint64_t bytes)
     return MS_OK;
 }
 
-ms_status ms_simdev_hbm_uncharge(ms_simdev *d, uint64_t bytes)
+ms_status sim_dev_hbm_uncharge(ms_simdev *d, uint64_t bytes)
 {
     if (d == NULL || bytes > d->hbm_used)
         return MS_EINVAL;
@@ -130,8 +130,7 @@ ms_status ms_simdev_hbm_uncharge(ms_simdev *d, uint64_t bytes)
     return MS_OK;
 }
 
-ms_status ms_simdev_hbm_usage(const ms_simdev *d, uint64_t *used, uint64_t *peak,
-                              uint64_t *capacity)
+ms_status sim_dev_hbm_usage(const ms_simdev *d, uint64_t *used, uint64_t *peak, uint64_t *capacity)
 {
     if (d == NULL)
         return MS_EINVAL;
@@ -144,10 +143,10 @@ ms_status ms_simdev_hbm_usage(const ms_simdev *d, uint64_t *used, uint64_t *peak
     return MS_OK;
 }
 
-void ms_simdev_finish_item(ms_simdev *d, ms_work_item *it)
+void sim_dev_finish_item(ms_simdev *d, ms_work_item *it)
 {
     ms_simstream *s = it->stream;
-    int64_t now = ms_sim_clock(d->sim);
+    int64_t now = sim_clock(d->sim);
     if (d->tracer != NULL && (it->kind == MS_IK_KERNEL || it->kind == MS_IK_COPY)) {
         ms_work_record rec = {
             .tag = it->tag,
@@ -167,8 +166,8 @@ void ms_simdev_finish_item(ms_simdev *d, ms_work_item *it)
         s->tail = NULL;
     s->queued--;
     s->last_done_ns = now;
-    ms_capture_unref(d, it->cap);
-    ms_pool_item_put(d, it);
+    sim_capture_unref(d, it->cap);
+    sim_pool_item_put(d, it);
     if (s->destroyed && s->queued == 0)
         d->sweep = true;
 }
@@ -188,7 +187,7 @@ static void sweep_streams(ms_simdev *d)
     d->sweep = false;
 }
 
-/* False when ms_simstream_advance(s) would return at its first look and
+/* False when sim_stream_advance(s) would return at its first look and
  * change nothing: no head, a head already handed to an engine, a wait whose
  * capture has not run, a p2p receive with an empty mailbox, or a head not yet
  * issued whose arrival kick is already scheduled.  Skipping those keeps the
@@ -205,7 +204,7 @@ static bool may_advance(const ms_simdev *d, const ms_simstream *s, int64_t now)
     case MS_IS_WAITING:
         if (it->kind == MS_IK_WAIT)
             return it->cap->done;
-        return ms_sim_attached(d->sim)->n_mail > 0;
+        return sim_attached(d->sim)->n_mail > 0;
     default:
         return it->issue_ns <= now || !it->arrival_kicked;
     }
@@ -213,13 +212,13 @@ static bool may_advance(const ms_simdev *d, const ms_simstream *s, int64_t now)
 
 static void advance_all(ms_simdev *d)
 {
-    int64_t now = ms_sim_clock(d->sim);
+    int64_t now = sim_clock(d->sim);
     for (size_t i = 0; i < d->n_streams; i++)
         if (may_advance(d, d->streams[i], now))
-            ms_simstream_advance(d->streams[i]);
+            sim_stream_advance(d->streams[i]);
 }
 
-void ms_simdev_settle(ms_simdev *d, ms_simstream *changed)
+void sim_dev_settle(ms_simdev *d, ms_simstream *changed)
 {
     if (d->settling) {
         d->resettle = true;
@@ -228,7 +227,7 @@ void ms_simdev_settle(ms_simdev *d, ms_simstream *changed)
     d->settling = true;
     d->captures_done = false;
     if (changed != NULL)
-        ms_simstream_advance(changed);
+        sim_stream_advance(changed);
     else
         advance_all(d);
     do {
@@ -240,19 +239,19 @@ void ms_simdev_settle(ms_simdev *d, ms_simstream *changed)
             d->resettle = false;
             advance_all(d);
         }
-        ms_serial_engine_dispatch(&d->compute);
-        ms_serial_engine_dispatch(&d->comm);
+        sim_serial_engine_dispatch(&d->compute);
+        sim_serial_engine_dispatch(&d->comm);
     } while (d->resettle || d->captures_done);
     if (d->sweep)
         sweep_streams(d);
     d->settling = false;
 }
 
-void ms_simdev_kick(ms_simdev *d, int64_t t)
+void sim_dev_kick(ms_simdev *d, int64_t t)
 {
     if (d->kick_pending && d->kick_at == t)
         return;
-    if (ms_sim_schedule(d->sim, t, ms_simdev_kick_event, d) != MS_OK) {
+    if (sim_schedule(d->sim, t, sim_dev_kick_event, d) != MS_OK) {
         d->fault = MS_ENOMEM;
         return;
     }
@@ -260,17 +259,17 @@ void ms_simdev_kick(ms_simdev *d, int64_t t)
     d->kick_at = t;
 }
 
-void ms_simdev_kick_event(ms_sim *sim, void *arg)
+void sim_dev_kick_event(ms_sim *sim, void *arg)
 {
     ms_simdev *d = arg;
-    if (d->kick_at == ms_sim_clock(sim))
+    if (d->kick_at == sim_clock(sim))
         d->kick_pending = false;
     d->in_kick = true;
-    ms_simdev_settle(d, NULL);
+    sim_dev_settle(d, NULL);
     d->in_kick = false;
 }
 
-bool ms_simdev_defer_dispatch(ms_simdev *d)
+bool sim_dev_defer_dispatch(ms_simdev *d)
 {
     /* Items that become ready at the same instant compete by priority, so a
      * serial engine waits for everything else due now before it chooses
@@ -278,9 +277,9 @@ bool ms_simdev_defer_dispatch(ms_simdev *d)
     if (d->in_kick)
         return false;
     int64_t t;
-    int64_t now = ms_sim_clock(d->sim);
-    if (!ms_sim_peek(d->sim, &t) || t != now)
+    int64_t now = sim_clock(d->sim);
+    if (!sim_peek(d->sim, &t) || t != now)
         return false;
-    ms_simdev_kick(d, now);
+    sim_dev_kick(d, now);
     return true;
 }

@@ -6,7 +6,7 @@
 
 #include "device_model.h"
 
-ms_status ms_simevent_create(ms_simdev *d, ms_simevent **out)
+ms_status sim_event_create(ms_simdev *d, ms_simevent **out)
 {
     if (d == NULL || out == NULL)
         return MS_EINVAL;
@@ -22,13 +22,13 @@ ms_status ms_simevent_create(ms_simdev *d, ms_simevent **out)
     return MS_OK;
 }
 
-ms_status ms_simevent_destroy(ms_simevent *e)
+ms_status sim_event_destroy(ms_simevent *e)
 {
     if (e == NULL)
         return MS_EINVAL;
     ms_simdev *d = e->dev;
     /* A pending capture stays alive through its record item's reference. */
-    ms_capture_unref(d, e->latest);
+    sim_capture_unref(d, e->latest);
     if (e->prev != NULL)
         e->prev->next = e->next;
     else
@@ -39,8 +39,7 @@ ms_status ms_simevent_destroy(ms_simevent *e)
     return MS_OK;
 }
 
-ms_status ms_simevent_status(const ms_simevent *e, bool *recorded, bool *complete,
-                             int64_t *time_ns)
+ms_status sim_event_status(const ms_simevent *e, bool *recorded, bool *complete, int64_t *time_ns)
 {
     if (e == NULL)
         return MS_EINVAL;

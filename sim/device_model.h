@@ -11,7 +11,7 @@
 
 /* Round a fractional duration up to whole ns, forgiving float noise so that
  * 100000.0000001 stays 100000 (the cost model and the copy engine agree). */
-static inline int64_t ms_ceil_ns(double t)
+static inline int64_t sim_ceil_ns(double t)
 {
     return (int64_t)ceil(t - 1e-6);
 }
@@ -137,29 +137,29 @@ struct ms_simdev {
 /* work_pool.c: items and captures come from per-device slabs.  The refills
  * (false: out of memory) are there; taking and returning, done once per
  * item, are inline. */
-bool ms_pool_items_refill(ms_simdev *d);
-bool ms_pool_captures_refill(ms_simdev *d);
-void ms_pool_free_all(ms_simdev *d);
+bool sim_pool_items_refill(ms_simdev *d);
+bool sim_pool_captures_refill(ms_simdev *d);
+void sim_pool_free_all(ms_simdev *d);
 
-static inline ms_work_item *ms_pool_item_get(ms_simdev *d)
+static inline ms_work_item *sim_pool_item_get(ms_simdev *d)
 {
-    if (d->free_items == NULL && !ms_pool_items_refill(d))
+    if (d->free_items == NULL && !sim_pool_items_refill(d))
         return NULL;
     ms_work_item *it = d->free_items;
     d->free_items = it->next;
     return it;
 }
 
-static inline void ms_pool_item_put(ms_simdev *d, ms_work_item *it)
+static inline void sim_pool_item_put(ms_simdev *d, ms_work_item *it)
 {
     it->next = d->free_items;
     d->free_items = it;
 }
 
 /* A fresh capture holding one reference. */
-static inline ms_capture *ms_pool_capture_get(ms_simdev *d)
+static inline ms_capture *sim_pool_capture_get(ms_simdev *d)
 {
-    if (d->free_caps == NULL && !ms_pool_captures_refill(d))
+    if (d->free_caps == NULL && !sim_pool_captures_refill(d))
         return NULL;
     ms_capture *c = d->free_caps;
     d->free_caps = c->next_free;
@@ -167,7 +167,7 @@ static inline ms_capture *ms_pool_capture_get(ms_simdev *d)
     return c;
 }
 
-static inline void ms_capture_unref(ms_simdev *d, ms_capture *c)
+static inline void sim_capture_unref(ms_simdev *d, ms_capture *c)
 {
     if (c == NULL || --c->refs > 0)
         return;
@@ -179,36 +179,36 @@ static inline void ms_capture_unref(ms_simdev *d, ms_capture *c)
 /* Bring the device up to date at the engine's clock: advance stream heads
  * (only `changed`'s when it is given and no event record completes, else
  * every stream's), then start what the serial engines can run. */
-void ms_simdev_settle(ms_simdev *d, ms_simstream *changed);
+void sim_dev_settle(ms_simdev *d, ms_simstream *changed);
 /* Settle d at time t from inside the engine. */
-void ms_simdev_kick(ms_simdev *d, int64_t t);
+void sim_dev_kick(ms_simdev *d, int64_t t);
 /* An item finished now: report it, pop it off its stream, recycle it. */
-void ms_simdev_finish_item(ms_simdev *d, ms_work_item *it);
+void sim_dev_finish_item(ms_simdev *d, ms_work_item *it);
 /* True if some other event is due at the engine's current time, so the
  * dispatch of a serial engine should wait for it (see serial_engine.c). */
-bool ms_simdev_defer_dispatch(ms_simdev *d);
+bool sim_dev_defer_dispatch(ms_simdev *d);
 
 /* stream.c */
 /* Advance s's head as far as it can go now; true if anything changed. */
-bool ms_simstream_advance(ms_simstream *s);
+bool sim_stream_advance(ms_simstream *s);
 
 /* serial_engine.c */
-void ms_serial_engine_init(ms_serial_engine *e, ms_simdev *d, ms_item_res res);
+void sim_serial_engine_init(ms_serial_engine *e, ms_simdev *d, ms_item_res res);
 /* The head it became ready for e (state already MS_IS_READY). */
-static inline void ms_serial_engine_add_ready(ms_serial_engine *e, ms_work_item *it)
+static inline void sim_serial_engine_add_ready(ms_serial_engine *e, ms_work_item *it)
 {
     it->link = e->ready;
     e->ready = it;
 }
-void ms_serial_engine_dispatch(ms_serial_engine *e);
-void ms_serial_engine_done(ms_sim *sim, void *arg);
+void sim_serial_engine_dispatch(ms_serial_engine *e);
+void sim_serial_engine_done(ms_sim *sim, void *arg);
 
 /* copy_engine.c */
-void ms_copy_engine_init(ms_copy_engine *ce, ms_simdev *d, ms_copy_kind dir);
-void ms_copy_engine_start(ms_copy_engine *ce, ms_work_item *it);
-void ms_copy_engine_wake(ms_sim *sim, void *arg);
+void sim_copy_engine_init(ms_copy_engine *ce, ms_simdev *d, ms_copy_kind dir);
+void sim_copy_engine_start(ms_copy_engine *ce, ms_work_item *it);
+void sim_copy_engine_wake(ms_sim *sim, void *arg);
 
 /* device.c's kick handler (an engine event). */
-void ms_simdev_kick_event(ms_sim *sim, void *arg);
+void sim_dev_kick_event(ms_sim *sim, void *arg);
 
 #endif

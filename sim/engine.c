@@ -43,7 +43,7 @@ static void sift_down(ms_sim_event *h, size_t n, size_t i)
     h[i] = e;
 }
 
-ms_status ms_sim_create(ms_sim **out)
+ms_status sim_create(ms_sim **out)
 {
     if (out == NULL)
         return MS_EINVAL;
@@ -60,7 +60,7 @@ ms_status ms_sim_create(ms_sim **out)
     return MS_OK;
 }
 
-ms_status ms_sim_destroy(ms_sim *sim)
+ms_status sim_destroy(ms_sim *sim)
 {
     if (sim == NULL)
         return MS_EINVAL;
@@ -75,7 +75,7 @@ ms_status ms_sim_destroy(ms_sim *sim)
     return MS_OK;
 }
 
-ms_status ms_sim_now(const ms_sim *sim, int64_t *now_ns)
+ms_status sim_now(const ms_sim *sim, int64_t *now_ns)
 {
     if (sim == NULL || now_ns == NULL)
         return MS_EINVAL;
@@ -83,7 +83,7 @@ ms_status ms_sim_now(const ms_sim *sim, int64_t *now_ns)
     return MS_OK;
 }
 
-ms_status ms_sim_schedule(ms_sim *sim, int64_t at_ns, ms_sim_fn fn, void *arg)
+ms_status sim_schedule(ms_sim *sim, int64_t at_ns, ms_sim_fn fn, void *arg)
 {
     if (sim == NULL || fn == NULL || at_ns < sim->now)
         return MS_EINVAL;
@@ -116,7 +116,7 @@ static void pop_root(ms_sim_event *h, size_t n)
     }
 }
 
-void ms_sim_step_one(ms_sim *sim)
+void sim_step_one(ms_sim *sim)
 {
     ms_sim_event e = sim->heap[0];
     if (--sim->n > 0)
@@ -126,45 +126,45 @@ void ms_sim_step_one(ms_sim *sim)
     e.fn(sim, e.arg);
 }
 
-ms_status ms_sim_step(ms_sim *sim, bool *ran)
+ms_status sim_step(ms_sim *sim, bool *ran)
 {
     if (sim == NULL || ran == NULL)
         return MS_EINVAL;
     *ran = sim->n > 0;
     if (*ran)
-        ms_sim_step_one(sim);
+        sim_step_one(sim);
     return MS_OK;
 }
 
-ms_status ms_sim_run_until(ms_sim *sim, int64_t until_ns)
+ms_status sim_run_until(ms_sim *sim, int64_t until_ns)
 {
     if (sim == NULL)
         return MS_EINVAL;
     while (sim->n > 0 && sim->heap[0].t <= until_ns)
-        ms_sim_step_one(sim);
+        sim_step_one(sim);
     if (until_ns > sim->now)
         sim->now = until_ns;
     return MS_OK;
 }
 
-ms_status ms_sim_run(ms_sim *sim)
+ms_status sim_run(ms_sim *sim)
 {
     if (sim == NULL)
         return MS_EINVAL;
     while (sim->n > 0)
-        ms_sim_step_one(sim);
+        sim_step_one(sim);
     return MS_OK;
 }
 
-ms_status ms_sim_next_time(const ms_sim *sim, int64_t *t_ns, bool *any)
+ms_status sim_next_time(const ms_sim *sim, int64_t *t_ns, bool *any)
 {
     if (sim == NULL || t_ns == NULL || any == NULL)
         return MS_EINVAL;
-    *any = ms_sim_peek(sim, t_ns);
+    *any = sim_peek(sim, t_ns);
     return MS_OK;
 }
 
-uint64_t ms_sim_cancel_if(ms_sim *sim, ms_sim_cancel_pred pred, const void *ctx)
+uint64_t sim_cancel_if(ms_sim *sim, ms_sim_cancel_pred pred, const void *ctx)
 {
     size_t kept = 0;
     for (size_t i = 0; i < sim->n; i++) {
@@ -191,18 +191,18 @@ static bool same_fn_arg(ms_sim_fn fn, void *arg, const void *ctx)
     return fn == fa->fn && arg == fa->arg;
 }
 
-ms_status ms_sim_cancel(ms_sim *sim, ms_sim_fn fn, void *arg, uint64_t *n_cancelled)
+ms_status sim_cancel(ms_sim *sim, ms_sim_fn fn, void *arg, uint64_t *n_cancelled)
 {
     if (sim == NULL || fn == NULL)
         return MS_EINVAL;
     fn_arg fa = {fn, arg};
-    uint64_t n = ms_sim_cancel_if(sim, same_fn_arg, &fa);
+    uint64_t n = sim_cancel_if(sim, same_fn_arg, &fa);
     if (n_cancelled != NULL)
         *n_cancelled = n;
     return MS_OK;
 }
 
-ms_status ms_sim_stats(const ms_sim *sim, uint64_t *events_run, uint64_t *events_pending)
+ms_status sim_stats(const ms_sim *sim, uint64_t *events_run, uint64_t *events_pending)
 {
     if (sim == NULL)
         return MS_EINVAL;

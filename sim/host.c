@@ -26,14 +26,14 @@ struct ms_simhost {
     ms_simhost *prev, *next;
 };
 
-ms_status ms_simhost_create(ms_sim *sim, ms_simhost **out)
+ms_status sim_host_create(ms_sim *sim, ms_simhost **out)
 {
     if (sim == NULL || out == NULL)
         return MS_EINVAL;
     ms_simhost *h = calloc(1, sizeof *h);
     if (h == NULL)
         return MS_ENOMEM;
-    ms_sim_attachments *a = ms_sim_attached(sim);
+    ms_sim_attachments *a = sim_attached(sim);
     h->sim = sim;
     h->prev = a->hosts_tail;
     if (a->hosts_tail != NULL)
@@ -46,11 +46,11 @@ ms_status ms_simhost_create(ms_sim *sim, ms_simhost **out)
     return MS_OK;
 }
 
-ms_status ms_simhost_destroy(ms_simhost *h)
+ms_status sim_host_destroy(ms_simhost *h)
 {
     if (h == NULL)
         return MS_EINVAL;
-    ms_sim_attachments *a = ms_sim_attached(h->sim);
+    ms_sim_attachments *a = sim_attached(h->sim);
     if (h->state == MS_HOST_PARKED)
         a->n_parked--;
     if (h->prev != NULL)
@@ -66,7 +66,7 @@ ms_status ms_simhost_destroy(ms_simhost *h)
     return MS_OK;
 }
 
-ms_status ms_simhost_now(const ms_simhost *h, int64_t *ns)
+ms_status sim_host_now(const ms_simhost *h, int64_t *ns)
 {
     if (h == NULL || ns == NULL)
         return MS_EINVAL;
@@ -74,7 +74,7 @@ ms_status ms_simhost_now(const ms_simhost *h, int64_t *ns)
     return MS_OK;
 }
 
-ms_status ms_simhost_parked(const ms_simhost *h, bool *parked)
+ms_status sim_host_parked(const ms_simhost *h, bool *parked)
 {
     if (h == NULL || parked == NULL)
         return MS_EINVAL;
@@ -82,7 +82,7 @@ ms_status ms_simhost_parked(const ms_simhost *h, bool *parked)
     return MS_OK;
 }
 
-ms_status ms_simhost_advance(ms_simhost *h, int64_t ns)
+ms_status sim_host_advance(ms_simhost *h, int64_t ns)
 {
     if (h == NULL || ns < 0 || ns > INT64_MAX - h->now)
         return MS_EINVAL;
@@ -94,9 +94,9 @@ ms_status ms_simhost_advance(ms_simhost *h, int64_t ns)
 static int64_t horizon(const ms_simhost *self)
 {
     int64_t lim = INT64_MAX;
-    if (ms_sim_attached(self->sim)->n_hosts == 1)
+    if (sim_attached(self->sim)->n_hosts == 1)
         return lim;
-    for (const ms_simhost *h = ms_sim_attached(self->sim)->hosts; h != NULL; h = h->next)
+    for (const ms_simhost *h = sim_attached(self->sim)->hosts; h != NULL; h = h->next)
         if (h != self && h->state == MS_HOST_ACTIVE && h->now < lim)
             lim = h->now;
     return lim;
@@ -104,7 +104,7 @@ static int64_t horizon(const ms_simhost *self)
 
 static bool others_may_issue(const ms_simhost *self)
 {
-    for (const ms_simhost *h = ms_sim_attached(self->sim)->hosts; h != NULL; h = h->next)
+    for (const ms_simhost *h = sim_attached(self->sim)->hosts; h != NULL; h = h->next)
         if (h != self && h->state != MS_HOST_PARKED)
             return true;
     return false;
@@ -113,7 +113,7 @@ static bool others_may_issue(const ms_simhost *self)
 static void make_active(ms_simhost *h, int64_t at)
 {
     if (h->state == MS_HOST_PARKED)
-        ms_sim_attached(h->sim)->n_parked--;
+        sim_attached(h->sim)->n_parked--;
     h->state = MS_HOST_ACTIVE;
     h->cond = NULL;
     h->cond_ctx = NULL;
@@ -126,11 +126,11 @@ static void make_active(ms_simhost *h, int64_t at)
  * did: the horizon may have moved). */
 static bool wake_parked(const ms_simhost *self)
 {
-    ms_sim_attachments *a = ms_sim_attached(self->sim);
+    ms_sim_attachments *a = sim_attached(self->sim);
     if (a->n_parked == 0)
         return false;
     bool woke = false;
-    int64_t now = ms_sim_clock(self->sim);
+    int64_t now = sim_clock(self->sim);
     for (ms_simhost *h = a->hosts; h != NULL; h = h->next)
         if (h != self && h->state == MS_HOST_PARKED && h->cond(h->cond_ctx)) {
             make_active(h, now);
@@ -151,7 +151,7 @@ static ms_run_end run(ms_simhost *h, int64_t limit, ms_simhost_cond cond, const 
         if (cond != NULL && cond(ctx))
             return MS_RUN_MET;
         int64_t t;
-        if (!ms_sim_peek(h->sim, &t))
+        if (!sim_peek(h->sim, &t))
             return MS_RUN_DRY;
         if (t > limit)
             return MS_RUN_BOUND;
@@ -159,43 +159,43 @@ static ms_run_end run(ms_simhost *h, int64_t limit, ms_simhost_cond cond, const 
             bound = horizon(h);
         if (t > bound)
             return MS_RUN_BOUND;
-        ms_sim_step_one(h->sim);
+        sim_step_one(h->sim);
         *stepped = true;
         if (wake_parked(h))
             bound = INT64_MIN;
     }
 }
 
-ms_status ms_simhost_catch_up(ms_simhost *h)
+ms_status sim_host_catch_up(ms_simhost *h)
 {
     if (h == NULL)
         return MS_EINVAL;
     /* A host that was parked or idle did nothing meanwhile: it resumes no
      * earlier than the device time it finds. */
     if (h->state != MS_HOST_ACTIVE)
-        make_active(h, ms_sim_clock(h->sim));
+        make_active(h, sim_clock(h->sim));
     /* Most calls find nothing due by the host's clock; run() would return at
      * its first look (queue dry, or next event past the limit), so skip it. */
     int64_t t;
-    if (!ms_sim_peek(h->sim, &t) || t > h->now)
+    if (!sim_peek(h->sim, &t) || t > h->now)
         return MS_OK;
     bool stepped = false;
     run(h, h->now, NULL, NULL, &stepped);
     return MS_OK;
 }
 
-ms_status ms_simhost_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx)
+ms_status sim_host_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx)
 {
     if (h == NULL || cond == NULL)
         return MS_EINVAL;
     if (h->state != MS_HOST_ACTIVE)
-        make_active(h, ms_sim_clock(h->sim));
+        make_active(h, sim_clock(h->sim));
     bool stepped = false;
     switch (run(h, INT64_MAX, cond, ctx, &stepped)) {
     case MS_RUN_MET:
         /* It held at the device time of the last event run. */
-        if (stepped && ms_sim_clock(h->sim) > h->now)
-            h->now = ms_sim_clock(h->sim);
+        if (stepped && sim_clock(h->sim) > h->now)
+            h->now = sim_clock(h->sim);
         return MS_OK;
     case MS_RUN_DRY:
         if (!others_may_issue(h))
@@ -207,16 +207,16 @@ ms_status ms_simhost_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx)
     h->state = MS_HOST_PARKED;
     h->cond = cond;
     h->cond_ctx = ctx;
-    ms_sim_attached(h->sim)->n_parked++;
+    sim_attached(h->sim)->n_parked++;
     return MS_EAGAIN;
 }
 
-ms_status ms_simhost_set_idle(ms_simhost *h)
+ms_status sim_host_set_idle(ms_simhost *h)
 {
     if (h == NULL)
         return MS_EINVAL;
     if (h->state == MS_HOST_PARKED)
-        ms_sim_attached(h->sim)->n_parked--;
+        sim_attached(h->sim)->n_parked--;
     h->state = MS_HOST_IDLE;
     h->cond = NULL;
     h->cond_ctx = NULL;

@@ -9,19 +9,19 @@
 #include "sim_private.h"
 #include "lib/base/growable.h"
 
-ms_simdev *ms_p2p_find_device(ms_sim *sim, int index)
+ms_simdev *sim_p2p_find_device(ms_sim *sim, int index)
 {
-    ms_sim_attachments *a = ms_sim_attached(sim);
+    ms_sim_attachments *a = sim_attached(sim);
     for (size_t i = 0; i < a->n_devs; i++)
         if (a->devs[i]->index == index)
             return a->devs[i];
     return NULL;
 }
 
-ms_status ms_p2p_attach(ms_sim *sim, ms_simdev *d, int index)
+ms_status sim_p2p_attach(ms_sim *sim, ms_simdev *d, int index)
 {
-    ms_sim_attachments *a = ms_sim_attached(sim);
-    if (ms_p2p_find_device(sim, index) != NULL)
+    ms_sim_attachments *a = sim_attached(sim);
+    if (sim_p2p_find_device(sim, index) != NULL)
         return MS_EINVAL; /* a device index names one device per engine */
     if (!MS_GROW(a->devs, a->n_devs, a->cap_devs, 4))
         return MS_ENOMEM;
@@ -29,9 +29,9 @@ ms_status ms_p2p_attach(ms_sim *sim, ms_simdev *d, int index)
     return MS_OK;
 }
 
-void ms_p2p_detach(ms_sim *sim, ms_simdev *d, int index)
+void sim_p2p_detach(ms_sim *sim, ms_simdev *d, int index)
 {
-    ms_sim_attachments *a = ms_sim_attached(sim);
+    ms_sim_attachments *a = sim_attached(sim);
     size_t k = 0;
     for (size_t i = 0; i < a->n_devs; i++)
         if (a->devs[i] != d)
@@ -46,21 +46,21 @@ void ms_p2p_detach(ms_sim *sim, ms_simdev *d, int index)
     a->n_mail = k;
 }
 
-ms_status ms_p2p_post(ms_sim *sim, int src, int dst, int tag)
+ms_status sim_p2p_post(ms_sim *sim, int src, int dst, int tag)
 {
-    ms_sim_attachments *a = ms_sim_attached(sim);
+    ms_sim_attachments *a = sim_attached(sim);
     if (!MS_GROW(a->mail, a->n_mail, a->cap_mail, 16))
         return MS_ENOMEM;
     a->mail[a->n_mail++] = (ms_p2p_delivery){src, dst, tag};
-    ms_simdev *peer = ms_p2p_find_device(sim, dst);
+    ms_simdev *peer = sim_p2p_find_device(sim, dst);
     if (peer != NULL)
-        ms_simdev_kick(peer, ms_sim_clock(sim));
+        sim_dev_kick(peer, sim_clock(sim));
     return MS_OK;
 }
 
-bool ms_p2p_take(ms_sim *sim, int src, int dst, int tag)
+bool sim_p2p_take(ms_sim *sim, int src, int dst, int tag)
 {
-    ms_sim_attachments *a = ms_sim_attached(sim);
+    ms_sim_attachments *a = sim_attached(sim);
     for (size_t i = 0; i < a->n_mail; i++) {
         ms_p2p_delivery *m = &a->mail[i];
         if (m->src == src && m->dst == dst && m->tag == tag) {

@@ -7,7 +7,7 @@
 #include "device_model.h"
 #include "sim_private.h"
 
-void ms_serial_engine_init(ms_serial_engine *e, ms_simdev *d, ms_item_res res)
+void sim_serial_engine_init(ms_serial_engine *e, ms_simdev *d, ms_item_res res)
 {
     *e = (ms_serial_engine){.dev = d, .res = res};
 }
@@ -21,7 +21,7 @@ static bool before(const ms_work_item *a, const ms_work_item *b)
     return a->seq < b->seq;
 }
 
-void ms_serial_engine_dispatch(ms_serial_engine *e)
+void sim_serial_engine_dispatch(ms_serial_engine *e)
 {
     if (e->current != NULL || e->ready == NULL)
         return;
@@ -33,31 +33,31 @@ void ms_serial_engine_dispatch(ms_serial_engine *e)
     for (ms_work_item **p = &e->ready->link; *p != NULL; p = &(*p)->link)
         if (before(*p, *best_at))
             best_at = p;
-    if (ms_simdev_defer_dispatch(d))
+    if (sim_dev_defer_dispatch(d))
         return;
     ms_work_item *best = *best_at;
     *best_at = best->link;
     best->link = NULL;
-    int64_t now = ms_sim_clock(d->sim);
+    int64_t now = sim_clock(d->sim);
     best->state = MS_IS_RUNNING;
     best->start_ns = now;
     best->stream->not_started--;
     e->current = best;
-    if (ms_sim_schedule(d->sim, now + best->dur_ns, ms_serial_engine_done, e) != MS_OK)
+    if (sim_schedule(d->sim, now + best->dur_ns, sim_serial_engine_done, e) != MS_OK)
         d->fault = MS_ENOMEM;
 }
 
-void ms_serial_engine_done(ms_sim *sim, void *arg)
+void sim_serial_engine_done(ms_sim *sim, void *arg)
 {
     ms_serial_engine *e = arg;
     ms_simdev *d = e->dev;
     ms_work_item *it = e->current;
     e->current = NULL;
     /* An eager send: its data is at the receiver once the send finishes. */
-    if (it->comm == MS_COMM_SEND && ms_p2p_find_device(sim, it->peer) != NULL &&
-        ms_p2p_post(sim, d->index, it->peer, it->p2p_tag) != MS_OK)
+    if (it->comm == MS_COMM_SEND && sim_p2p_find_device(sim, it->peer) != NULL &&
+        sim_p2p_post(sim, d->index, it->peer, it->p2p_tag) != MS_OK)
         d->fault = MS_ENOMEM;
     ms_simstream *s = it->stream;
-    ms_simdev_finish_item(d, it);
-    ms_simdev_settle(d, s);
+    sim_dev_finish_item(d, it);
+    sim_dev_settle(d, s);
 }

@@ -38,29 +38,29 @@ extern "C" {
 typedef struct ms_sim ms_sim;
 typedef void (*ms_sim_fn)(ms_sim *sim, void *arg);
 
-ms_status ms_sim_create(ms_sim **out);
+ms_status sim_create(ms_sim **out);
 /* Frees the engine and its pending events.  MS_EINVAL (nothing freed) while
  * simulated devices or hosts are still attached: destroy them first. */
-ms_status ms_sim_destroy(ms_sim *sim);
-ms_status ms_sim_now(const ms_sim *sim, int64_t *now_ns);
+ms_status sim_destroy(ms_sim *sim);
+ms_status sim_now(const ms_sim *sim, int64_t *now_ns);
 /* Run fn(sim, arg) at virtual time at (>= now; earlier is MS_EINVAL).  No
  * allocation per event: the queue is one growable array (binary heap). */
-ms_status ms_sim_schedule(ms_sim *sim, int64_t at_ns, ms_sim_fn fn, void *arg);
+ms_status sim_schedule(ms_sim *sim, int64_t at_ns, ms_sim_fn fn, void *arg);
 /* Run every event with time <= until_ns; the clock ends at until_ns (a no-op
  * when until_ns <= now: the clock never goes back). */
-ms_status ms_sim_run_until(ms_sim *sim, int64_t until_ns);
+ms_status sim_run_until(ms_sim *sim, int64_t until_ns);
 /* Run the next event; *ran is false if the queue was empty. */
-ms_status ms_sim_step(ms_sim *sim, bool *ran);
+ms_status sim_step(ms_sim *sim, bool *ran);
 /* Run until the queue is empty. */
-ms_status ms_sim_run(ms_sim *sim);
+ms_status sim_run(ms_sim *sim);
 /* Time of the next pending event; *any is false (and *t_ns untouched) when
  * the queue is empty. */
-ms_status ms_sim_next_time(const ms_sim *sim, int64_t *t_ns, bool *any);
+ms_status sim_next_time(const ms_sim *sim, int64_t *t_ns, bool *any);
 /* Remove every pending event with this fn and arg; *n_cancelled (may be NULL)
  * gets how many.  O(pending events): meant for teardown, not steady state. */
-ms_status ms_sim_cancel(ms_sim *sim, ms_sim_fn fn, void *arg, uint64_t *n_cancelled);
+ms_status sim_cancel(ms_sim *sim, ms_sim_fn fn, void *arg, uint64_t *n_cancelled);
 /* Counters: events run since creation, events pending now (either may be NULL). */
-ms_status ms_sim_stats(const ms_sim *sim, uint64_t *events_run, uint64_t *events_pending);
+ms_status sim_stats(const ms_sim *sim, uint64_t *events_run, uint64_t *events_pending);
 
 /* ======================================================================
  * The cost model
@@ -82,12 +82,12 @@ typedef enum ms_cost_curve {
  * interpolants once.  Curves: Steffen (monotone, never overshoots) for n >= 3,
  * linear for n == 2, constant for n == 1, 1.0 for an empty efficiency curve;
  * x outside [x0, xn] is clamped to the end points. */
-ms_status ms_cost_model_create(const ms_device_spec *spec, ms_cost_model **out);
-ms_status ms_cost_model_destroy(ms_cost_model *cm);
+ms_status sim_cost_model_create(const ms_device_spec *spec, ms_cost_model **out);
+ms_status sim_cost_model_destroy(ms_cost_model *cm);
 /* The spec the model was built from (its own copy). */
-ms_status ms_cost_model_spec(const ms_cost_model *cm, const ms_device_spec **spec);
+ms_status sim_cost_model_spec(const ms_cost_model *cm, const ms_device_spec **spec);
 /* y of one curve at x (clamped).  Pure: safe to call concurrently. */
-ms_status ms_cost_curve_eval(const ms_cost_model *cm, ms_cost_curve which, double x, double *y);
+ms_status sim_cost_curve_eval(const ms_cost_model *cm, ms_cost_curve which, double x, double *y);
 
 /* Device time of a kernel, rounded to the nearest ns.
  *   compute classes: max(flops / (peak[dtype] x eff(flops)),
@@ -97,17 +97,16 @@ ms_status ms_cost_curve_eval(const ms_cost_model *cm, ms_cost_curve which, doubl
  *   cost_model.c; B = k->comm_bytes, the full buffer; group_size 1 costs 0).
  * MS_EUNSUPPORTED when flops > 0 and the device has no peak for k->dtype;
  * MS_EINVAL for a negative size or a malformed comm kernel. */
-ms_status ms_cost_kernel_ns(const ms_cost_model *cm, const ms_kernel *k, int64_t *ns);
+ms_status sim_cost_kernel_ns(const ms_cost_model *cm, const ms_kernel *k, int64_t *ns);
 /* Device time of one copy running alone:
  *   H2D/D2H: host_link_latency_ns + bytes / bw(bytes), bw from the direction's curve;
  *   D2D: 2 x bytes / (hbm_bw x hbm_eff(2 x bytes)) + kernel_overhead_ns (a copy
  *        kernel on the compute engine reads and writes every byte). */
-ms_status ms_cost_copy_ns(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes,
-                          int64_t *ns);
+ms_status sim_cost_copy_ns(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes, int64_t *ns);
 /* The two parts of an H2D/D2H copy: *latency_ns (integer ns, not shared) and
  * *transfer_ns (exclusive link time, fractional; shared by concurrent copies). */
-ms_status ms_cost_copy_parts(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes,
-                             int64_t *latency_ns, double *transfer_ns);
+ms_status sim_cost_copy_parts(const ms_cost_model *cm, ms_copy_kind kind, uint64_t bytes,
+                              int64_t *latency_ns, double *transfer_ns);
 
 /* ======================================================================
  * A simulated device
@@ -119,30 +118,29 @@ typedef struct ms_simevent ms_simevent;
 
 /* Attach device number index (unique per engine, 0 <= index < 32768) to sim.
  * The spec is copied.  Several devices may share one engine; p2p SEND/RECV
- * kernels between attached devices rendezvous (see ms_simstream_launch). */
-ms_status ms_simdev_create(ms_sim *sim, const ms_device_spec *spec, int index, ms_simdev **out);
+ * kernels between attached devices rendezvous (see sim_stream_launch). */
+ms_status sim_dev_create(ms_sim *sim, const ms_device_spec *spec, int index, ms_simdev **out);
 /* Detach and free: pending work is dropped (its engine events cancelled, no
  * tracer calls); streams and events still open are freed with it. */
-ms_status ms_simdev_destroy(ms_simdev *d);
-ms_status ms_simdev_engine(const ms_simdev *d, ms_sim **sim);
-ms_status ms_simdev_cost_model(const ms_simdev *d, const ms_cost_model **cm);
+ms_status sim_dev_destroy(ms_simdev *d);
+ms_status sim_dev_engine(const ms_simdev *d, ms_sim **sim);
+ms_status sim_dev_cost_model(const ms_simdev *d, const ms_cost_model **cm);
 /* Called once per finished kernel and copy, in completion order, from inside
  * the engine (the callee must not call back into this device).  The record's
  * name is the kernel's name pointer (or "memcpy"); bytes is k->bytes for
  * compute kernels, k->comm_bytes for comm kernels, the size for copies. */
-ms_status ms_simdev_set_tracer(ms_simdev *d, ms_work_tracer fn, void *user);
+ms_status sim_dev_set_tracer(ms_simdev *d, ms_work_tracer fn, void *user);
 /* True when no stream of the device (destroyed ones included) holds work. */
-ms_status ms_simdev_idle(const ms_simdev *d, bool *idle);
+ms_status sim_dev_idle(const ms_simdev *d, bool *idle);
 /* MS_OK, or the sticky error of a failure inside an engine callback (out of
  * memory growing the event queue): the simulation of d is then incomplete. */
-ms_status ms_simdev_fault(const ms_simdev *d);
+ms_status sim_dev_fault(const ms_simdev *d);
 
 /* HBM capacity: bytes charged against spec->hbm_bytes.  A charge that would
  * exceed capacity is MS_ENOMEM and changes nothing. */
-ms_status ms_simdev_hbm_charge(ms_simdev *d, uint64_t bytes);
-ms_status ms_simdev_hbm_uncharge(ms_simdev *d, uint64_t bytes); /* > used: MS_EINVAL */
-ms_status ms_simdev_hbm_usage(const ms_simdev *d, uint64_t *used, uint64_t *peak,
-                              uint64_t *capacity);
+ms_status sim_dev_hbm_charge(ms_simdev *d, uint64_t bytes);
+ms_status sim_dev_hbm_uncharge(ms_simdev *d, uint64_t bytes); /* > used: MS_EINVAL */
+ms_status sim_dev_hbm_usage(const ms_simdev *d, uint64_t *used, uint64_t *peak, uint64_t *capacity);
 
 /* Streams: FIFO queues of device work.  Items on one stream run strictly in
  * order; an item starts at max(issue time, previous item's end, waited
@@ -152,10 +150,10 @@ ms_status ms_simdev_hbm_usage(const ms_simdev *d, uint64_t *used, uint64_t *peak
  * priority number wins, then the earlier-ready item, then the earlier issued.
  * H2D and D2H copies run on their direction's copy engine: concurrent copies
  * share its bandwidth equally (processor sharing), after a per-copy latency. */
-ms_status ms_simstream_create(ms_simdev *d, int priority, ms_simstream **out);
+ms_status sim_stream_create(ms_simdev *d, int priority, ms_simstream **out);
 /* As cudaStreamDestroy: returns at once; the stream is freed by the device
  * once its queued work has run. */
-ms_status ms_simstream_destroy(ms_simstream *s);
+ms_status sim_stream_destroy(ms_simstream *s);
 
 typedef struct ms_simstream_info {
     uint64_t id;          /* creation order on its device, from 0 */
@@ -164,7 +162,7 @@ typedef struct ms_simstream_info {
     uint32_t not_started; /* kernels and copies not yet started (launch-queue slots) */
     int64_t last_done_ns; /* completion time of its latest completed item (0: none) */
 } ms_simstream_info;
-ms_status ms_simstream_info_get(const ms_simstream *s, ms_simstream_info *out);
+ms_status sim_stream_info_get(const ms_simstream *s, ms_simstream_info *out);
 
 /* Enqueue work visible to the device at issue_ns.  An issue time before the
  * engine's clock starts the item no earlier than the clock (nothing runs in
@@ -177,30 +175,29 @@ ms_status ms_simstream_info_get(const ms_simstream *s, ms_simstream_info *out);
  * pipeline stages that order their sends and receives differently cannot
  * deadlock each other).  A RECV from an unattached peer costs its alpha-beta
  * time on the link, like a collective. */
-ms_status ms_simstream_launch(ms_simstream *s, const ms_kernel *k, int64_t issue_ns, uint64_t tag);
+ms_status sim_stream_launch(ms_simstream *s, const ms_kernel *k, int64_t issue_ns, uint64_t tag);
 /* The same with the device time already known (priced by the caller with
- * ms_cost_kernel_ns, or measured on hardware for a replay): dur_ns >= 0. */
-ms_status ms_simstream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t dur_ns,
-                                   int64_t issue_ns, uint64_t tag);
-ms_status ms_simstream_copy(ms_simstream *s, ms_copy_kind kind, uint64_t bytes, int64_t issue_ns,
-                            uint64_t tag);
+ * sim_cost_kernel_ns, or measured on hardware for a replay): dur_ns >= 0. */
+ms_status sim_stream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t dur_ns,
+                                  int64_t issue_ns, uint64_t tag);
+ms_status sim_stream_copy(ms_simstream *s, ms_copy_kind kind, uint64_t bytes, int64_t issue_ns,
+                          uint64_t tag);
 /* Event record: e completes when the stream's work issued before it is done.
  * Re-recording replaces the capture, as in CUDA; a wait issued earlier keeps
  * waiting for the capture it saw. */
-ms_status ms_simstream_record(ms_simstream *s, ms_simevent *e, int64_t issue_ns);
+ms_status sim_stream_record(ms_simstream *s, ms_simevent *e, int64_t issue_ns);
 /* The stream's later work waits for e's latest capture; a no-op when e was
  * never recorded (as in CUDA).  e must belong to the same device. */
-ms_status ms_simstream_wait_event(ms_simstream *s, ms_simevent *e, int64_t issue_ns);
+ms_status sim_stream_wait_event(ms_simstream *s, ms_simevent *e, int64_t issue_ns);
 
 /* Events (CUDA/ACL events).  Destroying an event with a pending capture is
  * fine: the capture lives until its stream reaches it. */
-ms_status ms_simevent_create(ms_simdev *d, ms_simevent **out);
-ms_status ms_simevent_destroy(ms_simevent *e);
+ms_status sim_event_create(ms_simdev *d, ms_simevent **out);
+ms_status sim_event_destroy(ms_simevent *e);
 /* *recorded: ever recorded; *complete: its latest capture has run (true when
  * never recorded, as cudaEventQuery); *time_ns: device time of completion
  * (valid when recorded and complete).  Any output may be NULL. */
-ms_status ms_simevent_status(const ms_simevent *e, bool *recorded, bool *complete,
-                             int64_t *time_ns);
+ms_status sim_event_status(const ms_simevent *e, bool *recorded, bool *complete, int64_t *time_ns);
 
 /* ======================================================================
  * Host threads
@@ -216,7 +213,7 @@ ms_status ms_simevent_status(const ms_simevent *e, bool *recorded, bool *complet
  * returns MS_EAGAIN: the caller should drive another host and retry.  A parked
  * host does not hold the engine back; it becomes active again (at the device
  * time its condition became true) as soon as its condition holds, or at its
- * next call.  An idle host (ms_simhost_set_idle) does not hold the engine
+ * next call.  An idle host (sim_host_set_idle) does not hold the engine
  * back either; its next call resumes it at max(its clock, engine clock).  With
  * one host these rules reduce to: waits run the engine until done, or
  * MS_EDEADLOCK if it runs dry first. */
@@ -225,24 +222,24 @@ typedef struct ms_simhost ms_simhost;
  * after engine steps; must be cheap and must not touch the engine. */
 typedef bool (*ms_simhost_cond)(const void *ctx);
 
-ms_status ms_simhost_create(ms_sim *sim, ms_simhost **out); /* clock 0, active */
-ms_status ms_simhost_destroy(ms_simhost *h);
-ms_status ms_simhost_now(const ms_simhost *h, int64_t *ns);
+ms_status sim_host_create(ms_sim *sim, ms_simhost **out); /* clock 0, active */
+ms_status sim_host_destroy(ms_simhost *h);
+ms_status sim_host_now(const ms_simhost *h, int64_t *ns);
 /* *parked: h waits for a condition that has not held since it parked (it is
  * woken, and this turns false, after the engine step that makes it hold). */
-ms_status ms_simhost_parked(const ms_simhost *h, bool *parked);
+ms_status sim_host_parked(const ms_simhost *h, bool *parked);
 /* Host work of ns (>= 0) nanoseconds, e.g. the runtime's launch overhead. */
-ms_status ms_simhost_advance(ms_simhost *h, int64_t ns);
+ms_status sim_host_advance(ms_simhost *h, int64_t ns);
 /* Resume h if parked or idle, then run the engine up to min(h's clock, the
  * other active hosts' clocks).  Every host-side call starts with this. */
-ms_status ms_simhost_catch_up(ms_simhost *h);
+ms_status sim_host_catch_up(ms_simhost *h);
 /* Run the engine until cond(ctx) holds; h's clock becomes max(clock, device
  * time at which it held).  MS_OK, MS_EAGAIN (h parked, see above; nothing
  * else changed), or MS_EDEADLOCK (the engine ran dry and no other host can
  * issue work: the condition can never hold). */
-ms_status ms_simhost_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx);
+ms_status sim_host_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx);
 /* h has nothing to issue until its next call: stop holding the engine back. */
-ms_status ms_simhost_set_idle(ms_simhost *h);
+ms_status sim_host_set_idle(ms_simhost *h);
 
 #ifdef __cplusplus
 }

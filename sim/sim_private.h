@@ -44,18 +44,18 @@ struct ms_sim {
     ms_sim_attachments att;
 };
 
-static inline ms_sim_attachments *ms_sim_attached(ms_sim *sim)
+static inline ms_sim_attachments *sim_attached(ms_sim *sim)
 {
     return &sim->att;
 }
 
 /* Fast internal forms of the public calls (no argument checks). */
-static inline int64_t ms_sim_clock(const ms_sim *sim)
+static inline int64_t sim_clock(const ms_sim *sim)
 {
     return sim->now;
 }
 
-static inline bool ms_sim_peek(const ms_sim *sim, int64_t *t_ns)
+static inline bool sim_peek(const ms_sim *sim, int64_t *t_ns)
 {
     if (sim->n == 0)
         return false;
@@ -63,18 +63,18 @@ static inline bool ms_sim_peek(const ms_sim *sim, int64_t *t_ns)
     return true;
 }
 
-void ms_sim_step_one(ms_sim *sim);
+void sim_step_one(ms_sim *sim);
 /* Remove every pending event for which pred is true; returns how many. */
 typedef bool (*ms_sim_cancel_pred)(ms_sim_fn fn, void *arg, const void *ctx);
-uint64_t ms_sim_cancel_if(ms_sim *sim, ms_sim_cancel_pred pred, const void *ctx);
+uint64_t sim_cancel_if(ms_sim *sim, ms_sim_cancel_pred pred, const void *ctx);
 
 /* p2p mailbox (p2p.c). */
-ms_simdev *ms_p2p_find_device(ms_sim *sim, int index);
-ms_status ms_p2p_attach(ms_sim *sim, ms_simdev *d, int index);
-void ms_p2p_detach(ms_sim *sim, ms_simdev *d, int index);
+ms_simdev *sim_p2p_find_device(ms_sim *sim, int index);
+ms_status sim_p2p_attach(ms_sim *sim, ms_simdev *d, int index);
+void sim_p2p_detach(ms_sim *sim, ms_simdev *d, int index);
 /* A SEND from src to dst with tag finished: post it and wake dst. */
-ms_status ms_p2p_post(ms_sim *sim, int src, int dst, int tag);
+ms_status sim_p2p_post(ms_sim *sim, int src, int dst, int tag);
 /* Take the oldest posted SEND matching (src, dst, tag); false if none. */
-bool ms_p2p_take(ms_sim *sim, int src, int dst, int tag);
+bool sim_p2p_take(ms_sim *sim, int src, int dst, int tag);
 
 #endif

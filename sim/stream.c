@@ -8,7 +8,7 @@
 #include "sim_private.h"
 #include "lib/base/growable.h"
 
-ms_status ms_simstream_create(ms_simdev *d, int priority, ms_simstream **out)
+ms_status sim_stream_create(ms_simdev *d, int priority, ms_simstream **out)
 {
     if (d == NULL || out == NULL)
         return MS_EINVAL;
@@ -25,7 +25,7 @@ ms_status ms_simstream_create(ms_simdev *d, int priority, ms_simstream **out)
     return MS_OK;
 }
 
-ms_status ms_simstream_destroy(ms_simstream *s)
+ms_status sim_stream_destroy(ms_simstream *s)
 {
     if (s == NULL || s->destroyed)
         return MS_EINVAL;
@@ -34,11 +34,11 @@ ms_status ms_simstream_destroy(ms_simstream *s)
     s->destroyed = true;
     s->dev->sweep = true;
     if (s->queued == 0 && !s->dev->settling)
-        ms_simdev_settle(s->dev, NULL);
+        sim_dev_settle(s->dev, NULL);
     return MS_OK;
 }
 
-ms_status ms_simstream_info_get(const ms_simstream *s, ms_simstream_info *out)
+ms_status sim_stream_info_get(const ms_simstream *s, ms_simstream_info *out)
 {
     if (s == NULL || out == NULL)
         return MS_EINVAL;
@@ -48,7 +48,7 @@ ms_status ms_simstream_info_get(const ms_simstream *s, ms_simstream_info *out)
 
 static ms_work_item *item_new(ms_simstream *s, ms_item_kind kind, int64_t issue_ns, uint64_t tag)
 {
-    ms_work_item *it = ms_pool_item_get(s->dev);
+    ms_work_item *it = sim_pool_item_get(s->dev);
     if (it == NULL)
         return NULL;
     *it = (ms_work_item){.stream = s, .kind = (uint8_t)kind, .issue_ns = issue_ns,
@@ -68,7 +68,7 @@ static void enqueue(ms_simstream *s, ms_work_item *it)
         s->not_started++;
     /* Only a new head can change what the device does next. */
     if (s->head == it)
-        ms_simdev_settle(s->dev, s);
+        sim_dev_settle(s->dev, s);
 }
 
 static bool usable(const ms_simstream *s)
@@ -76,8 +76,8 @@ static bool usable(const ms_simstream *s)
     return s != NULL && !s->destroyed;
 }
 
-ms_status ms_simstream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t dur_ns,
-                                   int64_t issue_ns, uint64_t tag)
+ms_status sim_stream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t dur_ns,
+                                  int64_t issue_ns, uint64_t tag)
 {
     if (!usable(s) || k == NULL || dur_ns < 0 || (unsigned)k->cls >= MS_KC_COUNT)
         return MS_EINVAL;
@@ -96,7 +96,7 @@ ms_status ms_simstream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t
     it->p2p_tag = k->tag;
     if (k->cls != MS_KC_COMM)
         it->res = MS_RES_COMPUTE;
-    else if (k->comm == MS_COMM_RECV && ms_p2p_find_device(d->sim, k->peer) != NULL)
+    else if (k->comm == MS_COMM_RECV && sim_p2p_find_device(d->sim, k->peer) != NULL)
         it->res = MS_RES_P2P_RECV;
     else
         it->res = MS_RES_COMM;
@@ -104,19 +104,19 @@ ms_status ms_simstream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t
     return MS_OK;
 }
 
-ms_status ms_simstream_launch(ms_simstream *s, const ms_kernel *k, int64_t issue_ns, uint64_t tag)
+ms_status sim_stream_launch(ms_simstream *s, const ms_kernel *k, int64_t issue_ns, uint64_t tag)
 {
     if (!usable(s) || k == NULL)
         return MS_EINVAL;
     int64_t dur = 0;
-    ms_status st = ms_cost_kernel_ns(s->dev->cm, k, &dur);
+    ms_status st = sim_cost_kernel_ns(s->dev->cm, k, &dur);
     if (st != MS_OK)
         return st;
-    return ms_simstream_launch_timed(s, k, dur, issue_ns, tag);
+    return sim_stream_launch_timed(s, k, dur, issue_ns, tag);
 }
 
-ms_status ms_simstream_copy(ms_simstream *s, ms_copy_kind kind, uint64_t bytes, int64_t issue_ns,
-                            uint64_t tag)
+ms_status sim_stream_copy(ms_simstream *s, ms_copy_kind kind, uint64_t bytes, int64_t issue_ns,
+                          uint64_t tag)
 {
     if (!usable(s))
         return MS_EINVAL;
@@ -126,10 +126,10 @@ ms_status ms_simstream_copy(ms_simstream *s, ms_copy_kind kind, uint64_t bytes, 
     ms_item_res res;
     ms_status st;
     if (kind == MS_COPY_D2D) {
-        st = ms_cost_copy_ns(d->cm, kind, bytes, &dur);
+        st = sim_cost_copy_ns(d->cm, kind, bytes, &dur);
         res = MS_RES_COMPUTE; /* a copy kernel: HBM bandwidth on the compute engine */
     } else {
-        st = ms_cost_copy_parts(d->cm, kind, bytes, &dur, &xfer);
+        st = sim_cost_copy_parts(d->cm, kind, bytes, &dur, &xfer);
         res = kind == MS_COPY_H2D ? MS_RES_COPY_H2D : MS_RES_COPY_D2H;
     }
     if (st != MS_OK)
@@ -147,7 +147,7 @@ ms_status ms_simstream_copy(ms_simstream *s, ms_copy_kind kind, uint64_t bytes, 
     return MS_OK;
 }
 
-ms_status ms_simstream_record(ms_simstream *s, ms_simevent *e, int64_t issue_ns)
+ms_status sim_stream_record(ms_simstream *s, ms_simevent *e, int64_t issue_ns)
 {
     if (!usable(s) || e == NULL || e->dev != s->dev)
         return MS_EINVAL;
@@ -155,20 +155,20 @@ ms_status ms_simstream_record(ms_simstream *s, ms_simevent *e, int64_t issue_ns)
     ms_work_item *it = item_new(s, MS_IK_RECORD, issue_ns, 0);
     if (it == NULL)
         return MS_ENOMEM;
-    ms_capture *c = ms_pool_capture_get(d); /* the item's reference */
+    ms_capture *c = sim_pool_capture_get(d); /* the item's reference */
     if (c == NULL) {
-        ms_pool_item_put(d, it);
+        sim_pool_item_put(d, it);
         return MS_ENOMEM;
     }
     c->refs++; /* the event's reference */
-    ms_capture_unref(d, e->latest);
+    sim_capture_unref(d, e->latest);
     e->latest = c;
     it->cap = c;
     enqueue(s, it);
     return MS_OK;
 }
 
-ms_status ms_simstream_wait_event(ms_simstream *s, ms_simevent *e, int64_t issue_ns)
+ms_status sim_stream_wait_event(ms_simstream *s, ms_simevent *e, int64_t issue_ns)
 {
     if (!usable(s) || e == NULL || e->dev != s->dev)
         return MS_EINVAL;
@@ -200,15 +200,15 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
             it->state = MS_IS_WAITING;
             return false;
         }
-        ms_simdev_finish_item(d, it);
+        sim_dev_finish_item(d, it);
         return true;
     case MS_RES_COMPUTE:
         it->state = MS_IS_READY; /* the serial engine picks among ready heads */
-        ms_serial_engine_add_ready(&d->compute, it);
+        sim_serial_engine_add_ready(&d->compute, it);
         return false;
     case MS_RES_COMM:
         it->state = MS_IS_READY;
-        ms_serial_engine_add_ready(&d->comm, it);
+        sim_serial_engine_add_ready(&d->comm, it);
         return false;
     case MS_RES_P2P_RECV:
         /* A receive occupies its stream from now until its send arrives. */
@@ -220,7 +220,7 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
         it->state = MS_IS_RUNNING;
         it->start_ns = now;
         s->not_started--;
-        ms_copy_engine_start(&d->copy[it->copy_kind], it);
+        sim_copy_engine_start(&d->copy[it->copy_kind], it);
         return false;
     }
 }
@@ -232,17 +232,17 @@ static bool unblock_head(ms_simstream *s, ms_work_item *it)
     if (it->kind == MS_IK_WAIT) {
         if (!it->cap->done)
             return false;
-    } else if (!ms_p2p_take(d->sim, it->peer, d->index, it->p2p_tag)) {
+    } else if (!sim_p2p_take(d->sim, it->peer, d->index, it->p2p_tag)) {
         return false;
     }
-    ms_simdev_finish_item(d, it);
+    sim_dev_finish_item(d, it);
     return true;
 }
 
-bool ms_simstream_advance(ms_simstream *s)
+bool sim_stream_advance(ms_simstream *s)
 {
     ms_simdev *d = s->dev;
-    int64_t now = ms_sim_clock(d->sim);
+    int64_t now = sim_clock(d->sim);
     bool changed = false;
     for (;;) {
         ms_work_item *it = s->head;
@@ -255,7 +255,7 @@ bool ms_simstream_advance(ms_simstream *s)
             /* Not yet issued by the host: come back when it is. */
             if (!it->arrival_kicked) {
                 it->arrival_kicked = true;
-                ms_simdev_kick(d, it->issue_ns);
+                sim_dev_kick(d, it->issue_ns);
             }
             break;
         } else {

@@ -19,7 +19,7 @@ static void *slab_new(ms_simdev *d, size_t payload)
     return (char *)s + head;
 }
 
-bool ms_pool_items_refill(ms_simdev *d)
+bool sim_pool_items_refill(ms_simdev *d)
 {
     ms_work_item *v = slab_new(d, ITEMS_PER_SLAB * sizeof *v);
     if (v == NULL)
@@ -31,7 +31,7 @@ bool ms_pool_items_refill(ms_simdev *d)
     return true;
 }
 
-bool ms_pool_captures_refill(ms_simdev *d)
+bool sim_pool_captures_refill(ms_simdev *d)
 {
     ms_capture *v = slab_new(d, CAPS_PER_SLAB * sizeof *v);
     if (v == NULL)
@@ -43,7 +43,7 @@ bool ms_pool_captures_refill(ms_simdev *d)
     return true;
 }
 
-void ms_pool_free_all(ms_simdev *d)
+void sim_pool_free_all(ms_simdev *d)
 {
     while (d->slabs != NULL) {
         ms_slab *s = d->slabs;

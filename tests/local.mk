@@ -105,3 +105,7 @@ tests_unit_test_report_svg_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_report_svg_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 
 TESTS += $(check_PROGRAMS)
+
+# DESIGN.md's layout rules on the tree and on the built library's exports.
+TESTS += tests/layout.sh
+EXTRA_DIST += tests/layout.sh

@@ -38,21 +38,21 @@ typedef struct ms_alloc_config {
 } ms_alloc_config;
 
 /* The defaults of the given flavour. */
-ms_status ms_alloc_config_default(ms_alloc_flavour flavour, ms_alloc_config *cfg);
+MS_API ms_status ms_alloc_config_default(ms_alloc_flavour flavour, ms_alloc_config *cfg);
 /* Apply a PYTORCH_CUDA_ALLOC_CONF-style string ("expandable_segments:True,
  * max_split_size_mb:128,roundup_power2_divisions:[256:1,>:4]") on top of cfg.
  * An unknown key or bad value is MS_EINVAL naming the key and its offset. */
-ms_status ms_alloc_config_parse(const char *conf, ms_alloc_config *cfg, ms_diag *d);
+MS_API ms_status ms_alloc_config_parse(const char *conf, ms_alloc_config *cfg, ms_diag *d);
 
 /* round_size of the flavour (NPU: +32 bytes first, then the same rounding). */
-ms_status ms_alloc_config_round_size(const ms_alloc_config *cfg, uint64_t size, uint64_t *rounded);
+MS_API ms_status ms_alloc_config_round_size(const ms_alloc_config *cfg, uint64_t size, uint64_t *rounded);
 /* get_allocation_size: the segment a rounded request opens (2 MiB, 20 MiB or
  * a multiple of 2 MiB); exact: the exact_segments rule for large requests. */
-ms_status ms_alloc_config_allocation_size(const ms_alloc_config *cfg, uint64_t rounded, bool exact,
+MS_API ms_status ms_alloc_config_allocation_size(const ms_alloc_config *cfg, uint64_t rounded, bool exact,
                                           uint64_t *segment);
 /* PyTorch's format_size: "N bytes" up to 1024, else KiB/MiB/GiB with two
  * decimals.  Writes at most len bytes including the terminator. */
-ms_status ms_alloc_format_size(uint64_t size, char *buf, size_t len);
+MS_API ms_status ms_alloc_format_size(uint64_t size, char *buf, size_t len);
 
 /* One statistic, as torch.cuda.memory_stats() reports it. */
 typedef struct ms_stat {
@@ -98,7 +98,7 @@ typedef enum ms_alloc_action {
     MS_AA_COUNT
 } ms_alloc_action;
 
-const char *ms_alloc_action_name(ms_alloc_action a); /* "alloc", "segment_map", ... */
+MS_API const char *ms_alloc_action_name(ms_alloc_action a); /* "alloc", "segment_map", ... */
 
 /* For MS_AA_OOM, as in the snapshot's oom entry: addr is the device's free
  * bytes and size the rounded request. */
@@ -127,32 +127,32 @@ typedef struct ms_pool_options {
     bool lendable;
 } ms_pool_options;
 
-ms_status ms_alloc_create(ms_backend *be, const ms_alloc_config *cfg, ms_alloc **out);
-ms_status ms_alloc_destroy(ms_alloc *a);
+MS_API ms_status ms_alloc_create(ms_backend *be, const ms_alloc_config *cfg, ms_alloc **out);
+MS_API ms_status ms_alloc_destroy(ms_alloc *a);
 
 /* Allocate size bytes for use on stream in pool; on out of memory returns
  * MS_ENOMEM with the exact CUDA or NPU message in d.  Size 0 gives address 0
  * and no block.  The backend's stream ids must be below 65536 (MS_ERANGE). */
-ms_status ms_alloc_malloc(ms_alloc *a, uint64_t size, ms_stream *stream, int pool, uint64_t *addr,
+MS_API ms_status ms_alloc_malloc(ms_alloc *a, uint64_t size, ms_stream *stream, int pool, uint64_t *addr,
                           ms_diag *d);
-ms_status ms_alloc_free(ms_alloc *a, uint64_t addr);
+MS_API ms_status ms_alloc_free(ms_alloc *a, uint64_t addr);
 /* The block at addr is also used on stream s: its free waits for s's work. */
-ms_status ms_alloc_record_stream(ms_alloc *a, uint64_t addr, ms_stream *s);
-ms_status ms_alloc_empty_cache(ms_alloc *a);
-ms_status ms_alloc_get_stats(const ms_alloc *a, ms_alloc_stats *out);
+MS_API ms_status ms_alloc_record_stream(ms_alloc *a, uint64_t addr, ms_stream *s);
+MS_API ms_status ms_alloc_empty_cache(ms_alloc *a);
+MS_API ms_status ms_alloc_get_stats(const ms_alloc *a, ms_alloc_stats *out);
 /* The "all" current allocated, reserved and active bytes of get_stats, for
  * callers that sample them per op (any pointer may be NULL). */
-ms_status ms_alloc_current(const ms_alloc *a, uint64_t *allocated, uint64_t *reserved,
+MS_API ms_status ms_alloc_current(const ms_alloc *a, uint64_t *allocated, uint64_t *reserved,
                            uint64_t *active);
-ms_status ms_alloc_reset_peak_stats(ms_alloc *a);
-ms_status ms_alloc_set_observer(ms_alloc *a, ms_alloc_observer fn, void *user);
+MS_API ms_status ms_alloc_reset_peak_stats(ms_alloc *a);
+MS_API ms_status ms_alloc_set_observer(ms_alloc *a, ms_alloc_observer fn, void *user);
 
-ms_status ms_alloc_pool_create(ms_alloc *a, const char *name, const ms_pool_options *opt,
+MS_API ms_status ms_alloc_pool_create(ms_alloc *a, const char *name, const ms_pool_options *opt,
                                int *pool);
-ms_status ms_alloc_pool_find(const ms_alloc *a, const char *name, int *pool);
+MS_API ms_status ms_alloc_pool_find(const ms_alloc *a, const char *name, int *pool);
 /* While enabled, default-pool requests may take idle blocks of lendable pools
  * (the executor enables it outside the forward pass). */
-ms_status ms_alloc_set_borrowing(ms_alloc *a, bool enabled);
+MS_API ms_status ms_alloc_set_borrowing(ms_alloc *a, bool enabled);
 
 /* Visit every segment and block (for segments.csv and snapshots). */
 typedef struct ms_block_info {
@@ -169,7 +169,7 @@ typedef struct ms_block_info {
     bool small;        /* segment_type 'small' (small pool) */
 } ms_block_info;
 typedef void (*ms_block_visitor)(void *user, const ms_block_info *b);
-ms_status ms_alloc_visit_blocks(const ms_alloc *a, ms_block_visitor fn, void *user);
+MS_API ms_status ms_alloc_visit_blocks(const ms_alloc *a, ms_block_visitor fn, void *user);
 
 /* Trace replay: recreate a segment as it stood when a trace began (the
  * snapshot's final segments minus what the trace added plus what it freed).
@@ -181,7 +181,7 @@ typedef struct ms_seed_block {
     uint64_t requested;
     bool allocated;
 } ms_seed_block;
-ms_status ms_alloc_import_segment(ms_alloc *a, uint64_t addr, uint64_t size, ms_stream *stream,
+MS_API ms_status ms_alloc_import_segment(ms_alloc *a, uint64_t addr, uint64_t size, ms_stream *stream,
                                   bool expandable, const ms_seed_block *blocks, uint32_t n_blocks);
 
 /* The same with the snapshot's segment_type and a named pool spelled out
@@ -197,14 +197,14 @@ typedef struct ms_seed_segment {
     const ms_seed_block *blocks;
     uint32_t n_blocks;
 } ms_seed_segment;
-ms_status ms_alloc_import_seed(ms_alloc *a, const ms_seed_segment *seg);
+MS_API ms_status ms_alloc_import_seed(ms_alloc *a, const ms_seed_segment *seg);
 
 /* torch.cuda.set_per_process_memory_fraction at run time (0 <= f <= 1):
  * allowed = f * total device memory from mem_get_info. */
-ms_status ms_alloc_set_memory_fraction(ms_alloc *a, double fraction);
+MS_API ms_status ms_alloc_set_memory_fraction(ms_alloc *a, double fraction);
 /* torch.cuda.reset_accumulated_memory_stats: zero allocated/freed counters
  * and the event counts. */
-ms_status ms_alloc_reset_accumulated_stats(ms_alloc *a);
+MS_API ms_status ms_alloc_reset_accumulated_stats(ms_alloc *a);
 
 #ifdef __cplusplus
 }

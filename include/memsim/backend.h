@@ -139,7 +139,7 @@ typedef struct ms_backend {
 
 /* Destroy the instance and free b.  Not for a group's devices: the group
  * closes those. */
-ms_status ms_backend_close(ms_backend *b);
+MS_API ms_status ms_backend_close(ms_backend *b);
 
 /* ---- device groups ----------------------------------------------------------
  * A run drives several devices at once (the stages of a pipeline), each from
@@ -190,15 +190,15 @@ typedef ms_status ms_group_open_fn(const ms_group_config *cfg, ms_device_group *
 /* Open a group on the backend registered under name: "mock" always, "cuda"
  * and "npu" where configure built them.  An unknown or unbuilt name is an
  * error that lists the backends this build has. */
-ms_status ms_group_open(const char *backend, const ms_group_config *cfg, ms_device_group **out,
+MS_API ms_status ms_group_open(const char *backend, const ms_group_config *cfg, ms_device_group **out,
                         ms_diag *d);
-ms_status ms_group_close(ms_device_group *g);
+MS_API ms_status ms_group_close(ms_device_group *g);
 /* Device i's handle (NULL when out of range); valid until the group closes. */
-ms_backend *ms_group_device(const ms_device_group *g, int i);
-ms_status ms_group_run(ms_device_group *g, ms_group_body body, void *user);
-ms_status ms_group_cancel(ms_device_group *g);
+MS_API ms_backend *ms_group_device(const ms_device_group *g, int i);
+MS_API ms_status ms_group_run(ms_device_group *g, ms_group_body body, void *user);
+MS_API ms_status ms_group_cancel(ms_device_group *g);
 /* The backends this build has, comma-separated ("mock, cuda"). */
-const char *ms_backend_names(void);
+MS_API const char *ms_backend_names(void);
 
 #ifdef __cplusplus
 }

@@ -26,11 +26,11 @@ typedef enum ms_dtype {
 } ms_dtype;
 
 /* Bytes per element (4, 2, 2, 1, 1); 0 for an invalid dtype. */
-size_t ms_dtype_size(ms_dtype t);
+MS_API size_t ms_dtype_size(ms_dtype t);
 /* "fp32", "fp16", "bf16", "fp8", "int8". */
-const char *ms_dtype_name(ms_dtype t);
+MS_API const char *ms_dtype_name(ms_dtype t);
 /* Parse a dtype name (also accepts "float32", "float16", "bfloat16"). */
-ms_status ms_dtype_parse(const char *name, ms_dtype *out);
+MS_API ms_status ms_dtype_parse(const char *name, ms_dtype *out);
 
 #define MS_CURVE_MAX 32
 
@@ -73,7 +73,7 @@ typedef struct ms_device_spec {
 
 /* Check that a spec is usable (positive capacity, bandwidths, ascending
  * curves); on failure names the offending field in d. */
-ms_status ms_device_spec_validate(const ms_device_spec *spec, ms_diag *d);
+MS_API ms_status ms_device_spec_validate(const ms_device_spec *spec, ms_diag *d);
 
 #ifdef __cplusplus
 }

@@ -70,16 +70,16 @@ typedef struct ms_step_result {
 /* Create the executor: streams, and the persistent tensors (weights, grads,
  * optimizer state) allocated once.  An OOM here is reported in *setup_oom
  * (with the message in d), not as a failure of the call. */
-ms_status ms_exec_create(const ms_exec_config *cfg, ms_exec **out, bool *setup_oom, ms_diag *d);
-ms_status ms_exec_destroy(ms_exec *e);
+MS_API ms_status ms_exec_create(const ms_exec_config *cfg, ms_exec **out, bool *setup_oom, ms_diag *d);
+MS_API ms_status ms_exec_destroy(ms_exec *e);
 /* Run one step under plan (NULL: no decisions); fills the op profile
  * (n == program n_ops) used by the policy's next plan(). */
-ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile *profile,
+MS_API ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile *profile,
                        ms_step_result *res, ms_diag *d);
 /* The peaks of a step that did not finish (cancelled: another pipeline
  * stage ran out of memory): allocator peaks, the gap at the allocated peak
  * and the activation peak reached so far.  Other fields are left alone. */
-ms_status ms_exec_partial_peaks(const ms_exec *e, ms_step_result *res);
+MS_API ms_status ms_exec_partial_peaks(const ms_exec *e, ms_step_result *res);
 
 /* A whole run: scenario + policy -> summary (+ record for reports). */
 typedef struct ms_run_options {
@@ -94,19 +94,19 @@ typedef struct ms_run_options {
 
 typedef struct ms_run ms_run;
 
-ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,
+MS_API ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,
                          ms_diag *d);
-ms_status ms_run_free(ms_run *r);
+MS_API ms_status ms_run_free(ms_run *r);
 /* One summary per pipeline stage (n == pipeline_model_parallel_size). */
-ms_status ms_run_summaries(const ms_run *r, const ms_run_summary **s, size_t *n);
-ms_status ms_run_summary_get(const ms_run *r, const ms_run_summary **s); /* stage 0 */
-ms_status ms_run_record_get(const ms_run *r, const ms_run_record **rec);
+MS_API ms_status ms_run_summaries(const ms_run *r, const ms_run_summary **s, size_t *n);
+MS_API ms_status ms_run_summary_get(const ms_run *r, const ms_run_summary **s); /* stage 0 */
+MS_API ms_status ms_run_record_get(const ms_run *r, const ms_run_record **rec);
 /* The step program of every stage, indexed by device. */
-ms_status ms_run_program_views(const ms_run *r, const ms_program_view **views, size_t *n);
+MS_API ms_status ms_run_program_views(const ms_run *r, const ms_program_view **views, size_t *n);
 
 /* Find a shipped data directory ("policies_lua", "scenarios/devices"):
  * $MEMSIM_DATADIR/sub, then the source tree, then the installed pkgdatadir. */
-ms_status ms_data_path(const char *sub, char *buf, size_t n);
+MS_API ms_status ms_data_path(const char *sub, char *buf, size_t n);
 
 #ifdef __cplusplus
 }

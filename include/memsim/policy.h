@@ -48,11 +48,11 @@ typedef struct ms_plan {
     bool stable;         /* the policy called ctx:stable() */
 } ms_plan;
 
-ms_status ms_plan_init(ms_plan *p);
-ms_status ms_plan_add(ms_plan *p, const ms_decision *dec);
-ms_status ms_plan_clear(ms_plan *p); /* keeps capacity; resets stable */
-ms_status ms_plan_copy(ms_plan *dst, const ms_plan *src);
-ms_status ms_plan_free(ms_plan *p);
+MS_API ms_status ms_plan_init(ms_plan *p);
+MS_API ms_status ms_plan_add(ms_plan *p, const ms_decision *dec);
+MS_API ms_status ms_plan_clear(ms_plan *p); /* keeps capacity; resets stable */
+MS_API ms_status ms_plan_copy(ms_plan *dst, const ms_plan *src);
+MS_API ms_status ms_plan_free(ms_plan *p);
 
 /* What one op did in the last step (modeled in the mock, measured on hardware). */
 typedef struct ms_op_profile {
@@ -111,11 +111,11 @@ typedef struct ms_policy ms_policy;
 /* Load the policy at path; lib_dir is the only directory require() may read
  * (the shipped policies_lua/).  A name without '/' or ".lua" is looked up as
  * lib_dir/NAME.lua. */
-ms_status ms_policy_load(const char *path, const char *lib_dir, const ms_policy_limits *lim,
+MS_API ms_status ms_policy_load(const char *path, const char *lib_dir, const ms_policy_limits *lim,
                          ms_policy **out, ms_diag *d);
-ms_status ms_policy_free(ms_policy *p);
+MS_API ms_status ms_policy_free(ms_policy *p);
 /* The policy's name: its table's `name` field, else the file's base name. */
-ms_status ms_policy_name(const ms_policy *p, const char **name);
+MS_API ms_status ms_policy_name(const ms_policy *p, const char **name);
 
 /* Pools the policy declares in its `pools` table, e.g.
  *   pools = { long = { exact_segments = true, lendable = true } }
@@ -125,20 +125,20 @@ typedef struct ms_pool_decl {
     bool exact_segments;
     bool lendable;
 } ms_pool_decl;
-ms_status ms_policy_pools(const ms_policy *p, const ms_pool_decl **decls, uint32_t *n);
+MS_API ms_status ms_policy_pools(const ms_policy *p, const ms_pool_decl **decls, uint32_t *n);
 
 /* Call plan(profile, ctx) if the policy has it; decisions are appended to
  * plan (cleared first), then prof->declared unless the policy called
  * ctx:replace_declared().  sim may be NULL (ctx:simulate then errors). */
-ms_status ms_policy_plan(ms_policy *p, const ms_profile *prof, ms_simulate_fn sim, void *sim_user,
+MS_API ms_status ms_policy_plan(ms_policy *p, const ms_profile *prof, ms_simulate_fn sim, void *sim_user,
                          ms_plan *plan, ms_diag *d);
 /* Call pool(tensor): the pool's name in buf ("default" without the hook). */
-ms_status ms_policy_pool(ms_policy *p, const ms_tensor *t, char *buf, size_t n, ms_diag *d);
+MS_API ms_status ms_policy_pool(ms_policy *p, const ms_tensor *t, char *buf, size_t n, ms_diag *d);
 /* Call on_oom(request, ctx): *handled is true if it added decisions. */
-ms_status ms_policy_on_oom(ms_policy *p, const ms_oom_request *req, const ms_profile *prof,
+MS_API ms_status ms_policy_on_oom(ms_policy *p, const ms_oom_request *req, const ms_profile *prof,
                            ms_plan *plan, bool *handled, ms_diag *d);
 /* Where ctx:log writes (stderr by default; NULL silences it). */
-ms_status ms_policy_set_log(ms_policy *p, FILE *stream);
+MS_API ms_status ms_policy_set_log(ms_policy *p, FILE *stream);
 
 #ifdef __cplusplus
 }

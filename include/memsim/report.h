@@ -27,7 +27,7 @@ typedef enum ms_work_kind {
     MS_WK_SWAP_IN      /* H2D copy back */
 } ms_work_kind;
 
-const char *ms_work_kind_name(ms_work_kind k); /* "kernel", "recompute", ... */
+MS_API const char *ms_work_kind_name(ms_work_kind k); /* "kernel", "recompute", ... */
 
 typedef struct ms_op_row {
     int step;
@@ -74,7 +74,7 @@ typedef struct ms_tensor_row {
  * cache the next step starts from). */
 typedef enum ms_snapshot_when { MS_SNAP_OOM = 0, MS_SNAP_STEP_END } ms_snapshot_when;
 
-const char *ms_snapshot_when_name(ms_snapshot_when w); /* "oom", "step_end" */
+MS_API const char *ms_snapshot_when_name(ms_snapshot_when w); /* "oom", "step_end" */
 
 typedef struct ms_segment_row {
     int step;
@@ -116,42 +116,42 @@ typedef struct ms_run_summary {
 
 typedef struct ms_run_record ms_run_record;
 
-ms_status ms_record_create(ms_run_record **out);
-ms_status ms_record_free(ms_run_record *r);
+MS_API ms_status ms_record_create(ms_run_record **out);
+MS_API ms_status ms_record_free(ms_run_record *r);
 /* Drop the rows of every step, keeping those made before the first (step
  * -1: setup allocations, pool choices) and the memory for the next rows. */
-ms_status ms_record_clear_steps(ms_run_record *r);
-ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row);
-ms_status ms_record_add_mem(ms_run_record *r, const ms_mem_row *row);
-ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row);
-ms_status ms_record_add_segment(ms_run_record *r, const ms_segment_row *row);
+MS_API ms_status ms_record_clear_steps(ms_run_record *r);
+MS_API ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row);
+MS_API ms_status ms_record_add_mem(ms_run_record *r, const ms_mem_row *row);
+MS_API ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row);
+MS_API ms_status ms_record_add_segment(ms_run_record *r, const ms_segment_row *row);
 /* Patch device start/end of an op row once the backend reports it. */
-ms_status ms_record_set_times(ms_run_record *r, size_t row, int64_t start_ns, int64_t end_ns);
-ms_status ms_record_n_ops(const ms_run_record *r, size_t *n);
-ms_status ms_record_op(const ms_run_record *r, size_t i, const ms_op_row **row);
-ms_status ms_record_n_mem(const ms_run_record *r, size_t *n);
-ms_status ms_record_mem(const ms_run_record *r, size_t i, const ms_mem_row **row);
-ms_status ms_record_n_tensors(const ms_run_record *r, size_t *n);
-ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row **row);
-ms_status ms_record_n_segments(const ms_run_record *r, size_t *n);
-ms_status ms_record_segment(const ms_run_record *r, size_t i, const ms_segment_row **row);
+MS_API ms_status ms_record_set_times(ms_run_record *r, size_t row, int64_t start_ns, int64_t end_ns);
+MS_API ms_status ms_record_n_ops(const ms_run_record *r, size_t *n);
+MS_API ms_status ms_record_op(const ms_run_record *r, size_t i, const ms_op_row **row);
+MS_API ms_status ms_record_n_mem(const ms_run_record *r, size_t *n);
+MS_API ms_status ms_record_mem(const ms_run_record *r, size_t i, const ms_mem_row **row);
+MS_API ms_status ms_record_n_tensors(const ms_run_record *r, size_t *n);
+MS_API ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row **row);
+MS_API ms_status ms_record_n_segments(const ms_run_record *r, size_t *n);
+MS_API ms_status ms_record_segment(const ms_run_record *r, size_t i, const ms_segment_row **row);
 
 /* Write summary.csv (one row per summary), and with a record ops.csv,
  * memory.csv, tensors.csv, segments.csv and trace.json, into dir (created
  * if missing).  Files are written whole to a
  * temporary name and renamed, so a failed run never leaves a partial CSV
  * that looks complete. */
-ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
+MS_API ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
                               const ms_run_record *record, const ms_program_view *programs,
                               size_t n_programs, ms_diag *d);
-ms_status ms_report_write_summary_csv(const char *path, const ms_run_summary *summaries, size_t n,
+MS_API ms_status ms_report_write_summary_csv(const char *path, const ms_run_summary *summaries, size_t n,
                                       ms_diag *d);
 /* trace.json: Chrome Trace Event Format (open in Perfetto). */
-ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *record,
+MS_API ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *record,
                                        const ms_program_view *programs, size_t n_programs,
                                        ms_diag *d);
 /* The console summary. */
-ms_status ms_report_print_summary(FILE *out, const ms_run_summary *s);
+MS_API ms_status ms_report_print_summary(FILE *out, const ms_run_summary *s);
 
 #ifdef __cplusplus
 }

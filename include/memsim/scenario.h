@@ -106,12 +106,12 @@ typedef struct ms_scenario {
  * <scenario dir>/../devices, $MEMSIM_DATADIR/scenarios/devices, then the
  * source and installed data directories (MS_SRCDIR, MS_DATADIR
  * /scenarios/devices).  Errors name the file (and line, key or field). */
-ms_status ms_scenario_load(const char *path, const char *const *overrides, size_t n_overrides,
+MS_API ms_status ms_scenario_load(const char *path, const char *const *overrides, size_t n_overrides,
                            ms_scenario **out, ms_diag *d);
-ms_status ms_scenario_free(ms_scenario *sc);
+MS_API ms_status ms_scenario_free(ms_scenario *sc);
 
 /* Load one device file into spec. */
-ms_status ms_device_load(const char *path, ms_device_spec *spec, ms_diag *d);
+MS_API ms_status ms_device_load(const char *path, ms_device_spec *spec, ms_diag *d);
 
 /* Pipeline layout.  Each stage holds `chunks` model chunks (1 without
  * interleaving; Megatron's virtual stages, MindFormers' pp_interleave_num);
@@ -119,8 +119,8 @@ ms_status ms_device_load(const char *path, ms_device_spec *spec, ms_diag *d);
  * chunk-major: chunk 0 of stages 0..pp-1 holds the first layers, then chunk 1
  * (Megatron's and MindFormers' order).  With parallel.offset the counts are
  * MindFormers' num_layers / (pp x chunks) + offset[c][s]; else even. */
-ms_status ms_scenario_chunks(const ms_scenario *sc, int *chunks);
-ms_status ms_scenario_chunk_layers(const ms_scenario *sc, int stage, int chunk, int *first,
+MS_API ms_status ms_scenario_chunks(const ms_scenario *sc, int *chunks);
+MS_API ms_status ms_scenario_chunk_layers(const ms_scenario *sc, int stage, int chunk, int *first,
                                    int *count);
 
 #ifdef __cplusplus

@@ -14,6 +14,15 @@
 extern "C" {
 #endif
 
+/* What libmemsim exports: the functions declared in include/memsim/.  The
+ * library is built with -fvisibility=hidden, so everything else stays
+ * inside it, as Lua keeps its internals to LUAI_FUNC. */
+#if defined(__GNUC__)
+#define MS_API __attribute__((visibility("default")))
+#else
+#define MS_API
+#endif
+
 typedef enum ms_status {
     MS_OK = 0,
     MS_EINVAL,       /* an argument or input value is invalid */
@@ -35,7 +44,7 @@ typedef enum ms_status {
 } ms_status;
 
 /* Short constant description of a status code ("out of memory"). */
-const char *ms_strerror(ms_status s);
+MS_API const char *ms_strerror(ms_status s);
 
 #define MS_DIAG_MAX 1024
 
@@ -46,13 +55,13 @@ typedef struct ms_diag {
 
 /* Record code and a formatted message in d (if non-NULL); returns code so a
  * caller can write `return ms_diag_set(d, MS_EINVAL, "...")`. */
-ms_status ms_diag_set(ms_diag *d, ms_status code, const char *fmt, ...)
+MS_API ms_status ms_diag_set(ms_diag *d, ms_status code, const char *fmt, ...)
     __attribute__((format(printf, 3, 4)));
-ms_status ms_diag_vset(ms_diag *d, ms_status code, const char *fmt, va_list ap);
+MS_API ms_status ms_diag_vset(ms_diag *d, ms_status code, const char *fmt, va_list ap);
 /* Prefix the existing message with context ("scenario.lua: " + msg). */
-ms_status ms_diag_prefix(ms_diag *d, const char *fmt, ...)
+MS_API ms_status ms_diag_prefix(ms_diag *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-ms_status ms_diag_clear(ms_diag *d);
+MS_API ms_status ms_diag_clear(ms_diag *d);
 
 #ifdef __cplusplus
 }

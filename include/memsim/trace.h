@@ -66,40 +66,40 @@ typedef struct ms_pickle_limits {
                            elements; default 1 << 20 */
 } ms_pickle_limits;
 
-ms_status ms_pickle_limits_default(ms_pickle_limits *lim);
+MS_API ms_status ms_pickle_limits_default(ms_pickle_limits *lim);
 /* Decode len bytes.  lim NULL: the defaults.  On error *out is NULL and d
  * says what was wrong and at which byte offset. */
-ms_status ms_pickle_decode(const void *data, size_t len, const ms_pickle_limits *lim,
+MS_API ms_status ms_pickle_decode(const void *data, size_t len, const ms_pickle_limits *lim,
                            ms_pickle **out, ms_diag *d);
-ms_status ms_pickle_free(ms_pickle *p);
+MS_API ms_status ms_pickle_free(ms_pickle *p);
 
 /* Pure accessors: the top-level value; a value's kind (MS_PK_COUNT for
  * NULL); a kind's Python name ("dict", "int", ...). */
-const ms_pickle_value *ms_pickle_root(const ms_pickle *p);
-ms_pickle_kind ms_pickle_kind_of(const ms_pickle_value *v);
-const char *ms_pickle_kind_name(ms_pickle_kind k);
+MS_API const ms_pickle_value *ms_pickle_root(const ms_pickle *p);
+MS_API ms_pickle_kind ms_pickle_kind_of(const ms_pickle_value *v);
+MS_API const char *ms_pickle_kind_name(ms_pickle_kind k);
 
 /* Length: items of a container, bytes of a str/bytes/bytearray/bigint. */
-ms_status ms_pickle_len(const ms_pickle_value *v, size_t *n);
+MS_API ms_status ms_pickle_len(const ms_pickle_value *v, size_t *n);
 /* Item i of a list, tuple, set or frozenset (sets keep insertion order). */
-ms_status ms_pickle_item(const ms_pickle_value *v, size_t i, const ms_pickle_value **out);
+MS_API ms_status ms_pickle_item(const ms_pickle_value *v, size_t i, const ms_pickle_value **out);
 /* Entry i of a dict, in insertion order. */
-ms_status ms_pickle_dict_item(const ms_pickle_value *v, size_t i, const ms_pickle_value **key,
+MS_API ms_status ms_pickle_dict_item(const ms_pickle_value *v, size_t i, const ms_pickle_value **key,
                               const ms_pickle_value **val);
 /* The value under a str key; MS_ENOENT when absent, MS_EINVAL if v is not a
  * dict. */
-ms_status ms_pickle_dict_get(const ms_pickle_value *dict, const char *key,
+MS_API ms_status ms_pickle_dict_get(const ms_pickle_value *dict, const char *key,
                              const ms_pickle_value **out);
 /* Typed reads; MS_EINVAL when the kind does not fit.  as_int accepts int and
  * bool (a Python bool is an int) and gives MS_ERANGE for a bigint; as_float
  * accepts float, int and bool; as_str gives a NUL-terminated string (which
  * may also contain NULs: use len); as_bytes accepts bytes, bytearray and
  * bigint (little-endian two's complement, as LONG1/LONG4 carry it). */
-ms_status ms_pickle_as_int(const ms_pickle_value *v, int64_t *out);
-ms_status ms_pickle_as_float(const ms_pickle_value *v, double *out);
-ms_status ms_pickle_as_bool(const ms_pickle_value *v, bool *out);
-ms_status ms_pickle_as_str(const ms_pickle_value *v, const char **s, size_t *len);
-ms_status ms_pickle_as_bytes(const ms_pickle_value *v, const uint8_t **b, size_t *len);
+MS_API ms_status ms_pickle_as_int(const ms_pickle_value *v, int64_t *out);
+MS_API ms_status ms_pickle_as_float(const ms_pickle_value *v, double *out);
+MS_API ms_status ms_pickle_as_bool(const ms_pickle_value *v, bool *out);
+MS_API ms_status ms_pickle_as_str(const ms_pickle_value *v, const char **s, size_t *len);
+MS_API ms_status ms_pickle_as_bytes(const ms_pickle_value *v, const uint8_t **b, size_t *len);
 
 /* ------------------------------------------------------------------------
  * Snapshot: segments, per-device traces and allocator settings.
@@ -121,8 +121,8 @@ typedef enum ms_trace_action {
 } ms_trace_action;
 
 /* "alloc", "free_requested", ..., "user_defined"; NULL when out of range. */
-const char *ms_trace_action_name(ms_trace_action a);
-ms_status ms_trace_action_parse(const char *name, ms_trace_action *out);
+MS_API const char *ms_trace_action_name(ms_trace_action a);
+MS_API ms_status ms_trace_action_parse(const char *name, ms_trace_action *out);
 
 typedef struct ms_trace_event {
     ms_trace_action action;
@@ -183,27 +183,27 @@ typedef struct ms_snapshot ms_snapshot;
  * (action,addr,size,stream,time_us[,device_free]): one device (0), no
  * segments, no settings.  Errors name the file and the key path / CSV line
  * and field. */
-ms_status ms_snapshot_load(const char *path, ms_snapshot **out, ms_diag *d);
+MS_API ms_status ms_snapshot_load(const char *path, ms_snapshot **out, ms_diag *d);
 /* The same from memory; name is used in messages and for the .pickle rule. */
-ms_status ms_snapshot_load_buffer(const void *data, size_t len, const char *name,
+MS_API ms_status ms_snapshot_load_buffer(const void *data, size_t len, const char *name,
                                   ms_snapshot **out, ms_diag *d);
-ms_status ms_snapshot_free(ms_snapshot *s);
+MS_API ms_status ms_snapshot_free(ms_snapshot *s);
 
 /* Number of device traces (devices with an empty trace included). */
-ms_status ms_snapshot_devices(const ms_snapshot *s, int *n);
-ms_status ms_snapshot_trace(const ms_snapshot *s, int device, const ms_trace_event **events,
+MS_API ms_status ms_snapshot_devices(const ms_snapshot *s, int *n);
+MS_API ms_status ms_snapshot_trace(const ms_snapshot *s, int device, const ms_trace_event **events,
                             size_t *n);
 /* Whether the snapshot has its final segments (a pickle).  A CSV trace has
  * none: its replay starts from an empty allocator instead of rebuilding the
  * starting state from the end. */
-ms_status ms_snapshot_has_segments(const ms_snapshot *s, bool *out);
+MS_API ms_status ms_snapshot_has_segments(const ms_snapshot *s, bool *out);
 /* Segments of every device, in snapshot order. */
-ms_status ms_snapshot_segments(const ms_snapshot *s, const ms_snapshot_segment **segs,
+MS_API ms_status ms_snapshot_segments(const ms_snapshot *s, const ms_snapshot_segment **segs,
                                size_t *n);
-ms_status ms_snapshot_settings_get(const ms_snapshot *s, const ms_snapshot_settings **out);
+MS_API ms_status ms_snapshot_settings_get(const ms_snapshot *s, const ms_snapshot_settings **out);
 /* The allocator configuration the snapshot ran with: flavour defaults, then
  * the recorded PYTORCH_CUDA_ALLOC_CONF, then the explicit settings fields. */
-ms_status ms_snapshot_alloc_config(const ms_snapshot *s, ms_alloc_flavour flavour,
+MS_API ms_status ms_snapshot_alloc_config(const ms_snapshot *s, ms_alloc_flavour flavour,
                                    ms_alloc_config *cfg, ms_diag *d);
 
 /* ------------------------------------------------------------------------
@@ -226,7 +226,7 @@ typedef struct ms_replay_options {
     uint64_t capacity;
 } ms_replay_options;
 
-ms_status ms_replay_options_default(ms_replay_options *o);
+MS_API ms_status ms_replay_options_default(ms_replay_options *o);
 
 /* Recorded vs predicted counts of one segment action. */
 typedef struct ms_replay_count {
@@ -281,9 +281,9 @@ typedef struct ms_replay_result {
  * allocated, a start state that contradicts the trace) is MS_EMISMATCH with
  * the device and event index in d.  Divergences of the model from the
  * recording are results, not errors. */
-ms_status ms_replay_run(const ms_snapshot *s, const ms_replay_options *opt, ms_replay_result *out,
+MS_API ms_status ms_replay_run(const ms_snapshot *s, const ms_replay_options *opt, ms_replay_result *out,
                         ms_diag *d);
-ms_status ms_replay_result_free(ms_replay_result *r);
+MS_API ms_status ms_replay_result_free(ms_replay_result *r);
 
 #ifdef __cplusplus
 }

@@ -36,8 +36,8 @@ typedef enum ms_phase { MS_PHASE_FORWARD = 0, MS_PHASE_BACKWARD, MS_PHASE_OPTIMI
 /* Which of the device's streams an op is issued on. */
 typedef enum ms_stream_role { MS_SR_COMPUTE = 0, MS_SR_COMM, MS_SR_COUNT } ms_stream_role;
 
-const char *ms_tensor_kind_name(ms_tensor_kind k); /* "weight", "grad", ... */
-const char *ms_phase_name(ms_phase p);             /* "forward", "backward", "optimizer" */
+MS_API const char *ms_tensor_kind_name(ms_tensor_kind k); /* "weight", "grad", ... */
+MS_API const char *ms_phase_name(ms_phase p);             /* "forward", "backward", "optimizer" */
 
 typedef struct ms_tensor {
     uint32_t id;
@@ -130,24 +130,24 @@ typedef struct ms_program_view {
 } ms_program_view;
 
 /* Build the step program of pipeline stage `stage` of sc. */
-ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, ms_diag *d);
-ms_status ms_program_free(ms_program *p);
-ms_status ms_program_get_view(const ms_program *p, ms_program_view *out);
+MS_API ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, ms_diag *d);
+MS_API ms_status ms_program_free(ms_program *p);
+MS_API ms_status ms_program_get_view(const ms_program *p, ms_program_view *out);
 
 /* Check a program's ids and ranges and derive its facts in one pass (freed
  * with ms_program_facts_free).  Errors name the element and the field. */
-ms_status ms_program_facts_derive(const ms_program_view *v, ms_program_facts *out, ms_diag *d);
-ms_status ms_program_facts_free(ms_program_facts *f);
+MS_API ms_status ms_program_facts_derive(const ms_program_view *v, ms_program_facts *out, ms_diag *d);
+MS_API ms_status ms_program_facts_free(ms_program_facts *f);
 
 /* Analytic figures of the whole (unsharded) model, for checks and reports. */
-ms_status ms_model_param_count(const ms_model_config *m, uint64_t *params);
+MS_API ms_status ms_model_param_count(const ms_model_config *m, uint64_t *params);
 /* Model FLOPs of one step over the whole model for a global batch of
  * `batch` sequences (forward + backward, no recompute). */
-ms_status ms_model_step_flops(const ms_model_config *m, uint64_t batch, double *flops);
+MS_API ms_status ms_model_step_flops(const ms_model_config *m, uint64_t batch, double *flops);
 
 /* Parameters one token uses: all of a dense model; with experts, the
  * router and the top-k experts of each layer (Mixtral 8x7B: 12.9B of 46.7B). */
-ms_status ms_model_active_param_count(const ms_model_config *m, uint64_t *params);
+MS_API ms_status ms_model_active_param_count(const ms_model_config *m, uint64_t *params);
 
 /* What one stage's program holds (the units are (micro-batch, model chunk)
  * pairs; one chunk without interleaving). */
@@ -166,7 +166,7 @@ typedef struct ms_program_memory {
      * flight (each unit's from its first forward op to its last backward op). */
     uint64_t peak_saved_bytes;
 } ms_program_memory;
-ms_status ms_program_memory_summary(const ms_program_view *v, ms_program_memory *out);
+MS_API ms_status ms_program_memory_summary(const ms_program_view *v, ms_program_memory *out);
 
 /* Megatron-LM's theoretical memory of the most loaded (first) pipeline stage
  * (megatron/training/theoretical_memory_usage.py), in bytes.  docs/memory-
@@ -179,7 +179,7 @@ typedef struct ms_megatron_memory {
     double in_flight;              /* micro-batches it takes in flight on the first stage */
     double params_on_first_stage;  /* num_parameters_on_most_loaded_model_shard */
 } ms_megatron_memory;
-ms_status ms_megatron_theoretical_memory(const ms_scenario *sc, ms_megatron_memory *out);
+MS_API ms_status ms_megatron_theoretical_memory(const ms_scenario *sc, ms_megatron_memory *out);
 
 #ifdef __cplusplus
 }

@@ -25,14 +25,14 @@ const char *ms_alloc_action_name(ms_alloc_action action)
     return names[action];
 }
 
-void ms_alloc_emit_event(ms_alloc *a, ms_alloc_action action, uint64_t addr, uint64_t size,
-                         uint64_t stream_id, const ms_bpool *pool)
+void alloc_emit_event(ms_alloc *a, ms_alloc_action action, uint64_t addr, uint64_t size,
+                      uint64_t stream_id, const ms_bpool *pool)
 {
     const ms_astats *s = &a->stats;
     ms_alloc_event ev = {action, addr, size, stream_id, pool->owner->id,
-                         (uint64_t)ms_astat_current(&s->allocated_bytes),
-                         (uint64_t)ms_astat_current(&s->reserved_bytes),
-                         (uint64_t)ms_astat_current(&s->active_bytes)};
+                         (uint64_t)alloc_stat_current(&s->allocated_bytes),
+                         (uint64_t)alloc_stat_current(&s->reserved_bytes),
+                         (uint64_t)alloc_stat_current(&s->active_bytes)};
     a->observer(a->observer_user, &ev);
 }
 
@@ -78,7 +78,7 @@ ms_status ms_alloc_create(ms_backend *be, const ms_alloc_config *cfg, ms_alloc *
         ms_alloc_config_default(MS_ALLOC_CUDA, &defaults);
         cfg = &defaults;
     }
-    ms_status st = ms_alloc_config_check(cfg);
+    ms_status st = alloc_config_check(cfg);
     if (st != MS_OK)
         return st;
     ms_alloc *a = calloc(1, sizeof *a);
@@ -94,9 +94,9 @@ ms_status ms_alloc_create(ms_backend *be, const ms_alloc_config *cfg, ms_alloc *
             a->plain_round = false;
     a->npu_align = cfg->flavour == MS_ALLOC_NPU && cfg->expandable_segments;
     int id = 0;
-    st = ms_aindex_init(&a->index);
+    st = alloc_index_init(&a->index);
     if (st == MS_OK)
-        st = ms_npool_new(a, "default", NULL, &id);
+        st = alloc_npool_new(a, "default", NULL, &id);
     if (st == MS_OK && cfg->memory_fraction > 0.0)
         st = ms_alloc_set_memory_fraction(a, cfg->memory_fraction);
     if (st != MS_OK) {
@@ -111,11 +111,11 @@ ms_status ms_alloc_destroy(ms_alloc *a)
 {
     if (!a)
         return MS_EINVAL;
-    ms_alloc_events_free(a);
-    ms_status st = ms_alloc_release_all(a);
-    ms_ablock_slabs_free(a);
-    ms_npools_free(a);
-    ms_aindex_free(&a->index);
+    alloc_events_free(a);
+    ms_status st = alloc_release_all(a);
+    alloc_block_slabs_free(a);
+    alloc_npools_free(a);
+    alloc_index_free(&a->index);
     free(a->segs);
     free(a);
     return st;
@@ -129,19 +129,19 @@ static ms_status new_block(ms_alloc *a, ms_aparams *p, bool *found)
 {
     ms_status st = MS_OK;
     if (a->set_fraction && a->cfg.garbage_collection_threshold > 0.0)
-        st = ms_alloc_garbage_collect(a);
+        st = alloc_garbage_collect(a);
     if (st == MS_OK)
-        st = ms_alloc_alloc_block(a, p, false, found);
+        st = alloc_alloc_block(a, p, false, found);
     if (st == MS_OK && !*found) {
         bool released = false;
-        st = ms_alloc_release_available(a, p, &released);
+        st = alloc_release_available(a, p, &released);
         if (st == MS_OK && released)
-            st = ms_alloc_alloc_block(a, p, false, found);
+            st = alloc_alloc_block(a, p, false, found);
     }
     if (st == MS_OK && !*found) {
-        st = ms_alloc_release_cached(a);
+        st = alloc_release_cached(a);
         if (st == MS_OK)
-            st = ms_alloc_alloc_block(a, p, true, found);
+            st = alloc_alloc_block(a, p, true, found);
     }
     return st;
 }
@@ -155,9 +155,9 @@ static ms_status too_big(const ms_alloc *a, ms_diag *d)
 static ms_status start_params(ms_alloc *a, uint64_t size, ms_stream *stream, int pool,
                               ms_aparams *p, ms_diag *d)
 {
-    ms_status st = ms_aindex_reserve(&a->index);
+    ms_status st = alloc_index_reserve(&a->index);
     if (st == MS_OK)
-        st = ms_alloc_process_events(a);
+        st = alloc_process_events(a);
     if (st == MS_OK)
         st = a->be->ops->stream_id(a->be->inst, stream, &p->stream_id);
     if (st != MS_OK)
@@ -167,9 +167,9 @@ static ms_status start_params(ms_alloc *a, uint64_t size, ms_stream *stream, int
                            (unsigned long long)p->stream_id,
                            (unsigned long long)MS_ATREE_MAX_STREAM);
     ms_npool *np = a->pools[pool];
-    p->size = ms_alloc_round_request(a, size);
+    p->size = alloc_round_request(a, size);
     p->stream = stream;
-    p->pool = ms_npool_class(np, p->size);
+    p->pool = alloc_npool_class(np, p->size);
     p->exact = np->opt.exact_segments && !p->pool->is_small;
     p->block = NULL;
     p->split = false;
@@ -177,15 +177,15 @@ static ms_status start_params(ms_alloc *a, uint64_t size, ms_stream *stream, int
     /* get_allocation_size: get_free_block needs it only for an exact
      * request; the others wait until no cached block fits. */
     if (p->exact)
-        p->alloc_size = ms_alloc_segment_size(p->size, true);
+        p->alloc_size = alloc_segment_size(p->size, true);
     return MS_OK;
 }
 
 /* Steps 2-6 of malloc when get_free_block found nothing. */
 static ms_status no_free_block(ms_alloc *a, ms_aparams *p, int pool, bool *found)
 {
-    p->alloc_size = ms_alloc_segment_size(p->size, p->exact);
-    *found = pool == 0 && ms_alloc_borrow(a, p);
+    p->alloc_size = alloc_segment_size(p->size, p->exact);
+    *found = pool == 0 && alloc_borrow(a, p);
     if (*found)
         return MS_OK;
     return new_block(a, p, found);
@@ -207,19 +207,19 @@ ms_status ms_alloc_malloc(ms_alloc *a, uint64_t size, ms_stream *stream, int poo
         return st;
     /* No block, and no device, holds MS_ATREE_MAX_SIZE (128 PiB) or more:
      * such a request goes straight to the out-of-memory path. */
-    bool found = p.size < MS_ATREE_MAX_SIZE && ms_alloc_get_free_block(a, &p);
+    bool found = p.size < MS_ATREE_MAX_SIZE && alloc_get_free_block(a, &p);
     bool taken = found;
     if (!found)
         st = no_free_block(a, &p, pool, &found);
     if (st != MS_OK)
         return ms_diag_set(d, st, "ms_alloc_malloc: %s", ms_strerror(st));
     if (!found)
-        return ms_alloc_oom(a, &p, d);
+        return alloc_oom(a, &p, d);
     /* should_split, unless get_free_block's answer still holds. */
-    bool aligned = a->npu_align && ms_alloc_npu_align(a, &p);
+    bool aligned = a->npu_align && alloc_npu_align(a, &p);
     if (aligned || !taken)
-        p.split = !p.exact && ms_alloc_should_split(a, p.block, p.size);
-    st = ms_alloc_found_block(a, &p, size, addr);
+        p.split = !p.exact && alloc_should_split(a, p.block, p.size);
+    st = alloc_found_block(a, &p, size, addr);
     if (st != MS_OK)
         return ms_diag_set(d, st, "ms_alloc_malloc: %s", ms_strerror(st));
     return MS_OK;
@@ -233,19 +233,19 @@ ms_status ms_alloc_free(ms_alloc *a, uint64_t addr)
         return MS_EINVAL;
     if (addr == 0)
         return MS_OK;
-    ms_ablock *b = ms_aindex_take(&a->index, addr);
+    ms_ablock *b = alloc_index_take(&a->index, addr);
     if (!b)
         return MS_EINVAL; /* "invalid device pointer" */
     b->allocated = false;
-    int c = ms_alloc_stat_class(b->pool);
-    ms_astat_dec(&a->stats.allocation, c, 1);
-    ms_astat_dec(&a->stats.allocated_bytes, c, b->size);
-    ms_alloc_emit(a, MS_AA_FREE_REQUESTED, b->addr, b->requested, b->stream_id, b->pool);
+    int c = alloc_stat_class(b->pool);
+    alloc_stat_dec(&a->stats.allocation, c, 1);
+    alloc_stat_dec(&a->stats.allocated_bytes, c, b->size);
+    alloc_emit(a, MS_AA_FREE_REQUESTED, b->addr, b->requested, b->stream_id, b->pool);
     if (b->size >= a->cfg.max_split_size)
-        ms_stat_dec(&a->stats.oversize_allocations, 1);
+        alloc_torch_stat_dec(&a->stats.oversize_allocations, 1);
     if (b->n_uses > 0)
-        return ms_alloc_insert_events(a, b);
-    ms_alloc_free_block(a, b);
+        return alloc_insert_events(a, b);
+    alloc_free_block(a, b);
     return MS_OK;
 }
 
@@ -253,5 +253,5 @@ ms_status ms_alloc_empty_cache(ms_alloc *a)
 {
     if (!a)
         return MS_EINVAL;
-    return ms_alloc_release_cached(a);
+    return alloc_release_cached(a);
 }

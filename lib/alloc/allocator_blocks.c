@@ -11,7 +11,7 @@
 
 /* --------------------------------------------------------------- the slab */
 
-ms_ablock *ms_ablock_new(ms_alloc *a)
+ms_ablock *alloc_block_new(ms_alloc *a)
 {
     if (!a->free_blocks) {
         size_t bytes = sizeof(ms_aslab) + SLAB_BLOCKS * sizeof(ms_ablock);
@@ -43,13 +43,13 @@ ms_ablock *ms_ablock_new(ms_alloc *a)
     return b;
 }
 
-void ms_ablock_recycle(ms_alloc *a, ms_ablock *b)
+void alloc_block_recycle(ms_alloc *a, ms_ablock *b)
 {
     b->link = a->free_blocks;
     a->free_blocks = b;
 }
 
-void ms_ablock_slabs_free(ms_alloc *a)
+void alloc_block_slabs_free(ms_alloc *a)
 {
     while (a->slabs) {
         ms_aslab *s = a->slabs;
@@ -70,54 +70,54 @@ static ms_ablock *of_node(const ms_anode *n)
 
 /* BlockPool::insert_into_blocks: the block's age for garbage collection
  * counts get_free_block calls from here on. */
-void ms_bpool_insert(ms_bpool *p, ms_ablock *b)
+void alloc_bpool_insert(ms_bpool *p, ms_ablock *b)
 {
     b->gc_count_base = p->get_free_blocks_call_count;
-    b->node.hi = ms_atree_size_key(b->stream_id, b->size);
-    ms_atree_insert(&p->blocks, &b->node);
+    b->node.hi = alloc_tree_size_key(b->stream_id, b->size);
+    alloc_tree_insert(&p->blocks, &b->node);
 }
 
-void ms_bpool_erase(ms_bpool *p, ms_ablock *b)
+void alloc_bpool_erase(ms_bpool *p, ms_ablock *b)
 {
-    ms_atree_erase(&p->blocks, &b->node);
+    alloc_tree_erase(&p->blocks, &b->node);
 }
 
-void ms_bpool_insert_unmapped(ms_bpool *p, ms_ablock *b)
+void alloc_bpool_insert_unmapped(ms_bpool *p, ms_ablock *b)
 {
     b->node.hi = b->stream_id;
-    ms_atree_insert(&p->unmapped, &b->node);
+    alloc_tree_insert(&p->unmapped, &b->node);
 }
 
-void ms_bpool_erase_unmapped(ms_bpool *p, ms_ablock *b)
+void alloc_bpool_erase_unmapped(ms_bpool *p, ms_ablock *b)
 {
-    ms_atree_erase(&p->unmapped, &b->node);
+    alloc_tree_erase(&p->unmapped, &b->node);
 }
 
-ms_ablock *ms_bpool_lower_bound(const ms_bpool *p, uint64_t stream_id, uint64_t size)
+ms_ablock *alloc_bpool_lower_bound(const ms_bpool *p, uint64_t stream_id, uint64_t size)
 {
     /* Round the key up so a size that is not a multiple of 512 still finds
      * only blocks at least that large. */
-    return of_node(ms_atree_lower_bound(&p->blocks, ms_atree_size_key(stream_id, size + 511)));
+    return of_node(alloc_tree_lower_bound(&p->blocks, alloc_tree_size_key(stream_id, size + 511)));
 }
 
-ms_ablock *ms_bpool_next(const ms_ablock *b)
+ms_ablock *alloc_bpool_next(const ms_ablock *b)
 {
-    return of_node(ms_atree_next(&b->node));
+    return of_node(alloc_tree_next(&b->node));
 }
 
-ms_ablock *ms_bpool_prev(const ms_ablock *b)
+ms_ablock *alloc_bpool_prev(const ms_ablock *b)
 {
-    return of_node(ms_atree_prev(&b->node));
+    return of_node(alloc_tree_prev(&b->node));
 }
 
-ms_ablock *ms_bpool_first(const ms_bpool *p)
+ms_ablock *alloc_bpool_first(const ms_bpool *p)
 {
-    return of_node(ms_atree_first(&p->blocks));
+    return of_node(alloc_tree_first(&p->blocks));
 }
 
-ms_ablock *ms_bpool_last(const ms_bpool *p)
+ms_ablock *alloc_bpool_last(const ms_bpool *p)
 {
-    return of_node(ms_atree_last(&p->blocks));
+    return of_node(alloc_tree_last(&p->blocks));
 }
 
 /* ---------------------------------------------------------- finding a block */
@@ -133,15 +133,15 @@ static uint64_t expandable_size(const ms_ablock *b)
 static ms_ablock *expandable_fit(const ms_alloc *a, ms_ablock *b, uint64_t stream_id)
 {
     if (a->cfg.expandable_segments) {
-        for (ms_ablock *n = ms_bpool_next(b);
+        for (ms_ablock *n = alloc_bpool_next(b);
              b->seg->expandable && n && n->stream_id == stream_id &&
              expandable_size(n) < expandable_size(b);
-             n = ms_bpool_next(n))
+             n = alloc_bpool_next(n))
             b = n;
         return b;
     }
     do
-        b = ms_bpool_next(b);
+        b = alloc_bpool_next(b);
     while (b && b->seg->expandable && b->stream_id == stream_id);
     return b && b->stream_id == stream_id ? b : NULL;
 }
@@ -153,7 +153,7 @@ static inline ms_ablock *peek_free_block(ms_alloc *a, const ms_aparams *p)
     ms_bpool *pool = p->pool;
     if (a->set_fraction && a->cfg.garbage_collection_threshold > 0.0)
         pool->get_free_blocks_call_count++;
-    ms_ablock *b = ms_bpool_lower_bound(pool, p->stream_id, p->size);
+    ms_ablock *b = alloc_bpool_lower_bound(pool, p->stream_id, p->size);
     if (!b || b->stream_id != p->stream_id)
         return NULL;
     if (b->seg->expandable && !(b = expandable_fit(a, b, p->stream_id)))
@@ -163,21 +163,21 @@ static inline ms_ablock *peek_free_block(ms_alloc *a, const ms_aparams *p)
      * round an oversize request up by less than the oversize limit. */
     if (p->size < max_split && b->size >= max_split)
         return NULL;
-    if (p->size >= max_split && b->size >= p->size + ms_alloc_oversize_limit(&a->cfg))
+    if (p->size >= max_split && b->size >= p->size + alloc_oversize_limit(&a->cfg))
         return NULL;
     /* MindSpeed LONG_LC: a long-lived request takes only an exact, unsplit
      * block (zero fragmentation in the lifetime pool). */
-    if (p->exact && (b->size != p->alloc_size || ms_ablock_is_split(b)))
+    if (p->exact && (b->size != p->alloc_size || alloc_block_is_split(b)))
         return NULL;
     return b;
 }
 
-ms_ablock *ms_alloc_peek_free_block(ms_alloc *a, const ms_aparams *p)
+ms_ablock *alloc_peek_free_block(ms_alloc *a, const ms_aparams *p)
 {
     return peek_free_block(a, p);
 }
 
-bool ms_alloc_should_split(const ms_alloc *a, const ms_ablock *b, uint64_t size)
+bool alloc_should_split(const ms_alloc *a, const ms_ablock *b, uint64_t size)
 {
     uint64_t remaining = b->size - size;
     if (b->pool->is_small || a->cfg.expandable_segments)
@@ -195,13 +195,13 @@ static bool npu_align_applies(const ms_alloc *a, const ms_aparams *p)
     return MS_KNPU_ALIGN - b->addr % MS_KNPU_ALIGN + p->size <= b->size;
 }
 
-bool ms_alloc_npu_align(ms_alloc *a, ms_aparams *p)
+bool alloc_npu_align(ms_alloc *a, ms_aparams *p)
 {
     if (!npu_align_applies(a, p))
         return false;
     ms_ablock *b = p->block;
     uint64_t offset = MS_KNPU_ALIGN - b->addr % MS_KNPU_ALIGN;
-    ms_ablock *nb = ms_ablock_new(a);
+    ms_ablock *nb = alloc_block_new(a);
     if (!nb)
         return false; /* out of host memory: serve the block unaligned */
     nb->addr = b->addr + offset;
@@ -216,7 +216,7 @@ bool ms_alloc_npu_align(ms_alloc *a, ms_aparams *p)
     nb->prev = b;
     b->next = nb;
     b->size = offset;
-    ms_bpool_insert(p->pool, b);
+    alloc_bpool_insert(p->pool, b);
     p->block = nb;
     return true;
 }
@@ -225,7 +225,7 @@ bool ms_alloc_npu_align(ms_alloc *a, ms_aparams *p)
 
 static ms_ablock *split_front(ms_alloc *a, ms_aparams *p, ms_ablock *remaining)
 {
-    ms_ablock *b = ms_ablock_new(a);
+    ms_ablock *b = alloc_block_new(a);
     if (!b)
         return NULL;
     b->addr = remaining->addr;
@@ -238,17 +238,17 @@ static ms_ablock *split_front(ms_alloc *a, ms_aparams *p, ms_ablock *remaining)
     if (b->prev)
         b->prev->next = b;
     b->next = remaining;
-    ms_aseg_fix_head(b);
+    alloc_seg_fix_head(b);
     remaining->prev = b;
     remaining->addr += p->size;
     remaining->size -= p->size;
     if (p->in_set) {
         /* The tail keeps its place in the set: see split_in_place.
          * Re-keying it stands for PyTorch's erase + insert_into_blocks. */
-        remaining->node.hi = ms_atree_size_key(remaining->stream_id, remaining->size);
+        remaining->node.hi = alloc_tree_size_key(remaining->stream_id, remaining->size);
         remaining->gc_count_base = p->pool->get_free_blocks_call_count;
     } else {
-        ms_bpool_insert(p->pool, remaining);
+        alloc_bpool_insert(p->pool, remaining);
     }
     return b;
 }
@@ -269,29 +269,29 @@ static bool split_in_place(const ms_alloc *a, const ms_aparams *p)
     uint64_t tail = b->size - p->size;
     if (tail >= p->size)
         return true;
-    uint64_t hi = ms_atree_size_key(b->stream_id, tail);
+    uint64_t hi = alloc_tree_size_key(b->stream_id, tail);
     uint64_t lo = b->addr + p->size;
-    if (!ms_atree_key_before(hi, lo, &b->node))
+    if (!alloc_tree_key_before(hi, lo, &b->node))
         return false;
     /* Keys are unique (addresses differ), so not before is after. */
-    const ms_anode *pred = ms_atree_prev(&b->node);
-    return !pred || !ms_atree_key_before(hi, lo, pred);
+    const ms_anode *pred = alloc_tree_prev(&b->node);
+    return !pred || !alloc_tree_key_before(hi, lo, pred);
 }
 
 /* get_free_block: the best fit, taken out of its set, or left there when
  * it is about to be carved from the front and may stay (split_in_place).
  * Also decides should_split. */
-bool ms_alloc_get_free_block(ms_alloc *a, ms_aparams *p)
+bool alloc_get_free_block(ms_alloc *a, ms_aparams *p)
 {
     ms_ablock *b = peek_free_block(a, p);
     if (!b)
         return false;
     p->block = b;
-    p->split = !p->exact && ms_alloc_should_split(a, b, p->size);
+    p->split = !p->exact && alloc_should_split(a, b, p->size);
     if (p->split && split_in_place(a, p))
         p->in_set = true;
     else
-        ms_bpool_erase(p->pool, b);
+        alloc_bpool_erase(p->pool, b);
     return true;
 }
 
@@ -302,48 +302,48 @@ static void split_stats(ms_astats *s, int c, bool already_split, const ms_ablock
         return; /* inactive_split leaves expandable segments out */
     if (already_split) {
         /* An already-split inactive block is being shrunk by size bytes. */
-        ms_astat_dec(&s->inactive_split_bytes, c, b->size);
+        alloc_stat_dec(&s->inactive_split_bytes, c, b->size);
         return;
     }
     /* A new split inactive block is being created from an unsplit one. */
-    ms_astat_inc(&s->inactive_split_bytes, c, remaining->size);
-    ms_astat_inc(&s->inactive_split, c, 1);
+    alloc_stat_inc(&s->inactive_split_bytes, c, remaining->size);
+    alloc_stat_inc(&s->inactive_split, c, 1);
 }
 
-ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, uint64_t *addr)
+ms_status alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, uint64_t *addr)
 {
     ms_ablock *b = p->block;
     ms_astats *s = &a->stats;
-    int c = ms_alloc_stat_class(p->pool); /* the block's set, split or not */
-    bool already_split = ms_ablock_is_split(b);
+    int c = alloc_stat_class(p->pool); /* the block's set, split or not */
+    bool already_split = alloc_block_is_split(b);
     if (p->split) {
         ms_ablock *remaining = b;
         b = split_front(a, p, remaining);
         if (!b) {
             if (!p->in_set)
-                ms_bpool_insert(p->pool, remaining);
+                alloc_bpool_insert(p->pool, remaining);
             return MS_ENOMEM;
         }
         split_stats(s, c, already_split, b, remaining);
     } else if (already_split && !b->seg->expandable) {
         /* An already-split block is becoming active. */
-        ms_astat_dec(&s->inactive_split_bytes, c, b->size);
-        ms_astat_dec(&s->inactive_split, c, 1);
+        alloc_stat_dec(&s->inactive_split_bytes, c, b->size);
+        alloc_stat_dec(&s->inactive_split, c, 1);
     }
     /* ms_alloc_malloc reserved the slot. */
-    ms_aindex_put_reserved(&a->index, b);
+    alloc_index_put_reserved(&a->index, b);
     b->allocated = true;
     b->requested = orig_size;
     uint64_t size = b->size;
-    ms_astat_inc(&s->allocation, c, 1);
-    ms_astat_inc(&s->allocated_bytes, c, size);
-    ms_astat_inc(&s->active, c, 1);
-    ms_astat_inc(&s->active_bytes, c, size);
-    ms_astat_inc(&s->requested_bytes, c, orig_size);
+    alloc_stat_inc(&s->allocation, c, 1);
+    alloc_stat_inc(&s->allocated_bytes, c, size);
+    alloc_stat_inc(&s->active, c, 1);
+    alloc_stat_inc(&s->active_bytes, c, size);
+    alloc_stat_inc(&s->requested_bytes, c, orig_size);
     if (size >= a->cfg.max_split_size)
-        ms_stat_inc(&s->oversize_allocations, 1);
+        alloc_torch_stat_inc(&s->oversize_allocations, 1);
     /* After the stats: observers see the state the event left. */
-    ms_alloc_emit(a, MS_AA_ALLOC, b->addr, orig_size, b->stream_id, b->pool);
+    alloc_emit(a, MS_AA_ALLOC, b->addr, orig_size, b->stream_id, b->pool);
     *addr = b->addr;
     return MS_OK;
 }
@@ -366,7 +366,7 @@ static uint64_t absorb(ms_ablock *dst, ms_ablock *src)
         dst->prev = src->prev;
         if (dst->prev)
             dst->prev->next = dst;
-        ms_aseg_fix_head(dst);
+        alloc_seg_fix_head(dst);
     } else { /* [dst src] */
         dst->next = src->next;
         if (dst->next)
@@ -376,21 +376,21 @@ static uint64_t absorb(ms_ablock *dst, ms_ablock *src)
     return src->size;
 }
 
-uint64_t ms_alloc_try_merge(ms_ablock *dst, ms_ablock *src)
+uint64_t alloc_try_merge(ms_ablock *dst, ms_ablock *src)
 {
     if (!can_merge(dst, src))
         return 0;
     uint64_t subsumed = absorb(dst, src);
     if (src->mapped)
-        ms_bpool_erase(src->pool, src);
+        alloc_bpool_erase(src->pool, src);
     else
-        ms_bpool_erase_unmapped(src->pool, src);
+        alloc_bpool_erase_unmapped(src->pool, src);
     return subsumed;
 }
 
 static bool node_before(const ms_anode *x, const ms_anode *y)
 {
-    return ms_atree_key_before(x->hi, ms_anode_lo(x), y);
+    return alloc_tree_key_before(x->hi, alloc_node_lo(x), y);
 }
 
 /* The set after merging: the merged neighbours leave, b (already grown)
@@ -401,7 +401,7 @@ static bool node_before(const ms_anode *x, const ms_anode *y)
 static void insert_merged(ms_bpool *pool, ms_ablock *b, ms_ablock *const *m, int n)
 {
     b->gc_count_base = pool->get_free_blocks_call_count; /* insert_into_blocks */
-    b->node.hi = ms_atree_size_key(b->stream_id, b->size);
+    b->node.hi = alloc_tree_size_key(b->stream_id, b->size);
     if (n > 0) {
         ms_ablock *z = m[0];
         if (n == 2) {
@@ -410,22 +410,22 @@ static void insert_merged(ms_bpool *pool, ms_ablock *b, ms_ablock *const *m, int
                 w = m[0];
                 z = m[1];
             }
-            ms_bpool_erase(w->pool, w);
+            alloc_bpool_erase(w->pool, w);
         }
-        const ms_anode *succ = ms_atree_next(&z->node);
+        const ms_anode *succ = alloc_tree_next(&z->node);
         if (z->pool == pool && node_before(&z->node, &b->node) &&
             (!succ || node_before(&b->node, succ))) {
-            ms_atree_replace(&pool->blocks, &z->node, &b->node);
+            alloc_tree_replace(&pool->blocks, &z->node, &b->node);
             return;
         }
-        ms_bpool_erase(z->pool, z);
+        alloc_bpool_erase(z->pool, z);
     }
-    ms_atree_insert(&pool->blocks, &b->node);
+    alloc_tree_insert(&pool->blocks, &b->node);
 }
 
 /* free_block: merge with free neighbours (previous first), cache the block,
  * and net the inactive_split changes. */
-void ms_alloc_free_block(ms_alloc *a, ms_ablock *b)
+void alloc_free_block(ms_alloc *a, ms_ablock *b)
 {
     uint64_t freed_addr = b->addr; /* merging may move the block's start */
     uint64_t original_size = b->size;
@@ -447,23 +447,23 @@ void ms_alloc_free_block(ms_alloc *a, ms_ablock *b)
         insert_merged(b->pool, b, merged, n);
     } else {
         for (int i = 0; i < n; i++)
-            ms_bpool_erase_unmapped(merged[i]->pool, merged[i]);
-        ms_bpool_insert(b->pool, b);
+            alloc_bpool_erase_unmapped(merged[i]->pool, merged[i]);
+        alloc_bpool_insert(b->pool, b);
     }
     for (int i = 0; i < n; i++)
-        ms_ablock_recycle(a, merged[i]);
-    if (ms_ablock_is_split(b)) {
+        alloc_block_recycle(a, merged[i]);
+    if (alloc_block_is_split(b)) {
         net_blocks += 1;
         net_bytes += (int64_t)b->size;
     }
-    int c = ms_alloc_stat_class(b->pool);
+    int c = alloc_stat_class(b->pool);
     ms_astats *s = &a->stats;
     if (!b->seg->expandable) {
-        ms_astat_add(&s->inactive_split, c, net_blocks);
-        ms_astat_add(&s->inactive_split_bytes, c, net_bytes);
+        alloc_stat_add(&s->inactive_split, c, net_blocks);
+        alloc_stat_add(&s->inactive_split_bytes, c, net_bytes);
     }
-    ms_astat_dec(&s->active, c, 1);
-    ms_astat_dec(&s->active_bytes, c, original_size);
-    ms_astat_dec(&s->requested_bytes, c, requested);
-    ms_alloc_emit(a, MS_AA_FREE_COMPLETED, freed_addr, requested, b->stream_id, b->pool);
+    alloc_stat_dec(&s->active, c, 1);
+    alloc_stat_dec(&s->active_bytes, c, original_size);
+    alloc_stat_dec(&s->requested_bytes, c, requested);
+    alloc_emit(a, MS_AA_FREE_COMPLETED, freed_addr, requested, b->stream_id, b->pool);
 }

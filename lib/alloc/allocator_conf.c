@@ -66,7 +66,7 @@ static uint64_t next_division(uint64_t size, unsigned divisions)
     return down == size ? size : down + step;
 }
 
-uint64_t ms_alloc_round(const ms_alloc_config *cfg, uint64_t size)
+uint64_t alloc_round(const ms_alloc_config *cfg, uint64_t size)
 {
     /* torch_npu round_size pads every request by 32 bytes first. */
     if (cfg->flavour == MS_ALLOC_NPU)
@@ -80,7 +80,7 @@ uint64_t ms_alloc_round(const ms_alloc_config *cfg, uint64_t size)
 }
 
 /* get_allocation_size; exact: MindSpeed's LONG_LC rule (no 20 MiB packing). */
-uint64_t ms_alloc_segment_size(uint64_t rounded, bool exact)
+uint64_t alloc_segment_size(uint64_t rounded, bool exact)
 {
     if (rounded <= MS_KSMALL_SIZE)
         return MS_KSMALL_BUFFER;
@@ -91,7 +91,7 @@ uint64_t ms_alloc_segment_size(uint64_t rounded, bool exact)
 
 /* How far an oversize cached block may exceed an oversize request:
  * max_non_split_rounding (CUDA), kLargeBuffer fixed (torch_npu). */
-uint64_t ms_alloc_oversize_limit(const ms_alloc_config *cfg)
+uint64_t alloc_oversize_limit(const ms_alloc_config *cfg)
 {
     return cfg->flavour == MS_ALLOC_NPU ? MS_KLARGE_BUFFER : cfg->max_non_split_rounding;
 }
@@ -100,7 +100,7 @@ ms_status ms_alloc_config_round_size(const ms_alloc_config *cfg, uint64_t size, 
 {
     if (!cfg || !rounded || size > UINT64_MAX / 4)
         return MS_EINVAL;
-    *rounded = ms_alloc_round(cfg, size);
+    *rounded = alloc_round(cfg, size);
     return MS_OK;
 }
 
@@ -109,11 +109,11 @@ ms_status ms_alloc_config_allocation_size(const ms_alloc_config *cfg, uint64_t r
 {
     if (!cfg || !segment || rounded > UINT64_MAX / 4)
         return MS_EINVAL;
-    *segment = ms_alloc_segment_size(rounded, exact);
+    *segment = alloc_segment_size(rounded, exact);
     return MS_OK;
 }
 
-ms_status ms_alloc_config_check(const ms_alloc_config *cfg)
+ms_status alloc_config_check(const ms_alloc_config *cfg)
 {
     if (cfg->flavour != MS_ALLOC_CUDA && cfg->flavour != MS_ALLOC_NPU)
         return MS_EINVAL;

@@ -8,7 +8,7 @@
 #include "allocator_internal.h"
 #include "lib/base/growable.h"
 
-ms_status ms_ablock_add_use(ms_ablock *b, ms_stream *s, uint64_t id)
+ms_status alloc_block_add_use(ms_ablock *b, ms_stream *s, uint64_t id)
 {
     for (uint32_t i = 0; i < b->n_uses; i++)
         if (b->uses[i].id == id)
@@ -25,7 +25,7 @@ ms_status ms_alloc_record_stream(ms_alloc *a, uint64_t addr, ms_stream *s)
         return MS_EINVAL;
     if (addr == 0)
         return MS_OK; /* an empty tensor has no block */
-    ms_ablock *b = ms_aindex_get(&a->index, addr);
+    ms_ablock *b = alloc_index_get(&a->index, addr);
     if (!b)
         return MS_EINVAL;
     uint64_t id = 0;
@@ -35,7 +35,7 @@ ms_status ms_alloc_record_stream(ms_alloc *a, uint64_t addr, ms_stream *s)
     /* CUDA ignores uses on the allocation stream; torch_npu records them. */
     if (a->cfg.flavour == MS_ALLOC_CUDA && id == b->stream_id)
         return MS_OK;
-    return ms_ablock_add_use(b, s, id);
+    return alloc_block_add_use(b, s, id);
 }
 
 /* ------------------------------------------------------------ event pool */
@@ -112,7 +112,7 @@ static ms_aevent queue_pop(ms_aqueue *q)
 
 /* insert_events: at free time, one event on every stream the block was used
  * on; the block is freed when the last of them completes. */
-ms_status ms_alloc_insert_events(ms_alloc *a, ms_ablock *b)
+ms_status alloc_insert_events(ms_alloc *a, ms_ablock *b)
 {
     for (uint32_t i = 0; i < b->n_uses; i++) {
         ms_aqueue *q = queue_for(a, b->uses[i].id);
@@ -140,12 +140,12 @@ static void event_done(ms_alloc *a, ms_aqueue *q)
     put_event(a, item.event);
     a->n_outstanding--;
     if (--item.block->event_count == 0)
-        ms_alloc_free_block(a, item.block);
+        alloc_free_block(a, item.block);
 }
 
 /* process_events: per stream, retire completed events from the front and
  * stop at the first one still pending. */
-ms_status ms_alloc_process_events_slow(ms_alloc *a)
+ms_status alloc_process_events_slow(ms_alloc *a)
 {
     /* Every malloc queries the front of each waiting queue, most often to
      * hear "not yet": the backend's entry point is looked up once. */
@@ -167,7 +167,7 @@ ms_status ms_alloc_process_events_slow(ms_alloc *a)
 }
 
 /* synchronize_and_free_events: wait for every outstanding event. */
-ms_status ms_alloc_sync_events(ms_alloc *a)
+ms_status alloc_sync_events(ms_alloc *a)
 {
     a->stats.num_sync_all_streams++;
     for (uint32_t i = 0; i < a->n_queues; i++) {
@@ -182,7 +182,7 @@ ms_status ms_alloc_sync_events(ms_alloc *a)
     return MS_OK;
 }
 
-void ms_alloc_events_free(ms_alloc *a)
+void alloc_events_free(ms_alloc *a)
 {
     for (uint32_t i = 0; i < a->n_queues; i++) {
         ms_aqueue *q = &a->queues[i];

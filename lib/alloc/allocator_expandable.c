@@ -14,7 +14,7 @@ static uint64_t page_of(const ms_bpool *pool)
 
 static ms_ablock *new_piece(ms_alloc *a, ms_aseg *s, uint64_t addr, uint64_t size, bool mapped)
 {
-    ms_ablock *b = ms_ablock_new(a);
+    ms_ablock *b = alloc_block_new(a);
     if (!b)
         return NULL;
     b->addr = addr;
@@ -36,14 +36,13 @@ static void splice(ms_ablock *b, ms_ablock *before, ms_ablock *after)
     if (after)
         after->prev = b;
     b->next = after;
-    ms_aseg_fix_head(b);
+    alloc_seg_fix_head(b);
 }
 
 /* The reservation: 1 1/8 of the device's memory, so pages unmapped early in
  * the segment can be mapped again at its end. */
-ms_status ms_aseg_new_expandable(ms_alloc *a, ms_bpool *pool, ms_stream *stream,
-                                 uint64_t stream_id, uint64_t base, bool imported,
-                                 ms_aseg **out)
+ms_status alloc_seg_new_expandable(ms_alloc *a, ms_bpool *pool, ms_stream *stream,
+                                   uint64_t stream_id, uint64_t base, bool imported, ms_aseg **out)
 {
     const ms_backend_ops *ops = a->be->ops;
     uint64_t free_bytes = 0, total = 0;
@@ -56,13 +55,13 @@ ms_status ms_aseg_new_expandable(ms_alloc *a, ms_bpool *pool, ms_stream *stream,
         return MS_ERANGE; /* a device of 100+ PiB: beyond the block keys */
     if (!imported && (st = ops->va_reserve(a->be->inst, n_pages * page, &base)) != MS_OK)
         return st;
-    ms_aseg *s = ms_aseg_new(a, base, n_pages * page, pool, stream, stream_id);
+    ms_aseg *s = alloc_seg_new(a, base, n_pages * page, pool, stream, stream_id);
     uint8_t *pages = s ? calloc(n_pages ? n_pages : 1, 1) : NULL;
     ms_ablock *whole = pages ? new_piece(a, s, base, n_pages * page, false) : NULL;
     if (!whole) {
         free(pages);
         if (s)
-            ms_aseg_drop(a, s);
+            alloc_seg_drop(a, s);
         if (!imported)
             ops->va_release(a->be->inst, base);
         return MS_ENOMEM;
@@ -73,7 +72,7 @@ ms_status ms_aseg_new_expandable(ms_alloc *a, ms_bpool *pool, ms_stream *stream,
     s->n_pages = n_pages;
     s->page_mapped = pages;
     s->head = whole;
-    ms_bpool_insert_unmapped(pool, whole);
+    alloc_bpool_insert_unmapped(pool, whole);
     *out = s;
     return MS_OK;
 }
@@ -98,8 +97,8 @@ static bool has_room(const ms_ablock *b, uint64_t size)
  * just before the unmapped one counts), else a new segment. */
 static ms_status find_expandable(ms_alloc *a, const ms_aparams *p, ms_ablock **out)
 {
-    ms_anode *n = ms_atree_lower_bound(&p->pool->unmapped, p->stream_id);
-    for (; n && ((ms_ablock *)n)->stream_id == p->stream_id; n = ms_atree_next(n)) {
+    ms_anode *n = alloc_tree_lower_bound(&p->pool->unmapped, p->stream_id);
+    for (; n && ((ms_ablock *)n)->stream_id == p->stream_id; n = alloc_tree_next(n)) {
         ms_ablock *c = (ms_ablock *)n; /* the node is the block's first member */
         if (allocatable(c->prev))
             c = c->prev;
@@ -109,7 +108,7 @@ static ms_status find_expandable(ms_alloc *a, const ms_aparams *p, ms_ablock **o
         }
     }
     ms_aseg *s = NULL;
-    ms_status st = ms_aseg_new_expandable(a, p->pool, p->stream, p->stream_id, 0, false, &s);
+    ms_status st = alloc_seg_new_expandable(a, p->pool, p->stream, p->stream_id, 0, false, &s);
     if (st == MS_OK)
         *out = s->head;
     return st;
@@ -132,7 +131,7 @@ static ms_status unmap_pages(ms_alloc *a, ms_aseg *s, uint64_t begin, uint64_t e
 
 /* ~ExpandableSegment: every mapped page, then the reservation (at destroy,
  * whatever the blocks' state). */
-ms_status ms_alloc_give_back_expandable(ms_alloc *a, ms_aseg *s)
+ms_status alloc_give_back_expandable(ms_alloc *a, ms_aseg *s)
 {
     ms_status st = unmap_pages(a, s, 0, s->n_pages);
     if (!s->imported) {
@@ -174,36 +173,36 @@ static ms_status map_block(ms_alloc *a, ms_ablock *to_map, uint64_t size, bool *
     ms_status st = seg_map(a, s, to_map->addr, size, &mapped);
     *ok = st == MS_OK && mapped > 0;
     if (!*ok) {
-        ms_ablock_recycle(a, rest);
+        alloc_block_recycle(a, rest);
         return st;
     }
     uint64_t start = to_map->addr;
-    ms_bpool_erase_unmapped(to_map->pool, to_map);
+    alloc_bpool_erase_unmapped(to_map->pool, to_map);
     to_map->mapped = true;
     if (mapped < to_map->size) {
         rest->addr = to_map->addr + mapped;
         rest->size = to_map->size - mapped;
         splice(rest, to_map, to_map->next);
-        ms_bpool_insert_unmapped(to_map->pool, rest);
+        alloc_bpool_insert_unmapped(to_map->pool, rest);
         to_map->size = mapped;
     } else {
-        ms_ablock_recycle(a, rest);
+        alloc_block_recycle(a, rest);
     }
     ms_ablock *neighbours[2] = {to_map->prev, to_map->next};
     for (int i = 0; i < 2; i++)
-        if (ms_alloc_try_merge(to_map, neighbours[i]) > 0)
-            ms_ablock_recycle(a, neighbours[i]);
-    ms_bpool_insert(to_map->pool, to_map);
+        if (alloc_try_merge(to_map, neighbours[i]) > 0)
+            alloc_block_recycle(a, neighbours[i]);
+    alloc_bpool_insert(to_map->pool, to_map);
     a->total_allocated_memory += mapped;
-    ms_stats_pool_inc(&a->stats.reserved_bytes, to_map->pool, mapped);
+    alloc_stats_pool_inc(&a->stats.reserved_bytes, to_map->pool, mapped);
     a->stats.num_device_alloc++;
-    ms_alloc_emit(a, MS_AA_SEGMENT_MAP, start, mapped, to_map->stream_id, to_map->pool);
+    alloc_emit(a, MS_AA_SEGMENT_MAP, start, mapped, to_map->stream_id, to_map->pool);
     return MS_OK;
 }
 
 /* try_allocate_expandable_block: the candidate is free -> unmapped -> ...
  * or unmapped -> ...; map until it holds the (rounded) request. */
-ms_status ms_alloc_try_expandable(ms_alloc *a, ms_aparams *p, bool *found)
+ms_status alloc_try_expandable(ms_alloc *a, ms_aparams *p, bool *found)
 {
     *found = false;
     ms_ablock *c = NULL;
@@ -219,7 +218,7 @@ ms_status ms_alloc_try_expandable(ms_alloc *a, ms_aparams *p, bool *found)
     }
     if (st != MS_OK || !ok)
         return st;
-    ms_bpool_erase(p->pool, c);
+    alloc_bpool_erase(p->pool, c);
     p->block = c;
     *found = true;
     return MS_OK;
@@ -246,7 +245,7 @@ static ms_status seg_unmap(ms_alloc *a, ms_aseg *s, uint64_t addr, uint64_t size
 }
 
 /* unmap_block: a free expandable block becomes [free][unmapped][free]. */
-ms_status ms_alloc_unmap_block(ms_alloc *a, ms_ablock *b)
+ms_status alloc_unmap_block(ms_alloc *a, ms_ablock *b)
 {
     ms_aseg *s = b->seg;
     ms_ablock *before = new_piece(a, s, b->addr, 0, true);
@@ -255,53 +254,53 @@ ms_status ms_alloc_unmap_block(ms_alloc *a, ms_ablock *b)
     ms_status st = after ? seg_unmap(a, s, b->addr, b->size, &first, &bytes) : MS_ENOMEM;
     if (st != MS_OK || bytes == 0) {
         if (before)
-            ms_ablock_recycle(a, before);
+            alloc_block_recycle(a, before);
         if (after)
-            ms_ablock_recycle(a, after);
+            alloc_block_recycle(a, after);
         return st;
     }
-    ms_bpool_erase(b->pool, b);
+    alloc_bpool_erase(b->pool, b);
     if (first > b->addr) {
         before->size = first - b->addr;
         splice(before, b->prev, b);
-        ms_bpool_insert(b->pool, before);
+        alloc_bpool_insert(b->pool, before);
     } else {
-        ms_ablock_recycle(a, before);
+        alloc_block_recycle(a, before);
     }
     uint64_t after_size = b->addr + b->size - (first + bytes);
     if (after_size > 0) {
         after->addr = first + bytes;
         after->size = after_size;
         splice(after, b, b->next);
-        ms_bpool_insert(b->pool, after);
+        alloc_bpool_insert(b->pool, after);
     } else {
-        ms_ablock_recycle(a, after);
+        alloc_block_recycle(a, after);
     }
     b->addr = first;
     b->size = bytes;
     b->mapped = false;
     ms_ablock *neighbours[2] = {b->prev, b->next};
     for (int i = 0; i < 2; i++)
-        if (ms_alloc_try_merge(b, neighbours[i]) > 0)
-            ms_ablock_recycle(a, neighbours[i]);
-    ms_bpool_insert_unmapped(b->pool, b);
+        if (alloc_try_merge(b, neighbours[i]) > 0)
+            alloc_block_recycle(a, neighbours[i]);
+    alloc_bpool_insert_unmapped(b->pool, b);
     a->total_allocated_memory -= bytes;
-    ms_stats_pool_dec(&a->stats.reserved_bytes, b->pool, bytes);
+    alloc_stats_pool_dec(&a->stats.reserved_bytes, b->pool, bytes);
     a->stats.num_device_free++;
-    ms_alloc_emit(a, MS_AA_SEGMENT_UNMAP, first, bytes, b->stream_id, b->pool);
+    alloc_emit(a, MS_AA_SEGMENT_UNMAP, first, bytes, b->stream_id, b->pool);
     return MS_OK;
 }
 
 /* release_expandable_segment: a segment wholly unmapped gives back its
  * address space (an imported one was never reserved through the backend). */
-ms_status ms_alloc_release_expandable(ms_alloc *a, ms_aseg *s)
+ms_status alloc_release_expandable(ms_alloc *a, ms_aseg *s)
 {
     ms_ablock *b = s->head;
-    ms_bpool_erase_unmapped(b->pool, b);
+    alloc_bpool_erase_unmapped(b->pool, b);
     ms_status st = MS_OK;
     if (!s->imported)
         st = a->be->ops->va_release(a->be->inst, s->addr);
-    ms_ablock_recycle(a, b);
-    ms_aseg_drop(a, s);
+    alloc_block_recycle(a, b);
+    alloc_seg_drop(a, s);
     return st;
 }

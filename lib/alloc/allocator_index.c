@@ -9,7 +9,7 @@
 
 #define INDEX_MIN_CAP 1024u
 
-ms_status ms_aindex_init(ms_aindex *ix)
+ms_status alloc_index_init(ms_aindex *ix)
 {
     ix->slots = calloc(INDEX_MIN_CAP, sizeof *ix->slots);
     if (!ix->slots)
@@ -19,7 +19,7 @@ ms_status ms_aindex_init(ms_aindex *ix)
     return MS_OK;
 }
 
-void ms_aindex_free(ms_aindex *ix)
+void alloc_index_free(ms_aindex *ix)
 {
     free(ix->slots);
     ix->slots = NULL;
@@ -35,7 +35,7 @@ static ms_status grow(ms_aindex *ix)
         return MS_ENOMEM;
     for (uint64_t i = 0; i <= ix->mask; i++)
         if (ix->slots[i].block)
-            ms_aindex_put_slot(slots, cap - 1, ix->slots[i].block);
+            alloc_index_put_slot(slots, cap - 1, ix->slots[i].block);
     free(ix->slots);
     ix->slots = slots;
     ix->mask = cap - 1;
@@ -44,7 +44,7 @@ static ms_status grow(ms_aindex *ix)
 
 /* Keep the load factor under 1/2 so probe runs stay short; called before a
  * malloc or an import changes anything so that the puts cannot fail. */
-ms_status ms_aindex_reserve_n(ms_aindex *ix, uint64_t extra)
+ms_status alloc_index_reserve_n(ms_aindex *ix, uint64_t extra)
 {
     while ((ix->count + extra) * 2 > ix->mask + 1) {
         ms_status st = grow(ix);
@@ -54,18 +54,18 @@ ms_status ms_aindex_reserve_n(ms_aindex *ix, uint64_t extra)
     return MS_OK;
 }
 
-ms_status ms_aindex_put(ms_aindex *ix, ms_ablock *b)
+ms_status alloc_index_put(ms_aindex *ix, ms_ablock *b)
 {
-    ms_status st = ms_aindex_reserve(ix);
+    ms_status st = alloc_index_reserve(ix);
     if (st != MS_OK)
         return st;
-    ms_aindex_put_reserved(ix, b);
+    alloc_index_put_reserved(ix, b);
     return MS_OK;
 }
 
 static ms_aslot *find_slot(const ms_aindex *ix, uint64_t addr)
 {
-    uint64_t i = ms_aindex_slot(ix->mask, addr);
+    uint64_t i = alloc_index_slot(ix->mask, addr);
     while (ix->slots[i].block) {
         if (ix->slots[i].addr == addr)
             return &ix->slots[i];
@@ -74,17 +74,17 @@ static ms_aslot *find_slot(const ms_aindex *ix, uint64_t addr)
     return NULL;
 }
 
-ms_ablock *ms_aindex_get(const ms_aindex *ix, uint64_t addr)
+ms_ablock *alloc_index_get(const ms_aindex *ix, uint64_t addr)
 {
     ms_aslot *s = find_slot(ix, addr);
     return s ? s->block : NULL;
 }
 
-ms_ablock *ms_aindex_take(ms_aindex *ix, uint64_t addr)
+ms_ablock *alloc_index_take(ms_aindex *ix, uint64_t addr)
 {
     ms_aslot *slots = ix->slots;
     uint64_t mask = ix->mask;
-    uint64_t hole = ms_aindex_slot(mask, addr);
+    uint64_t hole = alloc_index_slot(mask, addr);
     while (slots[hole].addr != addr || !slots[hole].block) {
         if (!slots[hole].block)
             return NULL;
@@ -95,7 +95,7 @@ ms_ablock *ms_aindex_take(ms_aindex *ix, uint64_t addr)
      * hole when the hole lies on its probe path, i.e. its home is at least
      * as far behind it (cyclically) as the hole is. */
     for (uint64_t j = (hole + 1) & mask; slots[j].block; j = (j + 1) & mask) {
-        uint64_t home = ms_aindex_slot(mask, slots[j].addr);
+        uint64_t home = alloc_index_slot(mask, slots[j].addr);
         if (((j - home) & mask) >= ((j - hole) & mask)) {
             slots[hole] = slots[j];
             hole = j;

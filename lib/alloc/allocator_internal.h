@@ -60,20 +60,20 @@ typedef struct ms_ablock {
  * key is the address of the block it starts. */
 _Static_assert(offsetof(ms_ablock, node) == 0, "the node starts the block");
 
-static inline uint64_t ms_anode_lo(const ms_anode *n)
+static inline uint64_t alloc_node_lo(const ms_anode *n)
 {
     return ((const ms_ablock *)n)->addr;
 }
 
 /* Whether (hi, lo) sorts before node n's key. */
-static inline bool ms_atree_key_before(uint64_t hi, uint64_t lo, const ms_anode *n)
+static inline bool alloc_tree_key_before(uint64_t hi, uint64_t lo, const ms_anode *n)
 {
 #ifdef __SIZEOF_INT128__
     /* One compare-with-borrow instead of two compares and a branch. */
     __extension__ typedef unsigned __int128 u128;
-    return ((u128)hi << 64 | lo) < ((u128)n->hi << 64 | ms_anode_lo(n));
+    return ((u128)hi << 64 | lo) < ((u128)n->hi << 64 | alloc_node_lo(n));
 #else
-    return hi < n->hi || (hi == n->hi && lo < ms_anode_lo(n));
+    return hi < n->hi || (hi == n->hi && lo < alloc_node_lo(n));
 #endif
 }
 
@@ -147,7 +147,7 @@ typedef struct ms_aslab {
  * aggregate's current, allocated and freed are always the sums of the two
  * classes' (every change moves the aggregate and one class alike), so only
  * its peak, which is not a sum, is kept: half the updates of keeping all
- * three.  ms_alloc_stats_fill lays it out as memory_stats() reports it. */
+ * three.  alloc_stats_fill lays it out as memory_stats() reports it. */
 typedef struct ms_astat {
     /* By class (0 small, 1 large); arrays, not ms_stat[2], so that a field
      * of a class is one scaled-index access. */
@@ -206,7 +206,7 @@ struct ms_alloc {
     void *observer_user;
     /* Fixed by the configuration, for the malloc path: */
     bool plain_round;  /* no roundup_power2_divisions: round_size is 512-byte steps */
-    bool npu_align;    /* torch_npu with expandable segments (ms_alloc_npu_align) */
+    bool npu_align;    /* torch_npu with expandable segments (alloc_npu_align) */
 };
 
 /* What one malloc is looking for (AllocParams). */
@@ -223,24 +223,24 @@ typedef struct ms_aparams {
 } ms_aparams;
 
 /* allocator.c */
-void ms_alloc_emit_event(ms_alloc *a, ms_alloc_action action, uint64_t addr, uint64_t size,
-                         uint64_t stream_id, const ms_bpool *pool);
+void alloc_emit_event(ms_alloc *a, ms_alloc_action action, uint64_t addr, uint64_t size,
+                      uint64_t stream_id, const ms_bpool *pool);
 
 /* The hot path's small helpers are inline: malloc+free pairs run at several
  * million a second and a call per statistic would dominate. */
-static inline void ms_alloc_emit(ms_alloc *a, ms_alloc_action action, uint64_t addr,
-                                 uint64_t size, uint64_t stream_id, const ms_bpool *pool)
+static inline void alloc_emit(ms_alloc *a, ms_alloc_action action, uint64_t addr, uint64_t size,
+                              uint64_t stream_id, const ms_bpool *pool)
 {
     if (a->observer)
-        ms_alloc_emit_event(a, action, addr, size, stream_id, pool);
+        alloc_emit_event(a, action, addr, size, stream_id, pool);
 }
 
-static inline bool ms_ablock_is_split(const ms_ablock *b)
+static inline bool alloc_block_is_split(const ms_ablock *b)
 {
     return b->prev != NULL || b->next != NULL;
 }
 
-static inline void ms_aseg_fix_head(ms_ablock *b)
+static inline void alloc_seg_fix_head(ms_ablock *b)
 {
     if (!b->prev)
         b->seg->head = b;
@@ -249,12 +249,12 @@ static inline void ms_aseg_fix_head(ms_ablock *b)
 /* Statistics (increase_stat / decrease_stat / get_stat_types_for_pool): a
  * stat moves for the aggregate and for the block set's size class; the
  * aggregate follows from the classes (ms_astat). */
-static inline int ms_alloc_stat_class(const ms_bpool *p)
+static inline int alloc_stat_class(const ms_bpool *p)
 {
     return p->is_small ? 0 : 1;
 }
 
-static inline void ms_stat_inc(ms_stat *s, uint64_t amount)
+static inline void alloc_torch_stat_inc(ms_stat *s, uint64_t amount)
 {
     s->current += (int64_t)amount;
     if (s->current > s->peak)
@@ -262,180 +262,179 @@ static inline void ms_stat_inc(ms_stat *s, uint64_t amount)
     s->allocated += (int64_t)amount;
 }
 
-static inline void ms_stat_dec(ms_stat *s, uint64_t amount)
+static inline void alloc_torch_stat_dec(ms_stat *s, uint64_t amount)
 {
     s->current -= (int64_t)amount;
     s->freed += (int64_t)amount;
 }
 
-static inline int64_t ms_astat_current(const ms_astat *s)
+static inline int64_t alloc_stat_current(const ms_astat *s)
 {
     return s->current[0] + s->current[1];
 }
 
-static inline void ms_astat_inc(ms_astat *s, int c, uint64_t amount)
+static inline void alloc_stat_inc(ms_astat *s, int c, uint64_t amount)
 {
     int64_t cur = s->current[c] + (int64_t)amount;
     s->current[c] = cur;
     if (cur > s->peak[c])
         s->peak[c] = cur;
     s->allocated[c] += (int64_t)amount;
-    int64_t all = ms_astat_current(s);
+    int64_t all = alloc_stat_current(s);
     if (all > s->all_peak)
         s->all_peak = all;
 }
 
-static inline void ms_astat_dec(ms_astat *s, int c, uint64_t amount)
+static inline void alloc_stat_dec(ms_astat *s, int c, uint64_t amount)
 {
     s->current[c] -= (int64_t)amount;
     s->freed[c] += (int64_t)amount;
 }
 
 /* free_block nets its inactive_split changes before applying them. */
-static inline void ms_astat_add(ms_astat *s, int c, int64_t delta)
+static inline void alloc_stat_add(ms_astat *s, int c, int64_t delta)
 {
     if (delta > 0)
-        ms_astat_inc(s, c, (uint64_t)delta);
+        alloc_stat_inc(s, c, (uint64_t)delta);
     else if (delta < 0)
-        ms_astat_dec(s, c, (uint64_t)-delta);
+        alloc_stat_dec(s, c, (uint64_t)-delta);
 }
 
-static inline void ms_stats_pool_inc(ms_astat *s, const ms_bpool *p, uint64_t amount)
+static inline void alloc_stats_pool_inc(ms_astat *s, const ms_bpool *p, uint64_t amount)
 {
-    ms_astat_inc(s, ms_alloc_stat_class(p), amount);
+    alloc_stat_inc(s, alloc_stat_class(p), amount);
 }
 
-static inline void ms_stats_pool_dec(ms_astat *s, const ms_bpool *p, uint64_t amount)
+static inline void alloc_stats_pool_dec(ms_astat *s, const ms_bpool *p, uint64_t amount)
 {
-    ms_astat_dec(s, ms_alloc_stat_class(p), amount);
+    alloc_stat_dec(s, alloc_stat_class(p), amount);
 }
 
 /* allocator_blocks.c: blocks, block sets, split and merge */
-ms_ablock *ms_ablock_new(ms_alloc *a);
-void ms_ablock_recycle(ms_alloc *a, ms_ablock *b);
-void ms_ablock_slabs_free(ms_alloc *a);
-void ms_bpool_insert(ms_bpool *p, ms_ablock *b);
-void ms_bpool_erase(ms_bpool *p, ms_ablock *b);
-void ms_bpool_insert_unmapped(ms_bpool *p, ms_ablock *b);
-void ms_bpool_erase_unmapped(ms_bpool *p, ms_ablock *b);
-ms_ablock *ms_bpool_lower_bound(const ms_bpool *p, uint64_t stream_id, uint64_t size);
-ms_ablock *ms_bpool_next(const ms_ablock *b);
-ms_ablock *ms_bpool_prev(const ms_ablock *b);
-ms_ablock *ms_bpool_first(const ms_bpool *p);
-ms_ablock *ms_bpool_last(const ms_bpool *p);
-uint64_t ms_alloc_try_merge(ms_ablock *dst, ms_ablock *src);
-ms_ablock *ms_alloc_peek_free_block(ms_alloc *a, const ms_aparams *p);
-bool ms_alloc_get_free_block(ms_alloc *a, ms_aparams *p);
-bool ms_alloc_should_split(const ms_alloc *a, const ms_ablock *b, uint64_t size);
-ms_status ms_alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, uint64_t *addr);
-void ms_alloc_free_block(ms_alloc *a, ms_ablock *b);
-bool ms_alloc_npu_align(ms_alloc *a, ms_aparams *p);
+ms_ablock *alloc_block_new(ms_alloc *a);
+void alloc_block_recycle(ms_alloc *a, ms_ablock *b);
+void alloc_block_slabs_free(ms_alloc *a);
+void alloc_bpool_insert(ms_bpool *p, ms_ablock *b);
+void alloc_bpool_erase(ms_bpool *p, ms_ablock *b);
+void alloc_bpool_insert_unmapped(ms_bpool *p, ms_ablock *b);
+void alloc_bpool_erase_unmapped(ms_bpool *p, ms_ablock *b);
+ms_ablock *alloc_bpool_lower_bound(const ms_bpool *p, uint64_t stream_id, uint64_t size);
+ms_ablock *alloc_bpool_next(const ms_ablock *b);
+ms_ablock *alloc_bpool_prev(const ms_ablock *b);
+ms_ablock *alloc_bpool_first(const ms_bpool *p);
+ms_ablock *alloc_bpool_last(const ms_bpool *p);
+uint64_t alloc_try_merge(ms_ablock *dst, ms_ablock *src);
+ms_ablock *alloc_peek_free_block(ms_alloc *a, const ms_aparams *p);
+bool alloc_get_free_block(ms_alloc *a, ms_aparams *p);
+bool alloc_should_split(const ms_alloc *a, const ms_ablock *b, uint64_t size);
+ms_status alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, uint64_t *addr);
+void alloc_free_block(ms_alloc *a, ms_ablock *b);
+bool alloc_npu_align(ms_alloc *a, ms_aparams *p);
 
 /* allocator_segments.c: device segments, release and garbage collection */
-ms_aseg *ms_aseg_new(ms_alloc *a, uint64_t addr, uint64_t size, ms_bpool *pool,
-                     ms_stream *stream, uint64_t stream_id);
-void ms_aseg_drop(ms_alloc *a, ms_aseg *s);
-ms_status ms_alloc_alloc_block(ms_alloc *a, ms_aparams *p, bool is_retry, bool *found);
-ms_status ms_alloc_release_block(ms_alloc *a, ms_ablock *b);
-ms_status ms_alloc_release_available(ms_alloc *a, const ms_aparams *p, bool *released);
-ms_status ms_alloc_release_cached(ms_alloc *a);
-ms_status ms_alloc_garbage_collect(ms_alloc *a);
-ms_status ms_alloc_release_all(ms_alloc *a);
+ms_aseg *alloc_seg_new(ms_alloc *a, uint64_t addr, uint64_t size, ms_bpool *pool, ms_stream *stream,
+                       uint64_t stream_id);
+void alloc_seg_drop(ms_alloc *a, ms_aseg *s);
+ms_status alloc_alloc_block(ms_alloc *a, ms_aparams *p, bool is_retry, bool *found);
+ms_status alloc_release_block(ms_alloc *a, ms_ablock *b);
+ms_status alloc_release_available(ms_alloc *a, const ms_aparams *p, bool *released);
+ms_status alloc_release_cached(ms_alloc *a);
+ms_status alloc_garbage_collect(ms_alloc *a);
+ms_status alloc_release_all(ms_alloc *a);
 
 /* allocator_expandable.c */
-ms_status ms_alloc_try_expandable(ms_alloc *a, ms_aparams *p, bool *found);
-ms_status ms_alloc_unmap_block(ms_alloc *a, ms_ablock *b);
-ms_status ms_alloc_release_expandable(ms_alloc *a, ms_aseg *s);
-ms_status ms_alloc_give_back_expandable(ms_alloc *a, ms_aseg *s);
-ms_status ms_aseg_new_expandable(ms_alloc *a, ms_bpool *pool, ms_stream *stream,
-                                 uint64_t stream_id, uint64_t base, bool imported,
-                                 ms_aseg **out);
+ms_status alloc_try_expandable(ms_alloc *a, ms_aparams *p, bool *found);
+ms_status alloc_unmap_block(ms_alloc *a, ms_ablock *b);
+ms_status alloc_release_expandable(ms_alloc *a, ms_aseg *s);
+ms_status alloc_give_back_expandable(ms_alloc *a, ms_aseg *s);
+ms_status alloc_seg_new_expandable(ms_alloc *a, ms_bpool *pool, ms_stream *stream,
+                                   uint64_t stream_id, uint64_t base, bool imported, ms_aseg **out);
 
 /* allocator_events.c: record_stream deferred frees */
-ms_status ms_alloc_insert_events(ms_alloc *a, ms_ablock *b);
-ms_status ms_alloc_process_events_slow(ms_alloc *a);
+ms_status alloc_insert_events(ms_alloc *a, ms_ablock *b);
+ms_status alloc_process_events_slow(ms_alloc *a);
 
 /* process_events; nothing to do unless record_stream left events behind. */
-static inline ms_status ms_alloc_process_events(ms_alloc *a)
+static inline ms_status alloc_process_events(ms_alloc *a)
 {
-    return a->n_outstanding ? ms_alloc_process_events_slow(a) : MS_OK;
+    return a->n_outstanding ? alloc_process_events_slow(a) : MS_OK;
 }
-ms_status ms_alloc_sync_events(ms_alloc *a);
-void ms_alloc_events_free(ms_alloc *a);
-ms_status ms_ablock_add_use(ms_ablock *b, ms_stream *s, uint64_t id);
+ms_status alloc_sync_events(ms_alloc *a);
+void alloc_events_free(ms_alloc *a);
+ms_status alloc_block_add_use(ms_ablock *b, ms_stream *s, uint64_t id);
 
 /* allocator_index.c: allocated blocks by address */
-ms_status ms_aindex_init(ms_aindex *ix);
-void ms_aindex_free(ms_aindex *ix);
-ms_status ms_aindex_reserve_n(ms_aindex *ix, uint64_t extra);
+ms_status alloc_index_init(ms_aindex *ix);
+void alloc_index_free(ms_aindex *ix);
+ms_status alloc_index_reserve_n(ms_aindex *ix, uint64_t extra);
 
 /* Room for one more entry; the common case is an inline compare. */
-static inline ms_status ms_aindex_reserve(ms_aindex *ix)
+static inline ms_status alloc_index_reserve(ms_aindex *ix)
 {
     if ((ix->count + 1) * 2 <= ix->mask + 1)
         return MS_OK;
-    return ms_aindex_reserve_n(ix, 1);
+    return alloc_index_reserve_n(ix, 1);
 }
-ms_status ms_aindex_put(ms_aindex *ix, ms_ablock *b);
+ms_status alloc_index_put(ms_aindex *ix, ms_ablock *b);
 
-static inline uint64_t ms_aindex_slot(uint64_t mask, uint64_t addr)
+static inline uint64_t alloc_index_slot(uint64_t mask, uint64_t addr)
 {
     /* Fibonacci hashing: addresses are 512-byte aligned, so mix the bits. */
     return ((addr * UINT64_C(0x9E3779B97F4A7C15)) >> 20) & mask;
 }
 
-static inline void ms_aindex_put_slot(ms_aslot *slots, uint64_t mask, ms_ablock *b)
+static inline void alloc_index_put_slot(ms_aslot *slots, uint64_t mask, ms_ablock *b)
 {
-    uint64_t i = ms_aindex_slot(mask, b->addr);
+    uint64_t i = alloc_index_slot(mask, b->addr);
     while (slots[i].block)
         i = (i + 1) & mask;
     slots[i].addr = b->addr;
     slots[i].block = b;
 }
 
-/* ms_aindex_put after ms_aindex_reserve succeeded: cannot fail. */
-static inline void ms_aindex_put_reserved(ms_aindex *ix, ms_ablock *b)
+/* alloc_index_put after alloc_index_reserve succeeded: cannot fail. */
+static inline void alloc_index_put_reserved(ms_aindex *ix, ms_ablock *b)
 {
-    ms_aindex_put_slot(ix->slots, ix->mask, b);
+    alloc_index_put_slot(ix->slots, ix->mask, b);
     ix->count++;
 }
-ms_ablock *ms_aindex_get(const ms_aindex *ix, uint64_t addr);
-ms_ablock *ms_aindex_take(ms_aindex *ix, uint64_t addr);
+ms_ablock *alloc_index_get(const ms_aindex *ix, uint64_t addr);
+ms_ablock *alloc_index_take(ms_aindex *ix, uint64_t addr);
 
 /* allocator_stats.c: memory_stats() and its resets are public */
-void ms_alloc_stats_fill(const ms_astats *s, ms_alloc_stats *out);
+void alloc_stats_fill(const ms_astats *s, ms_alloc_stats *out);
 
 /* allocator_conf.c */
-uint64_t ms_alloc_round(const ms_alloc_config *cfg, uint64_t size);
+uint64_t alloc_round(const ms_alloc_config *cfg, uint64_t size);
 
 /* round_size on the malloc path: without power-of-2 divisions it is
- * ms_alloc_round's last case (torch_npu pads by 32 bytes first). */
-static inline uint64_t ms_alloc_round_request(const ms_alloc *a, uint64_t size)
+ * alloc_round's last case (torch_npu pads by 32 bytes first). */
+static inline uint64_t alloc_round_request(const ms_alloc *a, uint64_t size)
 {
     if (!a->plain_round)
-        return ms_alloc_round(&a->cfg, size);
+        return alloc_round(&a->cfg, size);
     if (a->cfg.flavour == MS_ALLOC_NPU)
         size += MS_KNPU_PADDING;
     if (size < MS_KMIN_BLOCK)
         return MS_KMIN_BLOCK;
     return (size + MS_KMIN_BLOCK - 1) & ~(MS_KMIN_BLOCK - 1);
 }
-uint64_t ms_alloc_segment_size(uint64_t rounded, bool exact);
-uint64_t ms_alloc_oversize_limit(const ms_alloc_config *cfg);
-ms_status ms_alloc_config_check(const ms_alloc_config *cfg);
+uint64_t alloc_segment_size(uint64_t rounded, bool exact);
+uint64_t alloc_oversize_limit(const ms_alloc_config *cfg);
+ms_status alloc_config_check(const ms_alloc_config *cfg);
 
 /* allocator_oom.c */
-void ms_alloc_format(uint64_t size, char out[32]);
-ms_status ms_alloc_oom(ms_alloc *a, const ms_aparams *p, ms_diag *d);
+void alloc_format(uint64_t size, char out[32]);
+ms_status alloc_oom(ms_alloc *a, const ms_aparams *p, ms_diag *d);
 
 /* allocator_pools.c */
-ms_status ms_npool_new(ms_alloc *a, const char *name, const ms_pool_options *opt, int *id);
-void ms_npools_free(ms_alloc *a);
+ms_status alloc_npool_new(ms_alloc *a, const char *name, const ms_pool_options *opt, int *id);
+void alloc_npools_free(ms_alloc *a);
 /* get_pool: requests up to 1 MiB (rounded) use the small block set. */
-static inline ms_bpool *ms_npool_class(ms_npool *np, uint64_t rounded)
+static inline ms_bpool *alloc_npool_class(ms_npool *np, uint64_t rounded)
 {
     return rounded <= MS_KSMALL_SIZE ? &np->small : &np->large;
 }
-bool ms_alloc_borrow(ms_alloc *a, ms_aparams *p);
+bool alloc_borrow(ms_alloc *a, ms_aparams *p);
 
 #endif

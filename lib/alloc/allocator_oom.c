@@ -7,7 +7,7 @@
 #include "allocator_internal.h"
 
 /* format_size: std::fixed with precision 2, which is printf's %.2f. */
-void ms_alloc_format(uint64_t size, char out[32])
+void alloc_format(uint64_t size, char out[32])
 {
     if (size <= 1024)
         snprintf(out, 32, "%" PRIu64 " bytes", size);
@@ -24,7 +24,7 @@ ms_status ms_alloc_format_size(uint64_t size, char *buf, size_t len)
     if (!buf || len == 0)
         return MS_EINVAL;
     char tmp[32];
-    ms_alloc_format(size, tmp);
+    alloc_format(size, tmp);
     int n = snprintf(buf, len, "%s", tmp);
     return (size_t)n < len ? MS_OK : MS_ERANGE;
 }
@@ -38,20 +38,20 @@ static void oom_sizes_fill(const ms_alloc *a, const ms_aparams *p, uint64_t free
                            uint64_t total, oom_sizes *s)
 {
     const ms_astats *st = &a->stats;
-    int64_t allocated = ms_astat_current(&st->allocated_bytes);
-    int64_t reserved = ms_astat_current(&st->reserved_bytes);
-    ms_alloc_format(p->alloc_size, s->alloc);
-    ms_alloc_format(total, s->total);
-    ms_alloc_format(free_bytes, s->free_);
-    ms_alloc_format(free_bytes <= total ? total - free_bytes : 0, s->used);
-    ms_alloc_format((uint64_t)allocated, s->allocated);
-    ms_alloc_format((uint64_t)ms_astat_current(&st->active_bytes), s->active);
-    ms_alloc_format((uint64_t)reserved, s->reserved);
-    ms_alloc_format((uint64_t)(reserved - allocated), s->unallocated);
+    int64_t allocated = alloc_stat_current(&st->allocated_bytes);
+    int64_t reserved = alloc_stat_current(&st->reserved_bytes);
+    alloc_format(p->alloc_size, s->alloc);
+    alloc_format(total, s->total);
+    alloc_format(free_bytes, s->free_);
+    alloc_format(free_bytes <= total ? total - free_bytes : 0, s->used);
+    alloc_format((uint64_t)allocated, s->allocated);
+    alloc_format((uint64_t)alloc_stat_current(&st->active_bytes), s->active);
+    alloc_format((uint64_t)reserved, s->reserved);
+    alloc_format((uint64_t)(reserved - allocated), s->unallocated);
     s->allowed[0] = '\0';
     if (a->set_fraction) {
         char allowed[32];
-        ms_alloc_format(a->allowed_memory_maximum, allowed);
+        alloc_format(a->allowed_memory_maximum, allowed);
         snprintf(s->allowed, sizeof s->allowed, "%s allowed; ", allowed);
     }
 }
@@ -84,14 +84,14 @@ static ms_status npu_message(const ms_alloc *a, const oom_sizes *s, ms_diag *d)
                        s->allowed, s->reserved);
 }
 
-ms_status ms_alloc_oom(ms_alloc *a, const ms_aparams *p, ms_diag *d)
+ms_status alloc_oom(ms_alloc *a, const ms_aparams *p, ms_diag *d)
 {
     uint64_t free_bytes = 0, total = 0;
     ms_status st = a->be->ops->mem_get_info(a->be->inst, &free_bytes, &total);
     if (st != MS_OK)
         return ms_diag_set(d, st, "out of memory, and mem_get_info failed: %s", ms_strerror(st));
     a->stats.num_ooms++;
-    ms_alloc_emit(a, MS_AA_OOM, free_bytes, p->size, p->stream_id, p->pool);
+    alloc_emit(a, MS_AA_OOM, free_bytes, p->size, p->stream_id, p->pool);
     oom_sizes s;
     oom_sizes_fill(a, p, free_bytes, total, &s);
     if (a->cfg.flavour == MS_ALLOC_NPU)

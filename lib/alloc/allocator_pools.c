@@ -16,7 +16,7 @@ static void bpool_init(ms_bpool *b, ms_npool *owner, bool small)
     b->owner = owner;
 }
 
-ms_status ms_npool_new(ms_alloc *a, const char *name, const ms_pool_options *opt, int *id)
+ms_status alloc_npool_new(ms_alloc *a, const char *name, const ms_pool_options *opt, int *id)
 {
     if (!MS_GROW(a->pools, a->n_pools, a->cap_pools, 4))
         return MS_ENOMEM;
@@ -38,7 +38,7 @@ ms_status ms_npool_new(ms_alloc *a, const char *name, const ms_pool_options *opt
     return MS_OK;
 }
 
-void ms_npools_free(ms_alloc *a)
+void alloc_npools_free(ms_alloc *a)
 {
     for (int i = 0; i < a->n_pools; i++) {
         free(a->pools[i]->name);
@@ -69,7 +69,7 @@ ms_status ms_alloc_pool_create(ms_alloc *a, const char *name, const ms_pool_opti
         return MS_EINVAL;
     if (ms_alloc_pool_find(a, name, &existing) == MS_OK)
         return MS_EINVAL; /* names are unique */
-    return ms_npool_new(a, name, opt, pool);
+    return alloc_npool_new(a, name, opt, pool);
 }
 
 ms_status ms_alloc_set_borrowing(ms_alloc *a, bool enabled)
@@ -86,12 +86,12 @@ static ms_ablock *lendable_fit(ms_alloc *a, const ms_aparams *p, ms_bpool *pool)
     ms_aparams q = *p;
     q.pool = pool;
     q.exact = false;
-    return ms_alloc_peek_free_block(a, &q);
+    return alloc_peek_free_block(a, &q);
 }
 
 /* The smallest idle block, over all lendable pools, that the request may
  * take; ties go to the lower pool id. */
-bool ms_alloc_borrow(ms_alloc *a, ms_aparams *p)
+bool alloc_borrow(ms_alloc *a, ms_aparams *p)
 {
     if (!a->borrowing)
         return false;
@@ -100,7 +100,7 @@ bool ms_alloc_borrow(ms_alloc *a, ms_aparams *p)
         ms_npool *np = a->pools[i];
         if (!np->opt.lendable)
             continue;
-        ms_ablock *b = lendable_fit(a, p, ms_npool_class(np, p->size));
+        ms_ablock *b = lendable_fit(a, p, alloc_npool_class(np, p->size));
         if (b && (!best || b->size < best->size))
             best = b;
     }
@@ -108,6 +108,6 @@ bool ms_alloc_borrow(ms_alloc *a, ms_aparams *p)
         return false;
     p->pool = best->pool;
     p->block = best;
-    ms_bpool_erase(best->pool, best);
+    alloc_bpool_erase(best->pool, best);
     return true;
 }

@@ -108,10 +108,10 @@ static bool overlaps(const ms_alloc *a, uint64_t addr, uint64_t size)
 static ms_status take_blocks(ms_alloc *a, uint32_t n, ms_ablock **out)
 {
     for (uint32_t i = 0; i < n; i++) {
-        out[i] = ms_ablock_new(a);
+        out[i] = alloc_block_new(a);
         if (!out[i]) {
             while (i-- > 0)
-                ms_ablock_recycle(a, out[i]);
+                alloc_block_recycle(a, out[i]);
             return MS_ENOMEM;
         }
     }
@@ -128,22 +128,22 @@ static void seed_one(ms_alloc *a, ms_ablock *b, const ms_seed_block *sb, ms_aseg
     b->pool = s->pool;
     b->seg = s;
     if (!sb->allocated) {
-        ms_bpool_insert(s->pool, b);
+        alloc_bpool_insert(s->pool, b);
         if (split && !s->expandable) {
-            ms_stats_pool_inc(&a->stats.inactive_split, s->pool, 1);
-            ms_stats_pool_inc(&a->stats.inactive_split_bytes, s->pool, b->size);
+            alloc_stats_pool_inc(&a->stats.inactive_split, s->pool, 1);
+            alloc_stats_pool_inc(&a->stats.inactive_split_bytes, s->pool, b->size);
         }
         return;
     }
     b->allocated = true;
-    ms_aindex_put(&a->index, b); /* reserved by the caller */
-    ms_stats_pool_inc(&a->stats.allocation, s->pool, 1);
-    ms_stats_pool_inc(&a->stats.allocated_bytes, s->pool, b->size);
-    ms_stats_pool_inc(&a->stats.active, s->pool, 1);
-    ms_stats_pool_inc(&a->stats.active_bytes, s->pool, b->size);
-    ms_stats_pool_inc(&a->stats.requested_bytes, s->pool, b->requested);
+    alloc_index_put(&a->index, b); /* reserved by the caller */
+    alloc_stats_pool_inc(&a->stats.allocation, s->pool, 1);
+    alloc_stats_pool_inc(&a->stats.allocated_bytes, s->pool, b->size);
+    alloc_stats_pool_inc(&a->stats.active, s->pool, 1);
+    alloc_stats_pool_inc(&a->stats.active_bytes, s->pool, b->size);
+    alloc_stats_pool_inc(&a->stats.requested_bytes, s->pool, b->requested);
     if (b->size >= a->cfg.max_split_size)
-        ms_stat_inc(&a->stats.oversize_allocations, 1);
+        alloc_torch_stat_inc(&a->stats.oversize_allocations, 1);
 }
 
 /* Link blocks[0..n) between left and right and seed them. */
@@ -170,7 +170,7 @@ static ms_status reserve_index(ms_alloc *a, const ms_seed_segment *seg)
     uint64_t n = 0;
     for (uint32_t i = 0; i < seg->n_blocks; i++)
         n += seg->blocks[i].allocated;
-    return ms_aindex_reserve_n(&a->index, n);
+    return alloc_index_reserve_n(&a->index, n);
 }
 
 static ms_status import_plain(ms_alloc *a, const ms_seed_segment *seg, ms_bpool *pool,
@@ -178,14 +178,14 @@ static ms_status import_plain(ms_alloc *a, const ms_seed_segment *seg, ms_bpool 
 {
     if (overlaps(a, seg->addr, seg->size))
         return MS_EINVAL;
-    ms_aseg *s = ms_aseg_new(a, seg->addr, seg->size, pool, seg->stream, stream_id);
+    ms_aseg *s = alloc_seg_new(a, seg->addr, seg->size, pool, seg->stream, stream_id);
     if (!s)
         return MS_ENOMEM;
     a->total_allocated_memory += seg->size;
-    ms_stats_pool_inc(&a->stats.segment, pool, 1);
-    ms_stats_pool_inc(&a->stats.reserved_bytes, pool, seg->size);
+    alloc_stats_pool_inc(&a->stats.segment, pool, 1);
+    alloc_stats_pool_inc(&a->stats.reserved_bytes, pool, seg->size);
     if (seg->size >= a->cfg.max_split_size)
-        ms_stat_inc(&a->stats.oversize_segments, 1);
+        alloc_torch_stat_inc(&a->stats.oversize_segments, 1);
     seed_chain(a, blocks, seg, s, NULL, NULL, seg->n_blocks > 1);
     return MS_OK;
 }
@@ -223,7 +223,8 @@ static ms_status import_expandable(ms_alloc *a, const ms_seed_segment *seg, ms_b
     if (!s) {
         if (overlaps(a, seg->addr, seg->size))
             return MS_EINVAL;
-        ms_status st = ms_aseg_new_expandable(a, pool, seg->stream, stream_id, seg->addr, true, &s);
+        ms_status st =
+            alloc_seg_new_expandable(a, pool, seg->stream, stream_id, seg->addr, true, &s);
         if (st != MS_OK)
             return st;
     }
@@ -233,7 +234,7 @@ static ms_status import_expandable(ms_alloc *a, const ms_seed_segment *seg, ms_b
     ms_ablock *left = u->prev, *right = u->next, *tail = blocks[seg->n_blocks];
     uint64_t head_len = seg->addr - u->addr;
     uint64_t tail_len = u->addr + u->size - (seg->addr + seg->size);
-    ms_bpool_erase_unmapped(pool, u);
+    alloc_bpool_erase_unmapped(pool, u);
     if (tail_len > 0) {
         tail->addr = seg->addr + seg->size;
         tail->size = tail_len;
@@ -246,23 +247,23 @@ static ms_status import_expandable(ms_alloc *a, const ms_seed_segment *seg, ms_b
         if (right)
             right->prev = tail;
         right = tail;
-        ms_bpool_insert_unmapped(pool, tail);
+        alloc_bpool_insert_unmapped(pool, tail);
     } else {
-        ms_ablock_recycle(a, tail);
+        alloc_block_recycle(a, tail);
     }
     if (head_len > 0) {
         u->size = head_len;
         left = u;
-        ms_bpool_insert_unmapped(pool, u);
+        alloc_bpool_insert_unmapped(pool, u);
     } else {
-        ms_ablock_recycle(a, u);
+        alloc_block_recycle(a, u);
     }
     seed_chain(a, blocks, seg, s, left, right, true);
     uint64_t first = (seg->addr - s->addr) / s->page;
     for (uint64_t i = 0; i < seg->size / s->page; i++)
         s->page_mapped[first + i] = 1;
     a->total_allocated_memory += seg->size;
-    ms_stats_pool_inc(&a->stats.reserved_bytes, pool, seg->size);
+    alloc_stats_pool_inc(&a->stats.reserved_bytes, pool, seg->size);
     return MS_OK;
 }
 
@@ -290,9 +291,9 @@ ms_status ms_alloc_import_seed(ms_alloc *a, const ms_seed_segment *seg)
                              : import_plain(a, seg, pool, stream_id, blocks);
         if (st != MS_OK)
             for (uint32_t i = 0; i <= seg->n_blocks; i++)
-                ms_ablock_recycle(a, blocks[i]);
+                alloc_block_recycle(a, blocks[i]);
         else if (!seg->expandable)
-            ms_ablock_recycle(a, blocks[seg->n_blocks]);
+            alloc_block_recycle(a, blocks[seg->n_blocks]);
     }
     free(blocks);
     return st;

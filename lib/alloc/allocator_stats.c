@@ -9,14 +9,14 @@
 
 static void fill_stat(const ms_astat *s, ms_stat out[MS_STAT_TYPES])
 {
-    out[MS_STAT_ALL] = (ms_stat){ms_astat_current(s), s->all_peak,
+    out[MS_STAT_ALL] = (ms_stat){alloc_stat_current(s), s->all_peak,
                                  s->allocated[0] + s->allocated[1], s->freed[0] + s->freed[1]};
     for (int c = 0; c < 2; c++)
         out[MS_STAT_SMALL_POOL + c] =
             (ms_stat){s->current[c], s->peak[c], s->allocated[c], s->freed[c]};
 }
 
-void ms_alloc_stats_fill(const ms_astats *s, ms_alloc_stats *out)
+void alloc_stats_fill(const ms_astats *s, ms_alloc_stats *out)
 {
     fill_stat(&s->allocation, out->allocation);
     fill_stat(&s->segment, out->segment);
@@ -41,7 +41,7 @@ ms_status ms_alloc_get_stats(const ms_alloc *a, ms_alloc_stats *out)
 {
     if (!a || !out)
         return MS_EINVAL;
-    ms_alloc_stats_fill(&a->stats, out);
+    alloc_stats_fill(&a->stats, out);
     return MS_OK;
 }
 
@@ -51,11 +51,11 @@ ms_status ms_alloc_current(const ms_alloc *a, uint64_t *allocated, uint64_t *res
     if (!a)
         return MS_EINVAL;
     if (allocated)
-        *allocated = (uint64_t)ms_astat_current(&a->stats.allocated_bytes);
+        *allocated = (uint64_t)alloc_stat_current(&a->stats.allocated_bytes);
     if (reserved)
-        *reserved = (uint64_t)ms_astat_current(&a->stats.reserved_bytes);
+        *reserved = (uint64_t)alloc_stat_current(&a->stats.reserved_bytes);
     if (active)
-        *active = (uint64_t)ms_astat_current(&a->stats.active_bytes);
+        *active = (uint64_t)alloc_stat_current(&a->stats.active_bytes);
     return MS_OK;
 }
 
@@ -82,7 +82,7 @@ ms_status ms_alloc_reset_peak_stats(ms_alloc *a)
         ms_astat *s = stats[i];
         s->peak[0] = s->current[0];
         s->peak[1] = s->current[1];
-        s->all_peak = ms_astat_current(s);
+        s->all_peak = alloc_stat_current(s);
     }
     a->stats.oversize_allocations.peak = a->stats.oversize_allocations.current;
     a->stats.oversize_segments.peak = a->stats.oversize_segments.current;

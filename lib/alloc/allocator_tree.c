@@ -59,14 +59,14 @@ static void insert_fixup(ms_atree *t, ms_anode *z)
     t->root->red = 0;
 }
 
-void ms_atree_insert(ms_atree *t, ms_anode *n)
+void alloc_tree_insert(ms_atree *t, ms_anode *n)
 {
-    uint64_t hi = n->hi, lo = ms_anode_lo(n);
+    uint64_t hi = n->hi, lo = alloc_node_lo(n);
     ms_anode *parent = NULL;
     ms_anode **link = &t->root;
     while (*link) {
         parent = *link;
-        link = &parent->child[!ms_atree_key_before(hi, lo, parent)];
+        link = &parent->child[!alloc_tree_key_before(hi, lo, parent)];
     }
     n->parent = parent;
     n->child[0] = n->child[1] = NULL;
@@ -131,7 +131,7 @@ static void erase_fixup(ms_atree *t, ms_anode *x, ms_anode *xp)
         x->red = 0;
 }
 
-void ms_atree_erase(ms_atree *t, ms_anode *z)
+void alloc_tree_erase(ms_atree *t, ms_anode *z)
 {
     ms_anode *x;
     ms_anode *xp;
@@ -163,7 +163,7 @@ void ms_atree_erase(ms_atree *t, ms_anode *z)
     t->count--;
 }
 
-void ms_atree_replace(ms_atree *t, ms_anode *old, ms_anode *nw)
+void alloc_tree_replace(ms_atree *t, ms_anode *old, ms_anode *nw)
 {
     *link_of(t, old) = nw;
     nw->parent = old->parent;
@@ -176,12 +176,12 @@ void ms_atree_replace(ms_atree *t, ms_anode *old, ms_anode *nw)
     old->child[0] = old->child[1] = old->parent = NULL;
 }
 
-ms_anode *ms_atree_first(const ms_atree *t)
+ms_anode *alloc_tree_first(const ms_atree *t)
 {
     return t->root ? extreme(t->root, 0) : NULL;
 }
 
-ms_anode *ms_atree_last(const ms_atree *t)
+ms_anode *alloc_tree_last(const ms_atree *t)
 {
     return t->root ? extreme(t->root, 1) : NULL;
 }
@@ -199,12 +199,12 @@ static ms_anode *step(const ms_anode *n, int dir)
     return (ms_anode *)p;
 }
 
-ms_anode *ms_atree_next(const ms_anode *n)
+ms_anode *alloc_tree_next(const ms_anode *n)
 {
     return step(n, 1);
 }
 
-ms_anode *ms_atree_prev(const ms_anode *n)
+ms_anode *alloc_tree_prev(const ms_anode *n)
 {
     return step(n, 0);
 }

@@ -9,7 +9,7 @@
  * set; it is computed at insertion (a block is only resized or moved while
  * it is out of every set, or re-keyed in place where the order allows).  A
  * comparison is one double-word compare on one cache line
- * (ms_atree_key_before, allocator_internal.h). */
+ * (alloc_tree_key_before, allocator_internal.h). */
 #ifndef MEMSIM_CORE_ALLOCATOR_TREE_H
 #define MEMSIM_CORE_ALLOCATOR_TREE_H
 
@@ -37,25 +37,25 @@ typedef struct ms_atree {
 #define MS_ATREE_MAX_SIZE (UINT64_C(1) << 57)
 
 /* hi of the free set: (stream, size) for sizes that are multiples of 512. */
-static inline uint64_t ms_atree_size_key(uint64_t stream_id, uint64_t size)
+static inline uint64_t alloc_tree_size_key(uint64_t stream_id, uint64_t size)
 {
     return stream_id << 48 | size >> 9;
 }
 
 /* Insert n with n->hi set; (hi, address) must be unique. */
-void ms_atree_insert(ms_atree *t, ms_anode *n);
-void ms_atree_erase(ms_atree *t, ms_anode *n);
+void alloc_tree_insert(ms_atree *t, ms_anode *n);
+void alloc_tree_erase(ms_atree *t, ms_anode *n);
 /* nw takes old's place in the tree (old leaves it): the caller guarantees
  * that nw's key sorts where old's did. */
-void ms_atree_replace(ms_atree *t, ms_anode *old, ms_anode *nw);
-ms_anode *ms_atree_first(const ms_atree *t);
-ms_anode *ms_atree_last(const ms_atree *t);
-ms_anode *ms_atree_next(const ms_anode *n);
-ms_anode *ms_atree_prev(const ms_anode *n);
+void alloc_tree_replace(ms_atree *t, ms_anode *old, ms_anode *nw);
+ms_anode *alloc_tree_first(const ms_atree *t);
+ms_anode *alloc_tree_last(const ms_atree *t);
+ms_anode *alloc_tree_next(const ms_anode *n);
+ms_anode *alloc_tree_prev(const ms_anode *n);
 
 /* The first node with key >= (hi, 0), or NULL; every lookup starts at
  * address 0, so only hi is compared. */
-static inline ms_anode *ms_atree_lower_bound(const ms_atree *t, uint64_t hi)
+static inline ms_anode *alloc_tree_lower_bound(const ms_atree *t, uint64_t hi)
 {
     ms_anode *n = t->root;
     ms_anode *best = NULL;

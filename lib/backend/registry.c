@@ -6,7 +6,7 @@
 
 #include <string.h>
 
-ms_group_open_fn ms_mock_group_open;
+ms_group_open_fn mock_group_open;
 #ifdef MS_WITH_CUDA
 ms_group_open_fn ms_npu_group_open_cuda;
 #endif
@@ -18,7 +18,7 @@ static const struct {
     const char *name;
     ms_group_open_fn *open;
 } registry[] = {
-    {"mock", ms_mock_group_open},
+    {"mock", mock_group_open},
 #ifdef MS_WITH_CUDA
     {"cuda", ms_npu_group_open_cuda},
 #endif

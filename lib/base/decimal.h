@@ -7,7 +7,7 @@
 #include <stdint.h>
 
 /* Writes v at p (at most 20 characters, no terminator); returns the end. */
-static inline char *ms_put_u64(char *p, uint64_t v)
+static inline char *base_put_u64(char *p, uint64_t v)
 {
     char tmp[20];
     int n = 0;
@@ -21,11 +21,11 @@ static inline char *ms_put_u64(char *p, uint64_t v)
 }
 
 /* At most 20 characters, a sign included. */
-static inline char *ms_put_i64(char *p, int64_t v)
+static inline char *base_put_i64(char *p, int64_t v)
 {
     if (v < 0)
         *p++ = '-';
-    return ms_put_u64(p, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
+    return base_put_u64(p, v < 0 ? 0 - (uint64_t)v : (uint64_t)v);
 }
 
 #endif

@@ -13,7 +13,7 @@
 
 /* The capacity that holds `need` elements: `cap` doubled (from `first` when
  * zero) until it does; SIZE_MAX when doubling would overflow. */
-static inline size_t ms_grown_capacity(size_t cap, size_t need, size_t first)
+static inline size_t base_grown_capacity(size_t cap, size_t need, size_t first)
 {
     size_t c = cap ? cap : (first ? first : 1);
     while (c < need) {
@@ -26,7 +26,7 @@ static inline size_t ms_grown_capacity(size_t cap, size_t need, size_t first)
 
 /* Reallocate *arr to n elements of elem bytes; false, *arr untouched, when
  * out of memory or n * elem exceeds what malloc can give (PTRDIFF_MAX). */
-static inline bool ms_resize_array(void **arr, size_t n, size_t elem)
+static inline bool base_resize_array(void **arr, size_t n, size_t elem)
 {
     void *p = n <= PTRDIFF_MAX / elem ? realloc(*arr, n * elem) : NULL;
     if (p == NULL)
@@ -38,11 +38,11 @@ static inline bool ms_resize_array(void **arr, size_t n, size_t elem)
 /* Room for `need` elements in the array `arr` of capacity `cap` (lvalues;
  * cap of any unsigned type that holds the result): true, or false with
  * both unchanged on out of memory. */
-#define MS_GROW_TO(arr, need, cap, first)                                                  \
-    ((size_t)(need) <= (size_t)(cap) ||                                                    \
-     (ms_resize_array((void **)&(arr), ms_grown_capacity((cap), (need), (first)),          \
-                      sizeof *(arr)) &&                                                    \
-      ((cap) = ms_grown_capacity((cap), (need), (first)), true)))
+#define MS_GROW_TO(arr, need, cap, first)                                                          \
+    ((size_t)(need) <= (size_t)(cap) ||                                                            \
+     (base_resize_array((void **)&(arr), base_grown_capacity((cap), (need), (first)),              \
+                        sizeof *(arr)) &&                                                          \
+      ((cap) = base_grown_capacity((cap), (need), (first)), true)))
 
 /* Room for element `n` (one past the last). */
 #define MS_GROW(arr, n, cap, first) MS_GROW_TO(arr, (size_t)(n) + 1, cap, first)

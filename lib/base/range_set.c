@@ -6,18 +6,18 @@
 
 #include "growable.h"
 
-void ms_range_set_fini(ms_range_set *rs)
+void base_range_set_fini(ms_range_set *rs)
 {
     free(rs->v);
     *rs = (ms_range_set){0};
 }
 
-ms_status ms_range_set_reserve(ms_range_set *rs, size_t extra)
+ms_status base_range_set_reserve(ms_range_set *rs, size_t extra)
 {
     return MS_GROW_TO(rs->v, rs->n + extra, rs->cap, 8) ? MS_OK : MS_ENOMEM;
 }
 
-ptrdiff_t ms_range_set_floor(const ms_range_set *rs, uint64_t a)
+ptrdiff_t base_range_set_floor(const ms_range_set *rs, uint64_t a)
 {
     size_t lo = 0, hi = rs->n; /* first index with addr > a */
     while (lo < hi) {
@@ -30,7 +30,7 @@ ptrdiff_t ms_range_set_floor(const ms_range_set *rs, uint64_t a)
     return (ptrdiff_t)lo - 1;
 }
 
-size_t ms_range_set_lower(const ms_range_set *rs, uint64_t a)
+size_t base_range_set_lower(const ms_range_set *rs, uint64_t a)
 {
     size_t lo = 0, hi = rs->n;
     while (lo < hi) {
@@ -43,9 +43,9 @@ size_t ms_range_set_lower(const ms_range_set *rs, uint64_t a)
     return lo;
 }
 
-bool ms_range_set_overlaps(const ms_range_set *rs, uint64_t addr, uint64_t size)
+bool base_range_set_overlaps(const ms_range_set *rs, uint64_t addr, uint64_t size)
 {
-    size_t i = ms_range_set_lower(rs, addr);
+    size_t i = base_range_set_lower(rs, addr);
     return i < rs->n && rs->v[i].addr < addr + size;
 }
 
@@ -62,9 +62,9 @@ static void remove_at(ms_range_set *rs, size_t i)
     rs->n--;
 }
 
-void ms_range_set_add(ms_range_set *rs, ms_range r, bool coalesce)
+void base_range_set_add(ms_range_set *rs, ms_range r, bool coalesce)
 {
-    size_t i = (size_t)(ms_range_set_floor(rs, r.addr) + 1);
+    size_t i = (size_t)(base_range_set_floor(rs, r.addr) + 1);
     if (coalesce && i > 0 && rs->v[i - 1].addr + rs->v[i - 1].size == r.addr) {
         rs->v[i - 1].size += r.size;
         if (i < rs->n && r.addr + r.size == rs->v[i].addr) {
@@ -81,7 +81,7 @@ void ms_range_set_add(ms_range_set *rs, ms_range r, bool coalesce)
     insert_at(rs, i, r);
 }
 
-void ms_range_set_cut(ms_range_set *rs, size_t i, ms_range r)
+void base_range_set_cut(ms_range_set *rs, size_t i, ms_range r)
 {
     ms_range whole = rs->v[i];
     ms_range before = {whole.addr, r.addr - whole.addr};

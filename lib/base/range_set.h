@@ -21,20 +21,20 @@ typedef struct ms_range_set {
     size_t n, cap;
 } ms_range_set;
 
-void ms_range_set_fini(ms_range_set *rs);
+void base_range_set_fini(ms_range_set *rs);
 /* Make room for `extra` more ranges, so that a later insert cannot fail. */
-ms_status ms_range_set_reserve(ms_range_set *rs, size_t extra);
+ms_status base_range_set_reserve(ms_range_set *rs, size_t extra);
 /* Index of the last range with addr <= a, or -1. */
-ptrdiff_t ms_range_set_floor(const ms_range_set *rs, uint64_t a);
+ptrdiff_t base_range_set_floor(const ms_range_set *rs, uint64_t a);
 /* Index of the first range that ends after a (n if none). */
-size_t ms_range_set_lower(const ms_range_set *rs, uint64_t a);
+size_t base_range_set_lower(const ms_range_set *rs, uint64_t a);
 /* Does any range overlap [addr, addr + size)? */
-bool ms_range_set_overlaps(const ms_range_set *rs, uint64_t addr, uint64_t size);
+bool base_range_set_overlaps(const ms_range_set *rs, uint64_t addr, uint64_t size);
 /* Add [addr, addr+size) (disjoint from the set), merging with neighbours
- * when coalesce is set.  Needs room (ms_range_set_reserve). */
-void ms_range_set_add(ms_range_set *rs, ms_range r, bool coalesce);
+ * when coalesce is set.  Needs room (base_range_set_reserve). */
+void base_range_set_add(ms_range_set *rs, ms_range r, bool coalesce);
 /* Remove [addr, addr+size), which must lie inside range i; may split it (needs
  * room for one more range). */
-void ms_range_set_cut(ms_range_set *rs, size_t i, ms_range r);
+void base_range_set_cut(ms_range_set *rs, size_t i, ms_range r);
 
 #endif

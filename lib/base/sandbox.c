@@ -190,7 +190,7 @@ static void open_safe_libs(lua_State *L)
     lua_setfield(L, LUA_REGISTRYINDEX, REQUIRE_CACHE);
 }
 
-ms_status ms_sandbox_create(const ms_sandbox_limits *lim, ms_sandbox **out)
+ms_status base_sandbox_create(const ms_sandbox_limits *lim, ms_sandbox **out)
 {
     if (out == NULL)
         return MS_EINVAL;
@@ -212,7 +212,7 @@ ms_status ms_sandbox_create(const ms_sandbox_limits *lim, ms_sandbox **out)
     return MS_OK;
 }
 
-ms_status ms_sandbox_destroy(ms_sandbox *sb)
+ms_status base_sandbox_destroy(ms_sandbox *sb)
 {
     if (sb == NULL)
         return MS_EINVAL;
@@ -222,7 +222,7 @@ ms_status ms_sandbox_destroy(ms_sandbox *sb)
     return MS_OK;
 }
 
-ms_status ms_sandbox_state(ms_sandbox *sb, lua_State **L)
+ms_status base_sandbox_state(ms_sandbox *sb, lua_State **L)
 {
     if (sb == NULL || L == NULL)
         return MS_EINVAL;
@@ -230,7 +230,7 @@ ms_status ms_sandbox_state(ms_sandbox *sb, lua_State **L)
     return MS_OK;
 }
 
-ms_status ms_sandbox_set_require_dir(ms_sandbox *sb, const char *dir)
+ms_status base_sandbox_set_require_dir(ms_sandbox *sb, const char *dir)
 {
     if (sb == NULL || dir == NULL)
         return MS_EINVAL;
@@ -276,7 +276,7 @@ static void start_budget(ms_sandbox *sb)
     snprintf(sb->where, sizeof sb->where, "?");
 }
 
-ms_status ms_sandbox_pcall(ms_sandbox *sb, int nargs, int nresults, ms_diag *d)
+ms_status base_sandbox_pcall(ms_sandbox *sb, int nargs, int nresults, ms_diag *d)
 {
     if (sb == NULL || nargs < 0 || lua_gettop(sb->L) < nargs + 1)
         return MS_EINVAL;
@@ -293,7 +293,7 @@ ms_status ms_sandbox_pcall(ms_sandbox *sb, int nargs, int nresults, ms_diag *d)
     return MS_OK;
 }
 
-ms_status ms_sandbox_dofile(ms_sandbox *sb, const char *path, int nresults, ms_diag *d)
+ms_status base_sandbox_dofile(ms_sandbox *sb, const char *path, int nresults, ms_diag *d)
 {
     if (sb == NULL || path == NULL)
         return MS_EINVAL;
@@ -304,5 +304,5 @@ ms_status ms_sandbox_dofile(ms_sandbox *sb, const char *path, int nresults, ms_d
     int rc = luaL_loadfilex(sb->L, path, "t");
     if (rc != LUA_OK)
         return error_status(sb, rc, d);
-    return ms_sandbox_pcall(sb, 0, nresults, d);
+    return base_sandbox_pcall(sb, 0, nresults, d);
 }

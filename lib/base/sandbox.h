@@ -22,18 +22,18 @@ typedef struct ms_sandbox_limits {
     size_t max_memory;         /* Lua heap bytes; 0: 256 MiB */
 } ms_sandbox_limits;
 
-ms_status ms_sandbox_create(const ms_sandbox_limits *lim, ms_sandbox **out);
-ms_status ms_sandbox_destroy(ms_sandbox *sb);
-ms_status ms_sandbox_state(ms_sandbox *sb, lua_State **L);
+ms_status base_sandbox_create(const ms_sandbox_limits *lim, ms_sandbox **out);
+ms_status base_sandbox_destroy(ms_sandbox *sb);
+ms_status base_sandbox_state(ms_sandbox *sb, lua_State **L);
 /* require(name) loads only dir/name.lua, name = [A-Za-z0-9_]+ joined by '.'
  * (a dot becomes '/'); text only; results cached per sandbox. */
-ms_status ms_sandbox_set_require_dir(ms_sandbox *sb, const char *dir);
+ms_status base_sandbox_set_require_dir(ms_sandbox *sb, const char *dir);
 /* Load and run a text chunk, leaving nresults values on the stack.
  * MS_ENOENT (cannot open), MS_EPARSE (syntax), MS_ESCRIPT (runtime error),
  * MS_ELIMIT (instruction budget or heap cap). */
-ms_status ms_sandbox_dofile(ms_sandbox *sb, const char *path, int nresults, ms_diag *d);
+ms_status base_sandbox_dofile(ms_sandbox *sb, const char *path, int nresults, ms_diag *d);
 /* Call the function below nargs arguments on the stack, under a fresh
  * instruction budget; on error nothing is left on the stack. */
-ms_status ms_sandbox_pcall(ms_sandbox *sb, int nargs, int nresults, ms_diag *d);
+ms_status base_sandbox_pcall(ms_sandbox *sb, int nargs, int nresults, ms_diag *d);
 
 #endif

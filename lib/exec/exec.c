@@ -753,7 +753,7 @@ ms_status ms_exec_destroy(ms_exec *e)
     for (int s = 0; s < ST_COUNT; s++)
         if (e->streams[s])
             BE(e, stream_destroy, e->streams[s]);
-    ms_schedule_free(&e->sched);
+    exec_schedule_free(&e->sched);
     ms_program_facts_free(&e->own_facts);
     free(e->rt);
     free(e->kernel_row);
@@ -898,7 +898,7 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
     memset(profile, 0, (size_t)e->p->n_ops * sizeof *profile);
     for (uint32_t i = 0; i < e->p->n_ops; i++)
         e->kernel_row[i] = -1;
-    ms_status st = ms_schedule_build(e->p, e->facts, plan, &e->sched, d);
+    ms_status st = exec_schedule_build(e->p, e->facts, plan, &e->sched, d);
     if (st != MS_OK)
         return st;
     if ((st = record_decisions(e)) != MS_OK)

@@ -54,8 +54,8 @@ typedef struct ms_schedule {
     uint32_t ignored_swaps;  /* swaps overridden by recompute or keep */
 } ms_schedule;
 
-ms_status ms_schedule_build(const ms_program_view *p, const ms_program_facts *facts,
-                            const ms_plan *plan, ms_schedule *s, ms_diag *d);
-ms_status ms_schedule_free(ms_schedule *s);
+ms_status exec_schedule_build(const ms_program_view *p, const ms_program_facts *facts,
+                              const ms_plan *plan, ms_schedule *s, ms_diag *d);
+ms_status exec_schedule_free(ms_schedule *s);
 
 #endif

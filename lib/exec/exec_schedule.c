@@ -253,18 +253,18 @@ static ms_status emit_recompute_actions(const ms_program_view *p, ms_schedule *s
     return MS_OK;
 }
 
-ms_status ms_schedule_build(const ms_program_view *p, const ms_program_facts *facts,
-                            const ms_plan *plan, ms_schedule *s, ms_diag *d)
+ms_status exec_schedule_build(const ms_program_view *p, const ms_program_facts *facts,
+                              const ms_plan *plan, ms_schedule *s, ms_diag *d)
 {
     if (p == NULL || facts == NULL || s == NULL)
         return MS_EINVAL;
-    ms_schedule_free(s);
+    exec_schedule_free(s);
     s->facts = facts;
     s->tensors = calloc(p->n_tensors ? p->n_tensors : 1, sizeof *s->tensors);
     s->seg_recompute = calloc(p->n_segments ? p->n_segments : 1, 1);
     s->seg_at = calloc(p->n_segments ? p->n_segments : 1, sizeof *s->seg_at);
     if (s->tensors == NULL || s->seg_recompute == NULL || s->seg_at == NULL) {
-        ms_schedule_free(s);
+        exec_schedule_free(s);
         return MS_ENOMEM;
     }
     for (uint32_t i = 0; i < p->n_tensors; i++)
@@ -291,13 +291,13 @@ ms_status ms_schedule_build(const ms_program_view *p, const ms_program_facts *fa
     if (st == MS_OK)
         st = emit_recompute_actions(p, s);
     if (st != MS_OK) {
-        ms_schedule_free(s);
+        exec_schedule_free(s);
         return st;
     }
     return sort_actions(s, p->n_ops);
 }
 
-ms_status ms_schedule_free(ms_schedule *s)
+ms_status exec_schedule_free(ms_schedule *s)
 {
     if (s == NULL)
         return MS_EINVAL;

@@ -102,7 +102,7 @@ static bool seen_before(const mc_regex *re, const ms_program_view *v, layer_ops 
     for (uint32_t j = r.from; j < i; j++) {
         const char *r2 = v->ops[j].phase == MS_PHASE_FORWARD ? layer_rest(&v->ops[j]) : NULL;
         size_t l2;
-        if (r2 != NULL && mc_regex_match(re, r2, &l2) && l2 == len && strncmp(r2, rest, len) == 0)
+        if (r2 != NULL && scn_regex_match(re, r2, &l2) && l2 == len && strncmp(r2, rest, len) == 0)
             return true;
     }
     return false;
@@ -118,7 +118,7 @@ static void add_matches(line *ln, const mc_regex *re, const ms_program_view *v, 
     for (uint32_t i = r.from; i < r.to; i++) {
         const char *rest = v->ops[i].phase == MS_PHASE_FORWARD ? layer_rest(&v->ops[i]) : NULL;
         size_t len;
-        if (rest == NULL || !mc_regex_match(re, rest, &len) || seen_before(re, v, r, i, rest, len))
+        if (rest == NULL || !scn_regex_match(re, rest, &len) || seen_before(re, v, r, i, rest, len))
             continue;
         fprintf(ln->f, "%s%s%.*s", ln->entries++ ? ", " : "", prefetch >= 0 && re->n == 1 ? "." : "",
                 (int)len, rest);
@@ -135,7 +135,7 @@ static ms_status select_line(const ms_memory_config *mc, const char *what, const
     if (line_open(&ln) != MS_OK)
         return MS_ENOMEM;
     for (int i = 0; i < n; i++)
-        if (mc_layers_has(mc, &s[i].on, layer))
+        if (scn_layers_has(mc, &s[i].on, layer))
             add_matches(&ln, &s[i].re, v, r, -1);
     snprintf(head, sizeof head, "Set select %srecompute at layer %d: ", what, layer);
     return line_close(&ln, head, out);
@@ -207,7 +207,7 @@ ms_status pol_declared_print(const ms_scenario *sc, const ms_program_view *views
     ms_status st = MS_OK;
     for (int layer = 0; st == MS_OK && layer < mc->num_layers; layer++) {
         int chunk, stage, local;
-        mc_layer_place(mc, layer, &chunk, &stage, &local);
+        scn_layer_place(mc, layer, &chunk, &stage, &local);
         if (stage < 0 || stage >= n_views)
             return ms_diag_set(d, MS_EINVAL, "%s: layer %d is on stage %d; %d programs given",
                                mc->file, layer, stage, n_views);
@@ -249,7 +249,7 @@ static uint64_t op_mask(const plan_ctx *c, const ms_op *op)
     const char *rest = layer_rest(op);
     uint64_t m = 0;
     for (int b = 0; rest != NULL && b < c->n_sel + c->n_comm + c->n_grp; b++)
-        if (mc_regex_match(pattern_bit(c, b), rest, NULL))
+        if (scn_regex_match(pattern_bit(c, b), rest, NULL))
             m |= (uint64_t)1 << b;
     return m;
 }
@@ -280,11 +280,12 @@ static uint64_t layer_bits(const plan_ctx *c, int layer, uint64_t *swap_bits, in
     *swap_bits = 0;
     for (int i = 0; mc->mf && !scn_layer_full(mc, layer) && i < c->n_sel + c->n_comm; i++) {
         const mc_select *s = i < c->n_sel ? &mc->select[i] : &mc->comm[i - c->n_sel];
-        if (mc_layers_has(mc, &s->on, layer))
+        if (scn_layers_has(mc, &s->on, layer))
             on |= (uint64_t)1 << i;
     }
     for (int g = 0; mc->swap && g < c->n_grp; g++) {
-        const mc_swap_rule *r = scn_rule_for(mc, mc->op_swap[g].rules, mc->op_swap[g].n_rules, layer);
+        const mc_swap_rule *r =
+            scn_rule_for(mc, mc->op_swap[g].rules, mc->op_swap[g].n_rules, layer);
         prefetch[g] = r != NULL ? r->prefetch : -1;
         if (r != NULL)
             *swap_bits |= (uint64_t)1 << (c->n_sel + c->n_comm + g);
@@ -371,7 +372,7 @@ static ms_status layout_agrees(const plan_ctx *c, const ms_segment *s)
     if (s->layer >= c->mc->num_layers)
         return ms_diag_set(c->d, MS_EINVAL, "%s: the program has layer %d; the scenario has %d",
                            c->mc->file, s->layer, c->mc->num_layers);
-    mc_layer_place(c->mc, s->layer, &ch, &st, &local);
+    scn_layer_place(c->mc, s->layer, &ch, &st, &local);
     if (st == c->v->stage)
         return MS_OK;
     return ms_diag_set(c->d, MS_EUNSUPPORTED, "%s: the program of stage %d holds layer %d, which "

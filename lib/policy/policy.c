@@ -67,8 +67,8 @@ static ms_policy *host_policy(lua_State *L)
 static int host_setup(lua_State *L)
 {
     ms_policy *p = host_policy(L);
-    ms_policy_ctx_register(L);
-    ms_policy_view_register(L);
+    pol_ctx_register(L);
+    pol_view_register(L);
     lua_getglobal(L, "string");
     lua_getfield(L, -1, "format");
     p->format_ref = luaL_ref(L, LUA_REGISTRYINDEX);
@@ -231,17 +231,17 @@ static ms_status load_into(ms_policy *p, const char *lib_dir, const ms_policy_li
                                                          : DEFAULT_INSTRUCTIONS,
         .max_memory = lim && lim->max_memory ? lim->max_memory : DEFAULT_MEMORY,
     };
-    ms_status st = ms_sandbox_create(&sl, &p->sb);
+    ms_status st = base_sandbox_create(&sl, &p->sb);
     if (st != MS_OK)
         return ms_diag_set(d, st, "policy '%s': cannot create its Lua state", p->path);
-    ms_sandbox_state(p->sb, &p->L);
-    if (lib_dir != NULL && (st = ms_sandbox_set_require_dir(p->sb, lib_dir)) != MS_OK)
+    base_sandbox_state(p->sb, &p->L);
+    if (lib_dir != NULL && (st = base_sandbox_set_require_dir(p->sb, lib_dir)) != MS_OK)
         return ms_diag_set(d, st, "policy '%s': out of memory", p->path);
     lua_pushcfunction(p->L, host_setup);
     lua_pushlightuserdata(p->L, p);
-    if ((st = ms_sandbox_pcall(p->sb, 1, 0, d)) != MS_OK)
+    if ((st = base_sandbox_pcall(p->sb, 1, 0, d)) != MS_OK)
         return st;
-    if ((st = ms_sandbox_dofile(p->sb, p->path, 1, d)) != MS_OK) {
+    if ((st = base_sandbox_dofile(p->sb, p->path, 1, d)) != MS_OK) {
         if (st == MS_ENOENT)
             ms_diag_prefix(d, "policy: ");
         return st;
@@ -250,7 +250,7 @@ static ms_status load_into(ms_policy *p, const char *lib_dir, const ms_policy_li
     lua_insert(p->L, -2);
     lua_pushlightuserdata(p->L, p);
     lua_insert(p->L, -2);
-    return ms_sandbox_pcall(p->sb, 2, 0, d);
+    return base_sandbox_pcall(p->sb, 2, 0, d);
 }
 
 ms_status ms_policy_load(const char *path, const char *lib_dir, const ms_policy_limits *lim,
@@ -285,7 +285,7 @@ ms_status ms_policy_free(ms_policy *p)
     if (p == NULL)
         return MS_EINVAL;
     if (p->sb != NULL)
-        ms_sandbox_destroy(p->sb);
+        base_sandbox_destroy(p->sb);
     ms_program_facts_free(&p->own_facts);
     free(p->pools);
     free(p);
@@ -328,7 +328,7 @@ static ms_status call_protected(ms_policy *p, int nargs, int nresults, ms_diag *
     ms_status st;
     p->depth++;
     if (p->depth == 1) {
-        st = ms_sandbox_pcall(p->sb, nargs, nresults, d);
+        st = base_sandbox_pcall(p->sb, nargs, nresults, d);
     } else {
         int rc = lua_pcall(p->L, nargs, nresults, 0);
         st = MS_OK;
@@ -379,7 +379,7 @@ static ms_status ensure_program(ms_policy *p, const ms_program_view *pv, ms_diag
 static void push_view(lua_State *L, ms_policy *p)
 {
     if (p->view_ref == LUA_NOREF) {
-        ms_policy_push_program(L, &p->program, p->dv);
+        pol_push_program(L, &p->program, p->dv);
         lua_pushvalue(L, -1);
         p->view_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         return;
@@ -403,17 +403,17 @@ static int host_decide(lua_State *L)
     ms_policy *p = hc->p;
     push_view(L, p);
     int view = lua_gettop(L);
-    ms_policy_update_measured(L, view, hc->prof);
+    pol_update_measured(L, view, hc->prof);
     int hook = hc->req ? MS_HOOK_ON_OOM : MS_HOOK_PLAN;
     lua_rawgeti(L, LUA_REGISTRYINDEX, p->hook_ref[hook]);
     if (hc->req != NULL) {
-        ms_policy_push_request(L, hc->req);
-        ms_policy_ctx_push(L, p);
-        ms_policy_push_profile(L, view, hc->prof);
+        pol_push_request(L, hc->req);
+        pol_ctx_push(L, p);
+        pol_push_profile(L, view, hc->prof);
         lua_call(L, 3, 0);
     } else {
-        ms_policy_push_profile(L, view, hc->prof);
-        ms_policy_ctx_push(L, p);
+        pol_push_profile(L, view, hc->prof);
+        pol_ctx_push(L, p);
         lua_call(L, 2, 0);
     }
     return 0;
@@ -453,7 +453,7 @@ static ms_status run_decide(ms_policy *p, const char *hook, const ms_profile *pr
         return st;
     ms_policy_ctx c = {
         .hook = hook, .prog = &p->program, .dv = p->dv, .plan = plan,
-        .max_decisions = ms_policy_ctx_max_decisions(&p->program),
+        .max_decisions = pol_ctx_max_decisions(&p->program),
         .sim = sim, .sim_user = sim_user,
     };
     ms_plan_init(&c.scratch);
@@ -536,7 +536,7 @@ static int host_pool(lua_State *L)
     hook_call *hc = lua_touserdata(L, 1);
     ms_policy *p = hc->p;
     lua_rawgeti(L, LUA_REGISTRYINDEX, p->hook_ref[MS_HOOK_POOL]);
-    ms_policy_push_tensor(L, hc->tensor);
+    pol_push_tensor(L, hc->tensor);
     lua_call(L, 1, 1);
     const char *where = p->hook_where[MS_HOOK_POOL];
     if (lua_isnil(L, -1)) {

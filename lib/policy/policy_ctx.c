@@ -28,7 +28,7 @@ static const char *const keep_keys[] = {"kind", "tensor", NULL};
 
 /* Room for a decision per tensor and segment several times over: a plan
  * larger than this is a script stuck in a loop, not a policy. */
-uint32_t ms_policy_ctx_max_decisions(const ms_program_view *pv)
+uint32_t pol_ctx_max_decisions(const ms_program_view *pv)
 {
     uint64_t n = 4 * ((uint64_t)pv->n_tensors + pv->n_segments) + 1024;
     return n > UINT32_MAX ? UINT32_MAX : (uint32_t)n;
@@ -363,7 +363,7 @@ static int ctx_tostring(lua_State *L)
     return 1;
 }
 
-void ms_policy_ctx_register(lua_State *L)
+void pol_ctx_register(lua_State *L)
 {
     static const luaL_Reg methods[] = {
         {"swap", ctx_swap},         {"recompute", ctx_recompute}, {"keep", ctx_keep},
@@ -380,7 +380,7 @@ void ms_policy_ctx_register(lua_State *L)
     lua_pop(L, 1);
 }
 
-void ms_policy_ctx_push(lua_State *L, ms_policy *p)
+void pol_ctx_push(lua_State *L, ms_policy *p)
 {
     ctx_handle *h = lua_newuserdatauv(L, sizeof *h, 0);
     h->policy = p;

@@ -61,29 +61,29 @@ struct ms_policy {
 
 /* Push the sealed (read-only) profile table; view_idx holds the program
  * view of prof. */
-void ms_policy_push_profile(lua_State *L, int view_idx, const ms_profile *prof);
+void pol_push_profile(lua_State *L, int view_idx, const ms_profile *prof);
 /* Push the sealed table of one tensor, as pool() receives it. */
-void ms_policy_push_tensor(lua_State *L, const ms_tensor *t);
+void pol_push_tensor(lua_State *L, const ms_tensor *t);
 /* The request of on_oom as a plain table. */
-void ms_policy_push_request(lua_State *L, const ms_oom_request *req);
+void pol_push_request(lua_State *L, const ms_oom_request *req);
 
 /* --- policy_view.c --- */
 
 /* Create the metatables of the program view (once per state, at load). */
-void ms_policy_view_register(lua_State *L);
+void pol_view_register(lua_State *L);
 /* Push the program view {ops=, tensors=, segments=, blob=}: a packed copy of
  * pv, so it never points into C memory. */
-void ms_policy_push_program(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv);
+void pol_push_program(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv);
 /* Copy prof's op figures (or their absence) into the view at view_idx. */
-void ms_policy_update_measured(lua_State *L, int view_idx, const ms_profile *prof);
+void pol_update_measured(lua_State *L, int view_idx, const ms_profile *prof);
 
 /* --- policy_ctx.c --- */
 
 /* Create the ctx metatable (once per state, at load). */
-void ms_policy_ctx_register(lua_State *L);
+void pol_ctx_register(lua_State *L);
 /* Push a ctx userdata bound to p's live ctx (p->ctx, generation p->ctx_gen). */
-void ms_policy_ctx_push(lua_State *L, ms_policy *p);
+void pol_ctx_push(lua_State *L, ms_policy *p);
 /* Largest plan a hook may build for a program (see ms_policy_ctx). */
-uint32_t ms_policy_ctx_max_decisions(const ms_program_view *pv);
+uint32_t pol_ctx_max_decisions(const ms_program_view *pv);
 
 #endif

@@ -176,7 +176,7 @@ static void set_ids(lua_State *L, const char *k, const uint32_t *ids, uint32_t n
 
 /* The tensor pool() receives: its own fields only (the per-phase uses need
  * the program, which pool() is not given). */
-void ms_policy_push_tensor(lua_State *L, const ms_tensor *t)
+void pol_push_tensor(lua_State *L, const ms_tensor *t)
 {
     lua_createtable(L, 0, 20);
     set_int(L, "id", t->id);
@@ -282,7 +282,7 @@ static void push_plan(lua_State *L, const ms_plan *plan, bool with_stable)
     seal(L);
 }
 
-void ms_policy_push_profile(lua_State *L, int view_idx, const ms_profile *prof)
+void pol_push_profile(lua_State *L, int view_idx, const ms_profile *prof)
 {
     luaL_checkstack(L, 6, "building the profile");
     lua_createtable(L, 0, 20);
@@ -319,7 +319,7 @@ void ms_policy_push_profile(lua_State *L, int view_idx, const ms_profile *prof)
     seal(L);
 }
 
-void ms_policy_push_request(lua_State *L, const ms_oom_request *req)
+void pol_push_request(lua_State *L, const ms_oom_request *req)
 {
     lua_createtable(L, 0, 6);
     set_int(L, "bytes", (lua_Integer)req->bytes);

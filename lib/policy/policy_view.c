@@ -249,7 +249,7 @@ static void push_array(lua_State *L, int blob, int type)
     luaL_setmetatable(L, MT_ARRAY);
 }
 
-void ms_policy_push_program(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv)
+void pol_push_program(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv)
 {
     luaL_checkstack(L, 8, "building the program view");
     lua_createtable(L, 0, 4);
@@ -263,7 +263,7 @@ void ms_policy_push_program(lua_State *L, const ms_program_view *pv, const ms_pr
     lua_setfield(L, -2, "blob");
 }
 
-void ms_policy_update_measured(lua_State *L, int view_idx, const ms_profile *prof)
+void pol_update_measured(lua_State *L, int view_idx, const ms_profile *prof)
 {
     lua_getfield(L, view_idx, "blob");
     vblob *b = lua_touserdata(L, -1);
@@ -553,7 +553,7 @@ static void set_common(lua_State *L, lua_CFunction newindex)
     lua_setfield(L, -2, "__metatable");
 }
 
-void ms_policy_view_register(lua_State *L)
+void pol_view_register(lua_State *L)
 {
     for (int t = 0; t < ENTRY_COUNT; t++) {
         luaL_newmetatable(L, entry_mt[t]);

@@ -63,7 +63,7 @@ static const char *const opcode_names[256] = {
     [OP_READONLY_BUFFER] = "READONLY_BUFFER",
 };
 
-const char *ms_pickle_opcode_name(uint8_t op)
+const char *rpl_pickle_opcode_name(uint8_t op)
 {
     return opcode_names[op];
 }
@@ -320,9 +320,9 @@ static ms_status map_put(decoder *dc, pk_map *m, ms_pickle_value *key, ms_pickle
     if (m->n >= UINT32_MAX - 1)
         return fail(dc, MS_ELIMIT, "dict or set too large");
     if (m->n == m->cap) { /* keys and values grow alike */
-        size_t cap = ms_grown_capacity(m->cap, m->n + 1, 4);
-        if (!ms_resize_array((void **)&m->keys, cap, sizeof *m->keys) ||
-            (m->vals != NULL && !ms_resize_array((void **)&m->vals, cap, sizeof *m->vals)))
+        size_t cap = base_grown_capacity(m->cap, m->n + 1, 4);
+        if (!base_resize_array((void **)&m->keys, cap, sizeof *m->keys) ||
+            (m->vals != NULL && !base_resize_array((void **)&m->vals, cap, sizeof *m->vals)))
             return oom(dc);
         m->cap = cap;
     }
@@ -1430,8 +1430,8 @@ static ms_status wrong_kind(const char *where, const char *key, const char *expe
                        expected, ms_pickle_kind_name(v->kind));
 }
 
-ms_status ms_pickle_get_int(const ms_pickle_value *dict, const char *where, const char *key,
-                            int64_t *out, ms_diag *d)
+ms_status rpl_pickle_get_int(const ms_pickle_value *dict, const char *where, const char *key,
+                             int64_t *out, ms_diag *d)
 {
     const ms_pickle_value *v = NULL;
     ms_status st = lookup(dict, where, key, &v, d);
@@ -1446,8 +1446,8 @@ ms_status ms_pickle_get_int(const ms_pickle_value *dict, const char *where, cons
     return MS_OK;
 }
 
-ms_status ms_pickle_get_float(const ms_pickle_value *dict, const char *where, const char *key,
-                              double *out, ms_diag *d)
+ms_status rpl_pickle_get_float(const ms_pickle_value *dict, const char *where, const char *key,
+                               double *out, ms_diag *d)
 {
     const ms_pickle_value *v = NULL;
     ms_status st = lookup(dict, where, key, &v, d);
@@ -1458,8 +1458,8 @@ ms_status ms_pickle_get_float(const ms_pickle_value *dict, const char *where, co
     return MS_OK;
 }
 
-ms_status ms_pickle_get_bool(const ms_pickle_value *dict, const char *where, const char *key,
-                             bool *out, ms_diag *d)
+ms_status rpl_pickle_get_bool(const ms_pickle_value *dict, const char *where, const char *key,
+                              bool *out, ms_diag *d)
 {
     const ms_pickle_value *v = NULL;
     ms_status st = lookup(dict, where, key, &v, d);
@@ -1471,8 +1471,8 @@ ms_status ms_pickle_get_bool(const ms_pickle_value *dict, const char *where, con
     return MS_OK;
 }
 
-ms_status ms_pickle_get_str(const ms_pickle_value *dict, const char *where, const char *key,
-                            const char **out, ms_diag *d)
+ms_status rpl_pickle_get_str(const ms_pickle_value *dict, const char *where, const char *key,
+                             const char **out, ms_diag *d)
 {
     const ms_pickle_value *v = NULL;
     ms_status st = lookup(dict, where, key, &v, d);
@@ -1484,8 +1484,8 @@ ms_status ms_pickle_get_str(const ms_pickle_value *dict, const char *where, cons
     return MS_OK;
 }
 
-ms_status ms_pickle_get_kind(const ms_pickle_value *dict, const char *where, const char *key,
-                             ms_pickle_kind kind, const ms_pickle_value **out, ms_diag *d)
+ms_status rpl_pickle_get_kind(const ms_pickle_value *dict, const char *where, const char *key,
+                              ms_pickle_kind kind, const ms_pickle_value **out, ms_diag *d)
 {
     const ms_pickle_value *v = NULL;
     ms_status st = lookup(dict, where, key, &v, d);

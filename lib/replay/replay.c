@@ -222,7 +222,7 @@ static ms_status fail_at(rctx *c, size_t i, ms_status st, const char *what, ms_d
 
 static ms_status trace_stream(rctx *c, uint64_t id, ms_stream **s)
 {
-    ms_status st = ms_rb_stream(c->rb, id, s);
+    ms_status st = rpl_backend_stream(c->rb, id, s);
     return st == MS_OK ? st : ms_diag_set(c->d, st, "device %d: stream %llu: %s", c->dev,
                                           (unsigned long long)id, ms_strerror(st));
 }
@@ -326,7 +326,7 @@ static ms_status do_free_requested(rctx *c, size_t i, bool *skip_next)
         /* Completed later (record_stream): the block waits on a stream whose
          * event completes at that free_completed. */
         ms_stream *side = NULL;
-        st = ms_rb_side_stream(c->rb, done, &side);
+        st = rpl_backend_side_stream(c->rb, done, &side);
         if (st == MS_OK)
             st = ms_alloc_record_stream(c->a, maddr, side);
         if (st != MS_OK)
@@ -420,9 +420,9 @@ static ms_status replay_point(rctx *c, size_t gs, size_t i, ms_alloc_flavour fla
         release = release || is_release(c->ev[k].action);
     ms_trace_action act = i < c->n ? c->ev[i].action : MS_TA_SNAPSHOT;
     bool serves = act == MS_TA_ALLOC || act == MS_TA_OOM;
-    ms_status st = ms_rb_set_hints(c->rb, c->ev + gs, i - gs);
+    ms_status st = rpl_backend_set_hints(c->rb, c->ev + gs, i - gs);
     if (st == MS_OK)
-        st = ms_rb_set_cursor(c->rb, i, i < c->n ? c->ev[i].time_us : 0);
+        st = rpl_backend_set_cursor(c->rb, i, i < c->n ? c->ev[i].time_us : 0);
     if (st != MS_OK)
         return ms_diag_set(c->d, st, "out of host memory");
     c->nb = 0;
@@ -535,7 +535,7 @@ static ms_status declare_streams(rctx *c)
     for (size_t i = 0; i < k; i++)
         if (u == 0 || h[i] != h[u - 1])
             h[u++] = h[i];
-    ms_status st = u >= 0xffff ? MS_ERANGE : ms_rb_set_stream_handles(c->rb, h, u);
+    ms_status st = u >= 0xffff ? MS_ERANGE : rpl_backend_set_stream_handles(c->rb, h, u);
     free(h);
     if (st != MS_OK)
         return ms_diag_set(c->d, st, "device %d: %zu streams: %s", c->dev, u, ms_strerror(st));
@@ -547,7 +547,7 @@ static ms_status import_start(rctx *c)
     for (size_t k = 0; k < c->start.n_segs; k++) {
         const ms_start_segment *sg = &c->start.segs[k];
         ms_stream *s = NULL;
-        ms_status st = ms_rb_account(c->rb, sg->addr, sg->size, sg->expandable);
+        ms_status st = rpl_backend_account(c->rb, sg->addr, sg->size, sg->expandable);
         if (st == MS_OK)
             st = trace_stream(c, sg->stream, &s);
         if (st == MS_OK)
@@ -641,7 +641,7 @@ static ms_status replay_device(const run_setup *rs, int dev, ms_replay_device_re
             r->oom_recorded_index = i;
         }
     }
-    st = ms_start_state_build(rs->s, dev, &rs->rec_cfg, &c.start, d);
+    st = rpl_start_state_build(rs->s, dev, &rs->rec_cfg, &c.start, d);
     if (st != MS_OK)
         return st;
     r->start_reserved = c.start.reserved;
@@ -653,7 +653,7 @@ static ms_status replay_device(const run_setup *rs, int dev, ms_replay_device_re
     pick_capacity(&c, rs);
     st = link_frees(&c);
     if (st == MS_OK &&
-        ms_rb_create(r->capacity, r->capacity, rs->fresh_base, &c.be, &c.rb) != MS_OK)
+        rpl_backend_create(r->capacity, r->capacity, rs->fresh_base, &c.be, &c.rb) != MS_OK)
         st = ms_diag_set(d, MS_ENOMEM, "out of host memory");
     if (st == MS_OK)
         st = declare_streams(&c);
@@ -687,7 +687,7 @@ static ms_status replay_device(const run_setup *rs, int dev, ms_replay_device_re
         ms_alloc_destroy(c.a);
     if (c.be != NULL)
         ms_backend_close(c.be);
-    ms_start_state_free(&c.start);
+    rpl_start_state_free(&c.start);
     free(c.batch);
     free(c.live.s);
     free(c.next_completed);
@@ -754,12 +754,12 @@ static ms_status borrow_capacity(run_setup *rs, int nd, ms_diag *d)
             continue;
         ms_start_state st;
         uint64_t cap = 0;
-        ms_status s = ms_start_state_build(rs->s, dev, &rs->rec_cfg, &st, d);
+        ms_status s = rpl_start_state_build(rs->s, dev, &rs->rec_cfg, &st, d);
         if (s != MS_OK)
             return s;
         if (oom_capacity(ev, n, &st, &cap, NULL))
             rs->borrowed_cap = cap;
-        ms_start_state_free(&st);
+        rpl_start_state_free(&st);
     }
     return MS_OK;
 }

@@ -58,21 +58,21 @@ struct ms_rb {
 /* Add [addr, addr + size), disjoint from the set. */
 static ms_status set_insert(ms_range_set *s, uint64_t addr, uint64_t size, bool merge)
 {
-    if (ms_range_set_reserve(s, 1) != MS_OK)
+    if (base_range_set_reserve(s, 1) != MS_OK)
         return MS_ENOMEM;
-    ms_range_set_add(s, (ms_range){addr, size}, merge);
+    base_range_set_add(s, (ms_range){addr, size}, merge);
     return MS_OK;
 }
 
 /* Remove [addr, addr + size), which must lie inside one range. */
 static ms_status set_cut(ms_range_set *s, uint64_t addr, uint64_t size)
 {
-    size_t i = ms_range_set_lower(s, addr);
+    size_t i = base_range_set_lower(s, addr);
     if (i == s->n || s->v[i].addr > addr || s->v[i].addr + s->v[i].size < addr + size)
         return MS_EINVAL;
-    if (ms_range_set_reserve(s, 1) != MS_OK)
+    if (base_range_set_reserve(s, 1) != MS_OK)
         return MS_ENOMEM;
-    ms_range_set_cut(s, i, (ms_range){addr, size});
+    base_range_set_cut(s, i, (ms_range){addr, size});
     return MS_OK;
 }
 
@@ -80,8 +80,9 @@ static bool range_busy(const ms_rb *rb, uint64_t addr, uint64_t size, bool with_
 {
     if (addr + size < addr)
         return true;
-    return ms_range_set_overlaps(&rb->allocs, addr, size) || ms_range_set_overlaps(&rb->mapped, addr, size) ||
-           (with_vas && ms_range_set_overlaps(&rb->vas, addr, size));
+    return base_range_set_overlaps(&rb->allocs, addr, size) ||
+           base_range_set_overlaps(&rb->mapped, addr, size) ||
+           (with_vas && base_range_set_overlaps(&rb->vas, addr, size));
 }
 
 /* The recorded address of the first unused hint of this action and size
@@ -122,9 +123,9 @@ static ms_status rb_destroy(void *inst)
         rb->events.next = e->next;
         free(e);
     }
-    ms_range_set_fini(&rb->allocs);
-    ms_range_set_fini(&rb->mapped);
-    ms_range_set_fini(&rb->vas);
+    base_range_set_fini(&rb->allocs);
+    base_range_set_fini(&rb->mapped);
+    base_range_set_fini(&rb->vas);
     free(rb->hint_used);
     free(rb->handles);
     free(rb);
@@ -162,7 +163,7 @@ static ms_status rb_malloc_device(void *inst, uint64_t bytes, uint64_t *addr)
 static ms_status rb_free_device(void *inst, uint64_t addr)
 {
     ms_rb *rb = inst;
-    size_t i = ms_range_set_lower(&rb->allocs, addr);
+    size_t i = base_range_set_lower(&rb->allocs, addr);
     if (i == rb->allocs.n || rb->allocs.v[i].addr != addr)
         return MS_EINVAL;
     rb->used -= rb->allocs.v[i].size;
@@ -203,7 +204,7 @@ static ms_status rb_va_reserve(void *inst, uint64_t bytes, uint64_t *addr)
 static ms_status rb_va_release(void *inst, uint64_t addr)
 {
     ms_rb *rb = inst;
-    size_t i = ms_range_set_lower(&rb->vas, addr);
+    size_t i = base_range_set_lower(&rb->vas, addr);
     if (i == rb->vas.n || rb->vas.v[i].addr != addr)
         return MS_EINVAL;
     return set_cut(&rb->vas, addr, rb->vas.v[i].size);
@@ -405,8 +406,8 @@ static const ms_backend_ops rb_ops = {
     .set_tracer = rb_set_tracer,
 };
 
-ms_status ms_rb_create(uint64_t capacity, uint64_t total, uint64_t fresh_base, ms_backend **be,
-                       ms_rb **out)
+ms_status rpl_backend_create(uint64_t capacity, uint64_t total, uint64_t fresh_base,
+                             ms_backend **be, ms_rb **out)
 {
     if (be == NULL || out == NULL || capacity == 0 || total < capacity)
         return MS_EINVAL;
@@ -429,7 +430,7 @@ ms_status ms_rb_create(uint64_t capacity, uint64_t total, uint64_t fresh_base, m
     return MS_OK;
 }
 
-ms_status ms_rb_account(ms_rb *rb, uint64_t addr, uint64_t size, bool mapped)
+ms_status rpl_backend_account(ms_rb *rb, uint64_t addr, uint64_t size, bool mapped)
 {
     if (rb == NULL || size == 0 || range_busy(rb, addr, size, false))
         return MS_EINVAL;
@@ -439,7 +440,7 @@ ms_status ms_rb_account(ms_rb *rb, uint64_t addr, uint64_t size, bool mapped)
     return st;
 }
 
-ms_status ms_rb_set_stream_handles(ms_rb *rb, const uint64_t *handles, size_t n)
+ms_status rpl_backend_set_stream_handles(ms_rb *rb, const uint64_t *handles, size_t n)
 {
     if (rb == NULL || (handles == NULL && n > 0) || rb->n_handles > 0 || rb->streams != NULL)
         return MS_EINVAL;
@@ -459,7 +460,7 @@ ms_status ms_rb_set_stream_handles(ms_rb *rb, const uint64_t *handles, size_t n)
     return MS_OK;
 }
 
-ms_status ms_rb_stream(ms_rb *rb, uint64_t handle, ms_stream **out)
+ms_status rpl_backend_stream(ms_rb *rb, uint64_t handle, ms_stream **out)
 {
     if (rb == NULL || out == NULL)
         return MS_EINVAL;
@@ -484,7 +485,7 @@ ms_status ms_rb_stream(ms_rb *rb, uint64_t handle, ms_stream **out)
 
 /* One side stream serves every deferred free: the allocator records its
  * event when the block is freed, right after this call. */
-ms_status ms_rb_side_stream(ms_rb *rb, size_t complete_at, ms_stream **out)
+ms_status rpl_backend_side_stream(ms_rb *rb, size_t complete_at, ms_stream **out)
 {
     if (rb == NULL || out == NULL)
         return MS_EINVAL;
@@ -498,7 +499,7 @@ ms_status ms_rb_side_stream(ms_rb *rb, size_t complete_at, ms_stream **out)
     return MS_OK;
 }
 
-ms_status ms_rb_set_cursor(ms_rb *rb, size_t index, int64_t time_us)
+ms_status rpl_backend_set_cursor(ms_rb *rb, size_t index, int64_t time_us)
 {
     if (rb == NULL)
         return MS_EINVAL;
@@ -507,7 +508,7 @@ ms_status ms_rb_set_cursor(ms_rb *rb, size_t index, int64_t time_us)
     return MS_OK;
 }
 
-ms_status ms_rb_set_hints(ms_rb *rb, const ms_trace_event *ev, size_t n)
+ms_status rpl_backend_set_hints(ms_rb *rb, const ms_trace_event *ev, size_t n)
 {
     if (rb == NULL || (ev == NULL && n > 0))
         return MS_EINVAL;

@@ -43,7 +43,7 @@ typedef struct rebuild {
     ms_diag *d;
 } rebuild;
 
-uint64_t ms_start_round_size(const ms_alloc_config *cfg, uint64_t size)
+uint64_t rpl_start_round_size(const ms_alloc_config *cfg, uint64_t size)
 {
     if (cfg != NULL && cfg->flavour == MS_ALLOC_NPU)
         size += NPU_PADDING;
@@ -249,7 +249,7 @@ static ms_status undo_alloc(rebuild *rb, size_t i, const ms_trace_event *e)
 static uint64_t freed_block_size(const rebuild *rb, const region *r, const ms_seed_block *f,
                                  uint64_t addr, uint64_t requested)
 {
-    uint64_t want = ms_start_round_size(rb->cfg, requested);
+    uint64_t want = rpl_start_round_size(rb->cfg, requested);
     uint64_t room = f->addr + f->size - addr;
     if (want >= room || r->expandable || !r->is_large)
         return want; /* small pool and expandable segments split at >= 512 */
@@ -469,14 +469,14 @@ static ms_status export_state(rebuild *rb, ms_start_state *out)
     return MS_OK;
 }
 
-ms_status ms_start_state_build(const ms_snapshot *s, int dev, const ms_alloc_config *cfg,
-                               ms_start_state *out, ms_diag *d)
+ms_status rpl_start_state_build(const ms_snapshot *s, int dev, const ms_alloc_config *cfg,
+                                ms_start_state *out, ms_diag *d)
 {
     const ms_snapshot_segment *segs = NULL;
     const ms_trace_event *ev = NULL;
     size_t n_segs = 0, n_ev = 0;
     if (s == NULL || cfg == NULL || out == NULL)
-        return ms_diag_set(d, MS_EINVAL, "ms_start_state_build: NULL argument");
+        return ms_diag_set(d, MS_EINVAL, "rpl_start_state_build: NULL argument");
     memset(out, 0, sizeof *out);
     ms_status st = ms_snapshot_segments(s, &segs, &n_segs);
     if (st == MS_OK)
@@ -501,11 +501,11 @@ ms_status ms_start_state_build(const ms_snapshot *s, int dev, const ms_alloc_con
         region_clear(&rb.r[i]);
     free(rb.r);
     if (st != MS_OK)
-        ms_start_state_free(out);
+        rpl_start_state_free(out);
     return st;
 }
 
-ms_status ms_start_state_free(ms_start_state *st)
+ms_status rpl_start_state_free(ms_start_state *st)
 {
     if (st == NULL)
         return MS_EINVAL;

@@ -91,7 +91,7 @@ static ms_status get_u64(const ms_pickle_value *dict, const char *where, const c
                          uint64_t *out, ms_diag *d)
 {
     int64_t v = 0;
-    ms_status st = ms_pickle_get_int(dict, where, key, &v, d);
+    ms_status st = rpl_pickle_get_int(dict, where, key, &v, d);
     if (st != MS_OK)
         return st;
     if (v < 0)
@@ -125,7 +125,7 @@ static ms_status read_block(const ms_pickle_value *b, const char *where, uint64_
     if (st == MS_OK)
         st = opt_u64(b, where, "requested_size", &out->requested, d);
     if (st == MS_OK)
-        st = ms_pickle_get_str(b, where, "state", &state, d);
+        st = rpl_pickle_get_str(b, where, "state", &state, d);
     if (st != MS_OK)
         return st;
     if (strcmp(state, "inactive") == 0)
@@ -147,7 +147,7 @@ static ms_status read_blocks(const ms_pickle_value *seg, const char *where,
 {
     const ms_pickle_value *list = NULL, *b = NULL;
     size_t n = 0;
-    ms_status st = ms_pickle_get_kind(seg, where, "blocks", MS_PK_LIST, &list, d);
+    ms_status st = rpl_pickle_get_kind(seg, where, "blocks", MS_PK_LIST, &list, d);
     if (st != MS_OK)
         return st;
     ms_pickle_len(list, &n);
@@ -196,7 +196,7 @@ static ms_status read_segment(const ms_pickle_value *seg, const char *where,
     const ms_pickle_value *v = NULL;
     ms_status st = MS_OK;
     if (ms_pickle_dict_get(seg, "device", &v) == MS_OK)
-        st = ms_pickle_get_int(seg, where, "device", &dev, d);
+        st = rpl_pickle_get_int(seg, where, "device", &dev, d);
     if (st == MS_OK && (dev < 0 || dev > 4095))
         st = ms_diag_set(d, MS_EPARSE, "%s.device: %lld is not a device index", where,
                          (long long)dev);
@@ -216,7 +216,7 @@ static ms_status read_segment(const ms_pickle_value *seg, const char *where,
     if (st == MS_OK)
         st = get_u64(seg, where, "stream", &out->stream, d);
     if (st == MS_OK)
-        st = ms_pickle_get_str(seg, where, "segment_type", &type, d);
+        st = rpl_pickle_get_str(seg, where, "segment_type", &type, d);
     if (st != MS_OK)
         return st;
     if (strcmp(type, "large") != 0 && strcmp(type, "small") != 0)
@@ -224,7 +224,7 @@ static ms_status read_segment(const ms_pickle_value *seg, const char *where,
                            where, type);
     out->is_large = type[0] == 'l';
     if (ms_pickle_dict_get(seg, "is_expandable", &v) == MS_OK)
-        st = ms_pickle_get_bool(seg, where, "is_expandable", &out->is_expandable, d);
+        st = rpl_pickle_get_bool(seg, where, "is_expandable", &out->is_expandable, d);
     if (st == MS_OK)
         st = read_pool_id(seg, where, out->pool_id, d);
     return st != MS_OK ? st : read_blocks(seg, where, out, d);
@@ -233,7 +233,7 @@ static ms_status read_segment(const ms_pickle_value *seg, const char *where,
 static ms_status read_segments(const ms_pickle_value *root, ms_snapshot *s, ms_diag *d)
 {
     const ms_pickle_value *list = NULL, *seg = NULL;
-    ms_status st = ms_pickle_get_kind(root, "snapshot", "segments", MS_PK_LIST, &list, d);
+    ms_status st = rpl_pickle_get_kind(root, "snapshot", "segments", MS_PK_LIST, &list, d);
     if (st != MS_OK)
         return st;
     size_t n = 0;
@@ -261,7 +261,7 @@ static ms_status read_event(const ms_pickle_value *e, const char *where, ms_trac
     const char *action = NULL;
     const ms_pickle_value *v = NULL;
     memset(out, 0, sizeof *out);
-    ms_status st = ms_pickle_get_str(e, where, "action", &action, d);
+    ms_status st = rpl_pickle_get_str(e, where, "action", &action, d);
     if (st != MS_OK)
         return st;
     if (ms_trace_action_parse(action, &out->action) != MS_OK)
@@ -280,7 +280,7 @@ static ms_status read_event(const ms_pickle_value *e, const char *where, ms_trac
     if (st == MS_OK)
         st = opt_u64(e, where, "stream", &out->stream, d);
     if (st == MS_OK && ms_pickle_dict_get(e, "time_us", &v) == MS_OK)
-        st = ms_pickle_get_int(e, where, "time_us", &out->time_us, d);
+        st = rpl_pickle_get_int(e, where, "time_us", &out->time_us, d);
     if (st == MS_OK && out->addr + out->size < out->addr)
         st = ms_diag_set(d, MS_EPARSE, "%s: addr + size is beyond 64 bits", where);
     return st;
@@ -292,7 +292,7 @@ static ms_status read_traces(const ms_pickle_value *root, ms_snapshot *s, ms_dia
     ms_status st;
     if (ms_pickle_dict_get(root, "device_traces", &list) == MS_ENOENT)
         return MS_OK; /* a snapshot taken without recording history */
-    st = ms_pickle_get_kind(root, "snapshot", "device_traces", MS_PK_LIST, &list, d);
+    st = rpl_pickle_get_kind(root, "snapshot", "device_traces", MS_PK_LIST, &list, d);
     if (st != MS_OK)
         return st;
     size_t n = 0;
@@ -374,21 +374,21 @@ static ms_status read_settings(const ms_pickle_value *root, ms_snapshot *s, ms_d
     out->max_split_size = -1;
     if (ms_pickle_dict_get(root, "allocator_settings", &set) == MS_ENOENT)
         return MS_OK;
-    ms_status st = ms_pickle_get_kind(root, "snapshot", where, MS_PK_DICT, &set, d);
+    ms_status st = rpl_pickle_get_kind(root, "snapshot", where, MS_PK_DICT, &set, d);
     if (st != MS_OK)
         return st;
     out->recorded = true;
     const char *conf = "";
     if (ms_pickle_dict_get(set, "PYTORCH_CUDA_ALLOC_CONF", &v) == MS_OK &&
         ms_pickle_kind_of(v) != MS_PK_NONE)
-        st = ms_pickle_get_str(set, where, "PYTORCH_CUDA_ALLOC_CONF", &conf, d);
+        st = rpl_pickle_get_str(set, where, "PYTORCH_CUDA_ALLOC_CONF", &conf, d);
     if (st == MS_OK && ms_pickle_dict_get(set, "max_split_size", &v) == MS_OK)
-        st = ms_pickle_get_int(set, where, "max_split_size", &out->max_split_size, d);
+        st = rpl_pickle_get_int(set, where, "max_split_size", &out->max_split_size, d);
     if (st == MS_OK && ms_pickle_dict_get(set, "garbage_collection_threshold", &v) == MS_OK)
-        st = ms_pickle_get_float(set, where, "garbage_collection_threshold",
-                                 &out->garbage_collection_threshold, d);
+        st = rpl_pickle_get_float(set, where, "garbage_collection_threshold",
+                                  &out->garbage_collection_threshold, d);
     if (st == MS_OK && ms_pickle_dict_get(set, "expandable_segments", &v) == MS_OK)
-        st = ms_pickle_get_bool(set, where, "expandable_segments", &out->expandable_segments, d);
+        st = rpl_pickle_get_bool(set, where, "expandable_segments", &out->expandable_segments, d);
     if (st == MS_OK && ms_pickle_dict_get(set, "roundup_power2_divisions", &v) == MS_OK) {
         if (ms_pickle_kind_of(v) != MS_PK_DICT && ms_pickle_kind_of(v) != MS_PK_LIST)
             return ms_diag_set(d, MS_EPARSE, "%s.roundup_power2_divisions: expected a dict",

@@ -11,7 +11,7 @@
 
 #define CSV_BUFFER (1u << 20)
 
-ms_status ms_csv_open(ms_csv_out *w, const char *path, ms_diag *d)
+ms_status rep_csv_open(ms_csv_out *w, const char *path, ms_diag *d)
 {
     if (w == NULL || path == NULL)
         return MS_EINVAL;
@@ -52,7 +52,7 @@ static bool plain_token(const char *s)
     return true;
 }
 
-ms_status ms_csv_str(ms_csv_out *w, const char *s)
+ms_status rep_csv_str(ms_csv_out *w, const char *s)
 {
     if (w == NULL || w->f == NULL)
         return MS_EINVAL;
@@ -71,40 +71,40 @@ ms_status ms_csv_str(ms_csv_out *w, const char *s)
 
 /* Integers are most of a detail report's bytes: formatted here, not by
  * printf, and never quoted. */
-ms_status ms_csv_u64(ms_csv_out *w, uint64_t v)
+ms_status rep_csv_u64(ms_csv_out *w, uint64_t v)
 {
     if (w == NULL || w->f == NULL)
         return MS_EINVAL;
     char buf[24];
-    put_field(w, buf, (size_t)(ms_put_u64(buf, v) - buf));
+    put_field(w, buf, (size_t)(base_put_u64(buf, v) - buf));
     return MS_OK;
 }
 
-ms_status ms_csv_i64(ms_csv_out *w, int64_t v)
+ms_status rep_csv_i64(ms_csv_out *w, int64_t v)
 {
     if (w == NULL || w->f == NULL)
         return MS_EINVAL;
     char buf[24];
-    put_field(w, buf, (size_t)(ms_put_i64(buf, v) - buf));
+    put_field(w, buf, (size_t)(base_put_i64(buf, v) - buf));
     return MS_OK;
 }
 
-ms_status ms_csv_f64(ms_csv_out *w, double v, int decimals)
+ms_status rep_csv_f64(ms_csv_out *w, double v, int decimals)
 {
     char buf[64];
     snprintf(buf, sizeof buf, "%.*f", decimals, v);
-    return ms_csv_str(w, buf);
+    return rep_csv_str(w, buf);
 }
 
-ms_status ms_csv_header(ms_csv_out *w, const char *const *names, int n)
+ms_status rep_csv_header(ms_csv_out *w, const char *const *names, int n)
 {
     ms_status st = MS_OK;
     for (int i = 0; i < n && st == MS_OK; i++)
-        st = ms_csv_str(w, names[i]);
-    return st == MS_OK ? ms_csv_end_row(w) : st;
+        st = rep_csv_str(w, names[i]);
+    return st == MS_OK ? rep_csv_end_row(w) : st;
 }
 
-ms_status ms_csv_end_row(ms_csv_out *w)
+ms_status rep_csv_end_row(ms_csv_out *w)
 {
     if (w == NULL || w->f == NULL)
         return MS_EINVAL;
@@ -113,7 +113,7 @@ ms_status ms_csv_end_row(ms_csv_out *w)
     return MS_OK;
 }
 
-ms_status ms_csv_close(ms_csv_out *w, ms_diag *d)
+ms_status rep_csv_close(ms_csv_out *w, ms_diag *d)
 {
     if (w == NULL || w->f == NULL)
         return MS_EINVAL;
@@ -134,7 +134,7 @@ ms_status ms_csv_close(ms_csv_out *w, ms_diag *d)
     return MS_OK;
 }
 
-ms_status ms_csv_abort(ms_csv_out *w)
+ms_status rep_csv_abort(ms_csv_out *w)
 {
     if (w == NULL)
         return MS_EINVAL;

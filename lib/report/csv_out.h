@@ -21,17 +21,17 @@ typedef struct ms_csv_out {
     int col;
 } ms_csv_out;
 
-ms_status ms_csv_open(ms_csv_out *w, const char *path, ms_diag *d);
-ms_status ms_csv_str(ms_csv_out *w, const char *s);
-ms_status ms_csv_u64(ms_csv_out *w, uint64_t v);
-ms_status ms_csv_i64(ms_csv_out *w, int64_t v);
+ms_status rep_csv_open(ms_csv_out *w, const char *path, ms_diag *d);
+ms_status rep_csv_str(ms_csv_out *w, const char *s);
+ms_status rep_csv_u64(ms_csv_out *w, uint64_t v);
+ms_status rep_csv_i64(ms_csv_out *w, int64_t v);
 /* Fixed decimals so the same figure always prints the same way. */
-ms_status ms_csv_f64(ms_csv_out *w, double v, int decimals);
-ms_status ms_csv_header(ms_csv_out *w, const char *const *names, int n);
-ms_status ms_csv_end_row(ms_csv_out *w);
+ms_status rep_csv_f64(ms_csv_out *w, double v, int decimals);
+ms_status rep_csv_header(ms_csv_out *w, const char *const *names, int n);
+ms_status rep_csv_end_row(ms_csv_out *w);
 /* Flush, check for write errors, rename into place. */
-ms_status ms_csv_close(ms_csv_out *w, ms_diag *d);
+ms_status rep_csv_close(ms_csv_out *w, ms_diag *d);
 /* Drop the temporary file (after an error). */
-ms_status ms_csv_abort(ms_csv_out *w);
+ms_status rep_csv_abort(ms_csv_out *w);
 
 #endif

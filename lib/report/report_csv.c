@@ -28,36 +28,36 @@ static ms_status summary_row(ms_csv_out *w, const ms_run_summary *s)
 {
     ms_status st = MS_OK;
 #define S(x) if (st == MS_OK) st = (x)
-    S(ms_csv_str(w, s->scenario));
-    S(ms_csv_str(w, s->policy));
-    S(ms_csv_str(w, s->device));
-    S(ms_csv_i64(w, s->devices));
-    S(ms_csv_i64(w, s->steps));
-    S(ms_csv_u64(w, s->capacity));
-    S(ms_csv_u64(w, s->peak_allocated));
-    S(ms_csv_u64(w, s->peak_reserved));
-    S(ms_csv_u64(w, s->peak_active));
-    S(ms_csv_u64(w, s->reserved_minus_allocated_at_peak));
-    S(ms_csv_u64(w, s->weights_bytes));
-    S(ms_csv_u64(w, s->grads_bytes));
-    S(ms_csv_u64(w, s->optimizer_bytes));
-    S(ms_csv_u64(w, s->peak_activation_bytes));
-    S(ms_csv_f64(w, s->step_time_ms, 3));
-    S(ms_csv_f64(w, s->step_time_mean_ms, 3));
-    S(ms_csv_f64(w, s->step_time_sd_ms, 3));
-    S(ms_csv_f64(w, s->model_tflops, 2));
-    S(ms_csv_f64(w, s->mfu, 4));
-    S(ms_csv_f64(w, s->model_flops_per_step, 0));
-    S(ms_csv_str(w, s->oom ? "true" : "false"));
-    S(ms_csv_i64(w, s->oom ? s->oom_step : -1));
-    S(ms_csv_i64(w, s->num_alloc_retries));
-    S(ms_csv_i64(w, s->num_ooms));
-    S(ms_csv_u64(w, s->swapped_bytes));
-    S(ms_csv_u64(w, s->recomputed_ops));
-    S(ms_csv_str(w, s->oom_message));
-    S(ms_csv_i64(w, s->stage));
-    S(ms_csv_f64(w, s->bubble_fraction, 4));
-    S(ms_csv_end_row(w));
+    S(rep_csv_str(w, s->scenario));
+    S(rep_csv_str(w, s->policy));
+    S(rep_csv_str(w, s->device));
+    S(rep_csv_i64(w, s->devices));
+    S(rep_csv_i64(w, s->steps));
+    S(rep_csv_u64(w, s->capacity));
+    S(rep_csv_u64(w, s->peak_allocated));
+    S(rep_csv_u64(w, s->peak_reserved));
+    S(rep_csv_u64(w, s->peak_active));
+    S(rep_csv_u64(w, s->reserved_minus_allocated_at_peak));
+    S(rep_csv_u64(w, s->weights_bytes));
+    S(rep_csv_u64(w, s->grads_bytes));
+    S(rep_csv_u64(w, s->optimizer_bytes));
+    S(rep_csv_u64(w, s->peak_activation_bytes));
+    S(rep_csv_f64(w, s->step_time_ms, 3));
+    S(rep_csv_f64(w, s->step_time_mean_ms, 3));
+    S(rep_csv_f64(w, s->step_time_sd_ms, 3));
+    S(rep_csv_f64(w, s->model_tflops, 2));
+    S(rep_csv_f64(w, s->mfu, 4));
+    S(rep_csv_f64(w, s->model_flops_per_step, 0));
+    S(rep_csv_str(w, s->oom ? "true" : "false"));
+    S(rep_csv_i64(w, s->oom ? s->oom_step : -1));
+    S(rep_csv_i64(w, s->num_alloc_retries));
+    S(rep_csv_i64(w, s->num_ooms));
+    S(rep_csv_u64(w, s->swapped_bytes));
+    S(rep_csv_u64(w, s->recomputed_ops));
+    S(rep_csv_str(w, s->oom_message));
+    S(rep_csv_i64(w, s->stage));
+    S(rep_csv_f64(w, s->bubble_fraction, 4));
+    S(rep_csv_end_row(w));
 #undef S
     return st;
 }
@@ -68,17 +68,17 @@ ms_status ms_report_write_summary_csv(const char *path, const ms_run_summary *su
     if (path == NULL || (summaries == NULL && n > 0))
         return MS_EINVAL;
     ms_csv_out w;
-    ms_status st = ms_csv_open(&w, path, d);
+    ms_status st = rep_csv_open(&w, path, d);
     if (st != MS_OK)
         return st;
-    st = ms_csv_header(&w, summary_cols, NCOLS(summary_cols));
+    st = rep_csv_header(&w, summary_cols, NCOLS(summary_cols));
     for (size_t i = 0; i < n && st == MS_OK; i++)
         st = summary_row(&w, &summaries[i]);
     if (st != MS_OK) {
-        ms_csv_abort(&w);
+        rep_csv_abort(&w);
         return ms_diag_set(d, st, "%s: write failed", path);
     }
-    return ms_csv_close(&w, d);
+    return rep_csv_close(&w, d);
 }
 
 static const char *const ops_cols[] = {
@@ -95,25 +95,25 @@ static ms_status ops_row(ms_csv_out *w, const ms_op_row *r, const ms_program_vie
         name = r->tensor < p->n_tensors ? p->tensors[r->tensor].name : "";
     ms_status st = MS_OK;
 #define S(x) if (st == MS_OK) st = (x)
-    S(ms_csv_i64(w, r->step));
-    S(ms_csv_i64(w, r->device));
-    S(ms_csv_str(w, ms_work_kind_name(r->kind)));
-    S(ms_csv_u64(w, r->op));
-    S(ms_csv_str(w, name));
-    S(ms_csv_str(w, op ? ms_phase_name(op->phase) : ""));
-    S(ms_csv_i64(w, op ? op->micro_batch : -1));
-    S(ms_csv_i64(w, op ? op->layer : -1));
-    S(ms_csv_i64(w, r->tensor == UINT32_MAX ? -1 : (int64_t)r->tensor));
-    S(ms_csv_u64(w, r->stream_id));
-    S(ms_csv_i64(w, r->issue_ns));
-    S(ms_csv_i64(w, r->start_ns));
-    S(ms_csv_i64(w, r->end_ns));
-    S(ms_csv_i64(w, r->start_ns >= 0 ? r->end_ns - r->start_ns : -1));
-    S(ms_csv_f64(w, r->flops, 0));
-    S(ms_csv_u64(w, r->bytes));
-    S(ms_csv_u64(w, r->allocated));
-    S(ms_csv_u64(w, r->reserved));
-    S(ms_csv_end_row(w));
+    S(rep_csv_i64(w, r->step));
+    S(rep_csv_i64(w, r->device));
+    S(rep_csv_str(w, ms_work_kind_name(r->kind)));
+    S(rep_csv_u64(w, r->op));
+    S(rep_csv_str(w, name));
+    S(rep_csv_str(w, op ? ms_phase_name(op->phase) : ""));
+    S(rep_csv_i64(w, op ? op->micro_batch : -1));
+    S(rep_csv_i64(w, op ? op->layer : -1));
+    S(rep_csv_i64(w, r->tensor == UINT32_MAX ? -1 : (int64_t)r->tensor));
+    S(rep_csv_u64(w, r->stream_id));
+    S(rep_csv_i64(w, r->issue_ns));
+    S(rep_csv_i64(w, r->start_ns));
+    S(rep_csv_i64(w, r->end_ns));
+    S(rep_csv_i64(w, r->start_ns >= 0 ? r->end_ns - r->start_ns : -1));
+    S(rep_csv_f64(w, r->flops, 0));
+    S(rep_csv_u64(w, r->bytes));
+    S(rep_csv_u64(w, r->allocated));
+    S(rep_csv_u64(w, r->reserved));
+    S(rep_csv_end_row(w));
 #undef S
     return st;
 }
@@ -128,25 +128,25 @@ static ms_status hex(ms_csv_out *w, uint64_t v)
 {
     char buf[24];
     snprintf(buf, sizeof buf, "0x%" PRIx64, v);
-    return ms_csv_str(w, buf);
+    return rep_csv_str(w, buf);
 }
 
 static ms_status mem_row(ms_csv_out *w, const ms_mem_row *r)
 {
     ms_status st = MS_OK;
 #define S(x) if (st == MS_OK) st = (x)
-    S(ms_csv_i64(w, r->step));
-    S(ms_csv_i64(w, r->device));
-    S(ms_csv_i64(w, r->time_ns));
-    S(ms_csv_str(w, ms_alloc_action_name((ms_alloc_action)r->action)));
+    S(rep_csv_i64(w, r->step));
+    S(rep_csv_i64(w, r->device));
+    S(rep_csv_i64(w, r->time_ns));
+    S(rep_csv_str(w, ms_alloc_action_name((ms_alloc_action)r->action)));
     S(hex(w, r->addr));
-    S(ms_csv_u64(w, r->bytes));
-    S(ms_csv_u64(w, r->allocated));
-    S(ms_csv_u64(w, r->reserved));
-    S(ms_csv_u64(w, r->active));
+    S(rep_csv_u64(w, r->bytes));
+    S(rep_csv_u64(w, r->allocated));
+    S(rep_csv_u64(w, r->reserved));
+    S(rep_csv_u64(w, r->active));
     for (int k = 0; k < MS_TK_COUNT; k++)
-        S(ms_csv_u64(w, r->by_kind[k]));
-    S(ms_csv_end_row(w));
+        S(rep_csv_u64(w, r->by_kind[k]));
+    S(rep_csv_end_row(w));
 #undef S
     return st;
 }
@@ -160,16 +160,16 @@ static ms_status tensor_row(ms_csv_out *w, const ms_tensor_row *r, const ms_prog
     const ms_tensor *t = r->tensor < p->n_tensors ? &p->tensors[r->tensor] : NULL;
     ms_status st = MS_OK;
 #define S(x) if (st == MS_OK) st = (x)
-    S(ms_csv_i64(w, r->step));
-    S(ms_csv_i64(w, r->device));
-    S(ms_csv_u64(w, r->tensor));
-    S(ms_csv_str(w, t ? t->name : ""));
-    S(ms_csv_str(w, t ? ms_tensor_kind_name(t->kind) : ""));
-    S(ms_csv_u64(w, r->bytes));
-    S(ms_csv_str(w, r->decision));
-    S(ms_csv_i64(w, r->out_op));
-    S(ms_csv_i64(w, r->in_op));
-    S(ms_csv_end_row(w));
+    S(rep_csv_i64(w, r->step));
+    S(rep_csv_i64(w, r->device));
+    S(rep_csv_u64(w, r->tensor));
+    S(rep_csv_str(w, t ? t->name : ""));
+    S(rep_csv_str(w, t ? ms_tensor_kind_name(t->kind) : ""));
+    S(rep_csv_u64(w, r->bytes));
+    S(rep_csv_str(w, r->decision));
+    S(rep_csv_i64(w, r->out_op));
+    S(rep_csv_i64(w, r->in_op));
+    S(rep_csv_end_row(w));
 #undef S
     return st;
 }
@@ -188,20 +188,20 @@ static ms_status segment_row(ms_csv_out *w, const ms_segment_row *r)
                                           : "inactive";
     ms_status st = MS_OK;
 #define S(x) if (st == MS_OK) st = (x)
-    S(ms_csv_i64(w, r->step));
-    S(ms_csv_i64(w, r->device));
-    S(ms_csv_str(w, ms_snapshot_when_name(r->when)));
+    S(rep_csv_i64(w, r->step));
+    S(rep_csv_i64(w, r->device));
+    S(rep_csv_str(w, ms_snapshot_when_name(r->when)));
     S(hex(w, b->segment_addr));
-    S(ms_csv_u64(w, b->segment_size));
-    S(ms_csv_str(w, b->small ? "small" : "large"));
-    S(ms_csv_str(w, b->expandable ? "true" : "false"));
-    S(ms_csv_i64(w, b->pool));
+    S(rep_csv_u64(w, b->segment_size));
+    S(rep_csv_str(w, b->small ? "small" : "large"));
+    S(rep_csv_str(w, b->expandable ? "true" : "false"));
+    S(rep_csv_i64(w, b->pool));
     S(hex(w, b->addr));
-    S(ms_csv_u64(w, b->size));
-    S(ms_csv_u64(w, b->allocated || b->pending_free ? b->requested : 0));
-    S(ms_csv_str(w, state));
-    S(ms_csv_u64(w, b->stream_id));
-    S(ms_csv_end_row(w));
+    S(rep_csv_u64(w, b->size));
+    S(rep_csv_u64(w, b->allocated || b->pending_free ? b->requested : 0));
+    S(rep_csv_str(w, state));
+    S(rep_csv_u64(w, b->stream_id));
+    S(rep_csv_end_row(w));
 #undef S
     return st;
 }
@@ -221,12 +221,12 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
     ms_csv_out w;
-    ms_status st = ms_csv_open(&w, path, d);
+    ms_status st = rep_csv_open(&w, path, d);
     if (st != MS_OK)
         return st;
     size_t n = 0;
     if (kind == TABLE_OPS) {
-        st = ms_csv_header(&w, ops_cols, NCOLS(ops_cols));
+        st = rep_csv_header(&w, ops_cols, NCOLS(ops_cols));
         ms_record_n_ops(rec, &n);
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_op_row *r;
@@ -234,7 +234,7 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
             st = ops_row(&w, r, program_of(programs, n_programs, r->device));
         }
     } else if (kind == TABLE_MEM) {
-        st = ms_csv_header(&w, mem_cols, NCOLS(mem_cols));
+        st = rep_csv_header(&w, mem_cols, NCOLS(mem_cols));
         ms_record_n_mem(rec, &n);
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_mem_row *r;
@@ -242,7 +242,7 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
             st = mem_row(&w, r);
         }
     } else if (kind == TABLE_SEGMENTS) {
-        st = ms_csv_header(&w, segment_cols, NCOLS(segment_cols));
+        st = rep_csv_header(&w, segment_cols, NCOLS(segment_cols));
         ms_record_n_segments(rec, &n);
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_segment_row *r;
@@ -250,7 +250,7 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
             st = segment_row(&w, r);
         }
     } else {
-        st = ms_csv_header(&w, tensor_cols, NCOLS(tensor_cols));
+        st = rep_csv_header(&w, tensor_cols, NCOLS(tensor_cols));
         ms_record_n_tensors(rec, &n);
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_tensor_row *r;
@@ -259,10 +259,10 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
         }
     }
     if (st != MS_OK) {
-        ms_csv_abort(&w);
+        rep_csv_abort(&w);
         return ms_diag_set(d, st, "%s: write failed", path);
     }
-    return ms_csv_close(&w, d);
+    return rep_csv_close(&w, d);
 }
 
 static ms_status make_dirs(const char *dir, ms_diag *d)
@@ -305,8 +305,8 @@ ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, 
         if (st == MS_OK)
             st = ms_report_write_chrome_trace(path, record, programs, n_programs, d);
         if (st == MS_OK)
-            st = ms_report_write_svg_capacity(dir, record, programs, n_programs,
-                                              summaries[0].capacity, d);
+            st =
+                rep_write_svg_capacity(dir, record, programs, n_programs, summaries[0].capacity, d);
     }
     /* The summary goes last: its presence says the others are complete. */
     if (st == MS_OK) {

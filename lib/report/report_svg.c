@@ -808,9 +808,9 @@ static ms_status write_timeline(const char *dir, const ms_run_record *rec,
     return st;
 }
 
-ms_status ms_report_write_svg_capacity(const char *dir, const ms_run_record *record,
-                                       const ms_program_view *programs, size_t n_programs,
-                                       uint64_t capacity, ms_diag *d)
+ms_status rep_write_svg_capacity(const char *dir, const ms_run_record *record,
+                                 const ms_program_view *programs, size_t n_programs,
+                                 uint64_t capacity, ms_diag *d)
 {
     if (dir == NULL || record == NULL || programs == NULL || n_programs == 0)
         return ms_diag_set(d, MS_EINVAL, "svg report: %s is missing",
@@ -823,8 +823,8 @@ ms_status ms_report_write_svg_capacity(const char *dir, const ms_run_record *rec
     return st;
 }
 
-ms_status ms_report_write_svg(const char *dir, const ms_run_record *record,
-                              const ms_program_view *programs, size_t n_programs, ms_diag *d)
+ms_status rep_write_svg(const char *dir, const ms_run_record *record,
+                        const ms_program_view *programs, size_t n_programs, ms_diag *d)
 {
-    return ms_report_write_svg_capacity(dir, record, programs, n_programs, 0, d);
+    return rep_write_svg_capacity(dir, record, programs, n_programs, 0, d);
 }

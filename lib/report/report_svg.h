@@ -52,14 +52,14 @@
  * An empty record (no row of step >= 0) gives valid SVGs that say so.
  * MS_EINVAL for NULL arguments, MS_EIO (path in d) when a file cannot be
  * written, MS_ENOMEM. */
-ms_status ms_report_write_svg(const char *dir, const ms_run_record *record,
-                              const ms_program_view *programs, size_t n_programs, ms_diag *d);
+ms_status rep_write_svg(const char *dir, const ms_run_record *record,
+                        const ms_program_view *programs, size_t n_programs, ms_diag *d);
 
 /* The same, drawing the device capacity (bytes; 0: unknown, no line) as a
  * horizontal line on every memory panel and including it in the y range.
  * The capacity is not in the record: ms_run_summary.capacity holds it. */
-ms_status ms_report_write_svg_capacity(const char *dir, const ms_run_record *record,
-                                       const ms_program_view *programs, size_t n_programs,
-                                       uint64_t capacity, ms_diag *d);
+ms_status rep_write_svg_capacity(const char *dir, const ms_run_record *record,
+                                 const ms_program_view *programs, size_t n_programs,
+                                 uint64_t capacity, ms_diag *d);
 
 #endif

@@ -35,7 +35,7 @@ static char *put_us(char *p, int64_t ns)
     uint64_t mag = ns < 0 ? 0 - (uint64_t)ns : (uint64_t)ns;
     if (ns < 0)
         *p++ = '-';
-    p = ms_put_u64(p, mag / 1000);
+    p = base_put_u64(p, mag / 1000);
     unsigned frac = (unsigned)(mag % 1000);
     *p++ = '.';
     *p++ = (char)('0' + frac / 100);
@@ -100,8 +100,8 @@ ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *re
         int64_t off = step_offset(ends, r->step);
         char buf[256], *b = buf;
         b = put_str(b, first ? "{\"ph\":\"X\",\"pid\":" : ",\n{\"ph\":\"X\",\"pid\":");
-        b = ms_put_i64(b, r->device);
-        b = ms_put_u64(put_str(b, ",\"tid\":"), r->stream_id);
+        b = base_put_i64(b, r->device);
+        b = base_put_u64(put_str(b, ",\"tid\":"), r->stream_id);
         b = put_us(put_str(b, ",\"ts\":"), r->start_ns + off);
         b = put_us(put_str(b, ",\"dur\":"), r->end_ns - r->start_ns);
         b = put_str(put_str(put_str(b, ",\"cat\":\""), ms_work_kind_name(r->kind)), "\",\"name\":");
@@ -110,9 +110,9 @@ ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *re
             r->device >= 0 && (size_t)r->device < n_programs ? &programs[r->device] : programs;
         put_json_string(f, row_name(r, p));
         b = buf;
-        b = ms_put_i64(put_str(b, ",\"args\":{\"step\":"), r->step);
-        b = ms_put_u64(put_str(b, ",\"op\":"), r->op);
-        b = put_str(ms_put_u64(put_str(b, ",\"bytes\":"), r->bytes), "}}");
+        b = base_put_i64(put_str(b, ",\"args\":{\"step\":"), r->step);
+        b = base_put_u64(put_str(b, ",\"op\":"), r->op);
+        b = put_str(base_put_u64(put_str(b, ",\"bytes\":"), r->bytes), "}}");
         fwrite(buf, 1, (size_t)(b - buf), f);
         first = false;
     }
@@ -124,10 +124,10 @@ ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *re
         int64_t off = step_offset(ends, m->step);
         char buf[256], *b = buf;
         b = put_str(b, first ? "{\"ph\":\"C\",\"pid\":" : ",\n{\"ph\":\"C\",\"pid\":");
-        b = ms_put_i64(b, m->device);
+        b = base_put_i64(b, m->device);
         b = put_us(put_str(b, ",\"ts\":"), m->time_ns + off);
-        b = ms_put_u64(put_str(b, ",\"name\":\"memory\",\"args\":{\"allocated\":"), m->allocated);
-        b = put_str(ms_put_u64(put_str(b, ",\"reserved\":"), m->reserved), "}}");
+        b = base_put_u64(put_str(b, ",\"name\":\"memory\",\"args\":{\"allocated\":"), m->allocated);
+        b = put_str(base_put_u64(put_str(b, ",\"reserved\":"), m->reserved), "}}");
         fwrite(buf, 1, (size_t)(b - buf), f);
         first = false;
     }

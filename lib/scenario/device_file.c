@@ -69,7 +69,7 @@ typedef struct dv_read_ctx {
 static int read_protected(lua_State *L)
 {
     dv_read_ctx *c = lua_touserdata(L, 2);
-    c->st = st_read(L, 1, &dv_schema, c->vals, c->file, c->d);
+    c->st = scn_table_read(L, 1, &dv_schema, c->vals, c->file, c->d);
     return 0;
 }
 
@@ -77,13 +77,13 @@ static ms_status run_file(const char *path, st_value *vals, ms_diag *d)
 {
     ms_sandbox *sb = NULL;
     ms_sandbox_limits lim = {DEVICE_INSTRUCTIONS, DEVICE_MEMORY};
-    ms_status st = ms_sandbox_create(&lim, &sb);
+    ms_status st = base_sandbox_create(&lim, &sb);
     if (st != MS_OK)
         return ms_diag_set(d, st, "%s: cannot create a Lua state", path);
     lua_State *L;
-    ms_sandbox_state(sb, &L);
+    base_sandbox_state(sb, &L);
     dv_read_ctx c = {.file = path, .vals = vals, .d = d};
-    st = ms_sandbox_dofile(sb, path, 1, d);
+    st = base_sandbox_dofile(sb, path, 1, d);
     if (st == MS_OK && lua_type(L, -1) != LUA_TTABLE) {
         st = ms_diag_set(d, MS_EINVAL, "%s: a device file must return a table (got %s)", path,
                          lua_typename(L, lua_type(L, -1)));
@@ -91,13 +91,13 @@ static ms_status run_file(const char *path, st_value *vals, ms_diag *d)
         lua_pushcfunction(L, read_protected);
         lua_insert(L, -2);
         lua_pushlightuserdata(L, &c);
-        st = ms_sandbox_pcall(sb, 2, 0, d);
+        st = base_sandbox_pcall(sb, 2, 0, d);
         if (st != MS_OK && d != NULL && strstr(d->msg, path) == NULL)
             ms_diag_prefix(d, "%s: ", path);
         if (st == MS_OK)
             st = c.st;
     }
-    ms_sandbox_destroy(sb);
+    base_sandbox_destroy(sb);
     return st;
 }
 
@@ -152,7 +152,7 @@ static void fill_spec(const st_value *v, const char *path, ms_device_spec *s)
     if (v[DV_NAME].set)
         snprintf(s->name, sizeof s->name, "%.63s", v[DV_NAME].s);
     else
-        sc_base_name(path, s->name, sizeof s->name);
+        scn_base_name(path, s->name, sizeof s->name);
     s->hbm_bytes = v[DV_HBM_BYTES].set ? (uint64_t)v[DV_HBM_BYTES].i
                                         : (uint64_t)floor(v[DV_HBM_GIB].n * GIB);
     s->hbm_bw = v[DV_HBM_BW].n * GB;
@@ -230,8 +230,8 @@ static void append(char *buf, size_t size, const char *s)
     buf[len + add] = '\0';
 }
 
-ms_status sc_device_path(const char *scenario_path, const char *device, char *out, size_t size,
-                         ms_diag *d)
+ms_status scn_device_path(const char *scenario_path, const char *device, char *out, size_t size,
+                          ms_diag *d)
 {
     char dir[4096];
     const char *slash = strrchr(scenario_path, '/');

@@ -104,20 +104,20 @@ struct ms_memory_config {
 };
 
 /* The chunk (v index) and stage of a layer; its index inside the chunk. */
-void mc_layer_place(const ms_memory_config *mc, int layer, int *chunk, int *stage, int *local);
+void scn_layer_place(const ms_memory_config *mc, int layer, int *chunk, int *stage, int *local);
 /* Does `on` cover layer? */
-bool mc_layers_has(const ms_memory_config *mc, const mc_layers *on, int layer);
+bool scn_layers_has(const ms_memory_config *mc, const mc_layers *on, int layer);
 /* Does pattern re match the op path `rest` ("feed_forward.w1.activation.silu",
  * the op name without "layers.N.")?  *prefix_len: the length of the part of
  * rest its levels matched ("feed_forward" for the pattern "feed_forward"). */
-bool mc_regex_match(const mc_regex *re, const char *rest, size_t *prefix_len);
+bool scn_regex_match(const mc_regex *re, const char *rest, size_t *prefix_len);
 
 /* Compile text as a pattern (scenario_pattern.c); errors name field. */
-ms_status mc_regex_compile(mc_regex *re, const char *text, const char *field, const char *file,
-                           ms_diag *d);
-void mc_regex_release(mc_regex *re);
+ms_status scn_regex_compile(mc_regex *re, const char *text, const char *field, const char *file,
+                            ms_diag *d);
+void scn_regex_release(mc_regex *re);
 
-void mc_free(ms_memory_config *mc);
+void scn_memory_config_free(ms_memory_config *mc);
 
 /* ---- queries (scenario_settings.c) ---- */
 

@@ -79,12 +79,12 @@ static const st_field fields[SC_COUNT] = {
 
 static const st_schema schema = {fields, SC_COUNT};
 
-const st_schema *sc_schema(void)
+const st_schema *scn_schema(void)
 {
     return &schema;
 }
 
-void sc_base_name(const char *path, char *out, size_t size)
+void scn_base_name(const char *path, char *out, size_t size)
 {
     const char *base = strrchr(path, '/');
     base = base ? base + 1 : path;
@@ -107,22 +107,22 @@ typedef struct sc_read_ctx {
     ms_status st;
 } sc_read_ctx;
 
-/* Runs under ms_sandbox_pcall: (table, ctx) -> nothing; the outcome is in
+/* Runs under base_sandbox_pcall: (table, ctx) -> nothing; the outcome is in
  * ctx, so a validation failure is not a Lua error. */
 static int read_protected(lua_State *L)
 {
     sc_read_ctx *c = lua_touserdata(L, 2);
-    c->st = sc_apply_overrides(L, 1, c->overrides, c->n_overrides, &schema, c->file, c->d);
+    c->st = scn_apply_overrides(L, 1, c->overrides, c->n_overrides, &schema, c->file, c->d);
     if (c->st == MS_OK)
-        c->st = st_read(L, 1, &schema, c->vals, c->file, c->d);
+        c->st = scn_table_read(L, 1, &schema, c->vals, c->file, c->d);
     return 0;
 }
 
 static ms_status run_file(ms_sandbox *sb, sc_read_ctx *c)
 {
     lua_State *L;
-    ms_sandbox_state(sb, &L);
-    ms_status st = ms_sandbox_dofile(sb, c->file, 1, c->d);
+    base_sandbox_state(sb, &L);
+    ms_status st = base_sandbox_dofile(sb, c->file, 1, c->d);
     if (st != MS_OK)
         return st; /* the message is "file:line: ..." or "cannot open file" */
     if (lua_type(L, -1) != LUA_TTABLE) {
@@ -134,7 +134,7 @@ static ms_status run_file(ms_sandbox *sb, sc_read_ctx *c)
     lua_pushcfunction(L, read_protected);
     lua_insert(L, -2);
     lua_pushlightuserdata(L, c);
-    st = ms_sandbox_pcall(sb, 2, 0, c->d);
+    st = base_sandbox_pcall(sb, 2, 0, c->d);
     if (st != MS_OK) {
         /* A heap or budget error while reading: say which file. */
         if (c->d != NULL && strstr(c->d->msg, c->file) == NULL)
@@ -147,7 +147,7 @@ static ms_status run_file(ms_sandbox *sb, sc_read_ctx *c)
 static ms_status load_device(ms_scenario *sc, ms_diag *d)
 {
     char dev_path[4096];
-    ms_status st = sc_device_path(sc->path, sc->device_name, dev_path, sizeof dev_path, d);
+    ms_status st = scn_device_path(sc->path, sc->device_name, dev_path, sizeof dev_path, d);
     if (st == MS_OK)
         st = ms_device_load(dev_path, &sc->device, d);
     if (st != MS_OK)
@@ -170,7 +170,7 @@ ms_status ms_scenario_load(const char *path, const char *const *overrides, size_
     st_value *vals = calloc(SC_COUNT, sizeof *vals);
     ms_sandbox *sb = NULL;
     ms_sandbox_limits lim = {SCENARIO_INSTRUCTIONS, SCENARIO_MEMORY};
-    ms_status st = sc == NULL || vals == NULL ? MS_ENOMEM : ms_sandbox_create(&lim, &sb);
+    ms_status st = sc == NULL || vals == NULL ? MS_ENOMEM : base_sandbox_create(&lim, &sb);
     if (st == MS_ENOMEM)
         ms_diag_set(d, st, "out of memory loading %s", path);
     if (st == MS_OK && strlen(path) >= sizeof sc->path)
@@ -182,12 +182,12 @@ ms_status ms_scenario_load(const char *path, const char *const *overrides, size_
         st = run_file(sb, &c);
     }
     if (sb != NULL)
-        ms_sandbox_destroy(sb);
+        base_sandbox_destroy(sb);
     if (st == MS_OK)
-        st = sc_validate(vals, path, sc, d);
+        st = scn_validate(vals, path, sc, d);
     if (st == MS_OK)
         st = load_device(sc, d);
-    st_values_release(vals, SC_COUNT);
+    scn_table_values_release(vals, SC_COUNT);
     free(vals);
     if (st != MS_OK) {
         if (sc != NULL)
@@ -202,7 +202,7 @@ ms_status ms_scenario_free(ms_scenario *sc)
 {
     if (sc == NULL)
         return MS_EINVAL;
-    mc_free(sc->memory_config);
+    scn_memory_config_free(sc->memory_config);
     free(sc);
     return MS_OK;
 }

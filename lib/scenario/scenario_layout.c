@@ -28,9 +28,10 @@ static ms_status offset_entry(const lctx *c, const st_tree *t, const char *where
 {
     char buf[96];
     if (t->type != STT_INT || t->i < -(int64_t)c->L || t->i > c->L)
-        return ms_diag_set(c->d, MS_EINVAL, "%s: field 'parallel.offset%s' must be an integer "
-                           "between -%d and %d (got %s)", c->file, where, c->L, c->L,
-                           st_tree_describe(t, buf, sizeof buf));
+        return ms_diag_set(c->d, MS_EINVAL,
+                           "%s: field 'parallel.offset%s' must be an integer "
+                           "between -%d and %d (got %s)",
+                           c->file, where, c->L, c->L, scn_table_tree_describe(t, buf, sizeof buf));
     *out = (int)t->i;
     return MS_OK;
 }
@@ -208,7 +209,7 @@ static ms_status fill(lctx *c, ms_memory_config *mc, const st_tree *offset)
     return st;
 }
 
-ms_status sc_layout(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d)
+ms_status scn_layout(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d)
 {
     ms_memory_config *mc = calloc(1, sizeof *mc);
     if (mc == NULL)
@@ -232,7 +233,7 @@ ms_status sc_layout(const st_value *vals, const char *file, ms_scenario *sc, ms_
     return MS_OK;
 }
 
-void mc_layer_place(const ms_memory_config *mc, int layer, int *chunk, int *stage, int *local)
+void scn_layer_place(const ms_memory_config *mc, int layer, int *chunk, int *stage, int *local)
 {
     int lo = 0, hi = mc->v * mc->pp - 1;
     while (lo < hi) { /* the last chunk starting at or before layer */
@@ -247,11 +248,11 @@ void mc_layer_place(const ms_memory_config *mc, int layer, int *chunk, int *stag
     *local = layer - mc->chunk_first[lo];
 }
 
-bool mc_layers_has(const ms_memory_config *mc, const mc_layers *on, int layer)
+bool scn_layers_has(const ms_memory_config *mc, const mc_layers *on, int layer)
 {
     if (on->counts != NULL) {
         int c, s, local;
-        mc_layer_place(mc, layer, &c, &s, &local);
+        scn_layer_place(mc, layer, &c, &s, &local);
         return local < on->counts[c * mc->pp + s];
     }
     if (on->all)
@@ -308,13 +309,13 @@ static void layers_release(mc_layers *on)
 static void selects_release(mc_select *s, int n)
 {
     for (int i = 0; s != NULL && i < n; i++) {
-        mc_regex_release(&s[i].re);
+        scn_regex_release(&s[i].re);
         layers_release(&s[i].on);
     }
     free(s);
 }
 
-void mc_free(ms_memory_config *mc)
+void scn_memory_config_free(ms_memory_config *mc)
 {
     if (mc == NULL)
         return;
@@ -327,7 +328,7 @@ void mc_free(ms_memory_config *mc)
         layers_release(&mc->layer_swap[i].on);
     free(mc->layer_swap);
     for (int i = 0; mc->op_swap != NULL && i < mc->n_op_swap; i++) {
-        mc_regex_release(&mc->op_swap[i].re);
+        scn_regex_release(&mc->op_swap[i].re);
         for (int j = 0; j < mc->op_swap[i].n_rules; j++)
             layers_release(&mc->op_swap[i].rules[j].on);
         free(mc->op_swap[i].rules);

@@ -31,34 +31,34 @@ enum sc_field {
 };
 
 /* The scenario schema (a constant table). */
-const st_schema *sc_schema(void);
+const st_schema *scn_schema(void);
 
 /* Apply overrides to the scenario table at idx (inside a protected call). */
-ms_status sc_apply_overrides(lua_State *L, int idx, const char *const *overrides, size_t n,
-                             const st_schema *schema, const char *file, ms_diag *d);
+ms_status scn_apply_overrides(lua_State *L, int idx, const char *const *overrides, size_t n,
+                              const st_schema *schema, const char *file, ms_diag *d);
 
 /* Defaults and constraints: vals -> sc (all but the device). */
-ms_status sc_validate(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+ms_status scn_validate(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
 
 /* Pipeline layout (scenario_layout.c): chunks per stage from
  * num_layers_per_virtual_pipeline_stage or pp_interleave_num, layers per
  * chunk from parallel.offset; allocates sc->memory_config. */
-ms_status sc_layout(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+ms_status scn_layout(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
 
 /* recompute, recompute_config (scenario_recompute.c) and swap_config
- * (scenario_swap.c) into sc->memory_config, after sc_layout. */
-ms_status sc_recompute(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
-ms_status sc_swap(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+ * (scenario_swap.c) into sc->memory_config, after scn_layout. */
+ms_status scn_recompute(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
+ms_status scn_swap(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);
 
 /* Validation helpers shared by the files above (scenario_validate.c). */
-const char *sc_path_of(int id, char *buf, size_t size);
+const char *scn_path_of(int id, char *buf, size_t size);
 
 /* Find the device file of `device` for the scenario at scenario_path. */
-ms_status sc_device_path(const char *scenario_path, const char *device, char *out, size_t size,
-                         ms_diag *d);
+ms_status scn_device_path(const char *scenario_path, const char *device, char *out, size_t size,
+                          ms_diag *d);
 
 /* The file's base name without ".lua" ("scenarios/llama2-7b.lua" ->
  * "llama2-7b"), truncated to size. */
-void sc_base_name(const char *path, char *out, size_t size);
+void scn_base_name(const char *path, char *out, size_t size);
 
 #endif

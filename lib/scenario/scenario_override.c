@@ -55,7 +55,7 @@ static ms_status push_value(lua_State *L, const st_field *f, const char *ov, con
     }
     }
     return ms_diag_set(d, MS_EINVAL, "override '%s': the value must be %s", ov,
-                       st_type_name(f->type));
+                       scn_table_type_name(f->type));
 }
 
 /* Push the table the field lives in, creating its section if absent. */
@@ -93,7 +93,7 @@ static ms_status apply_one(lua_State *L, int top, const char *ov, const st_schem
                            "model.seq_length=8192", ov);
     memcpy(key, ov, (size_t)(eq - ov));
     key[eq - ov] = '\0';
-    int i = st_find(schema, key);
+    int i = scn_table_find(schema, key);
     if (i < 0)
         return ms_diag_set(d, MS_EINVAL, "override '%s': unknown key '%s'", ov, key);
     const st_field *f = &schema->fields[i];
@@ -111,8 +111,8 @@ static ms_status apply_one(lua_State *L, int top, const char *ov, const st_schem
     return MS_OK;
 }
 
-ms_status sc_apply_overrides(lua_State *L, int idx, const char *const *overrides, size_t n,
-                             const st_schema *schema, const char *file, ms_diag *d)
+ms_status scn_apply_overrides(lua_State *L, int idx, const char *const *overrides, size_t n,
+                              const st_schema *schema, const char *file, ms_diag *d)
 {
     int top = lua_absindex(L, idx);
     for (size_t i = 0; i < n; i++) {

@@ -43,8 +43,8 @@ static ms_status compile_level(regex_t *re, const char *part, size_t len, const 
                        "(part '%.*s': %s)", file, field, text, (int)len, part, why);
 }
 
-ms_status mc_regex_compile(mc_regex *re, const char *text, const char *field, const char *file,
-                           ms_diag *d)
+ms_status scn_regex_compile(mc_regex *re, const char *text, const char *field, const char *file,
+                            ms_diag *d)
 {
     memset(re, 0, sizeof *re);
     int n = count_levels(text);
@@ -59,13 +59,13 @@ ms_status mc_regex_compile(mc_regex *re, const char *text, const char *field, co
         ms_status st = compile_level(&re->level[i], part, len, field, text, file, d);
         if (st != MS_OK)
             return st;
-        re->n = i + 1; /* compiled levels are freed by mc_regex_release */
+        re->n = i + 1; /* compiled levels are freed by scn_regex_release */
         part = end != NULL ? end + 2 : part + len;
     }
     return MS_OK;
 }
 
-void mc_regex_release(mc_regex *re)
+void scn_regex_release(mc_regex *re)
 {
     for (int i = 0; i < re->n; i++)
         regfree(&re->level[i]);
@@ -74,7 +74,7 @@ void mc_regex_release(mc_regex *re)
     memset(re, 0, sizeof *re);
 }
 
-bool mc_regex_match(const mc_regex *re, const char *rest, size_t *prefix_len)
+bool scn_regex_match(const mc_regex *re, const char *rest, size_t *prefix_len)
 {
     char part[LEVEL_MAX + 1];
     const char *p = rest;

@@ -51,12 +51,15 @@ static ms_status bad_form(const rctx *c, const st_tree *t, const char *field)
 {
     char buf[96];
     if (c->mc->index_mode)
-        return ms_diag_set(c->d, MS_EINVAL, "%s: field '%s' must be true, false or a list of "
-                           "layer indices when swap_config.swap is on (got %s)", c->file, field,
-                           st_tree_describe(t, buf, sizeof buf));
-    return ms_diag_set(c->d, MS_EINVAL, "%s: field '%s' must be true, false, a list of layer "
+        return ms_diag_set(c->d, MS_EINVAL,
+                           "%s: field '%s' must be true, false or a list of "
+                           "layer indices when swap_config.swap is on (got %s)",
+                           c->file, field, scn_table_tree_describe(t, buf, sizeof buf));
+    return ms_diag_set(c->d, MS_EINVAL,
+                       "%s: field '%s' must be true, false, a list of layer "
                        "counts per pipeline stage or a 2-D list per (interleave chunk, stage) "
-                       "(got %s)", c->file, field, st_tree_describe(t, buf, sizeof buf));
+                       "(got %s)",
+                       c->file, field, scn_table_tree_describe(t, buf, sizeof buf));
 }
 
 static int chunk_size(const ms_memory_config *mc, int chunk, int stage)
@@ -76,8 +79,10 @@ static ms_status count_item(const rctx *c, const st_tree *t, const char *field, 
         *out = t->i;
         return MS_OK;
     }
-    return ms_diag_set(c->d, MS_EINVAL, "%s: field '%s' must be a layer count >= 0 or "
-                       "true/false (got %s)", c->file, field, st_tree_describe(t, buf, sizeof buf));
+    return ms_diag_set(c->d, MS_EINVAL,
+                       "%s: field '%s' must be a layer count >= 0 or "
+                       "true/false (got %s)",
+                       c->file, field, scn_table_tree_describe(t, buf, sizeof buf));
 }
 
 /* _alloc_recompute_layer: a stage's count goes to its chunks one layer at a
@@ -238,7 +243,7 @@ static ms_status add_select(const rctx *c, mc_select *arr, int *n, const char *p
         snprintf(sub, sizeof sub, "%s", field);
     else
         snprintf(sub, sizeof sub, "%s['%s']", field, pattern);
-    ms_status st = mc_regex_compile(&s->re, pattern, field, c->file, c->d);
+    ms_status st = scn_regex_compile(&s->re, pattern, field, c->file, c->d);
     if (st == MS_OK)
         st = layers_of(c, value, sub, strings_ok, &s->on);
     return st;
@@ -283,7 +288,7 @@ static ms_status megatron_key(const rctx *c, int sec_id, int model_id, const st_
     char a[96], b[96];
     if (c->v[sec_id].set && c->v[model_id].set)
         return ms_diag_set(c->d, MS_EINVAL, "%s: give %s or %s, not both", c->file,
-                           sc_path_of(sec_id, a, sizeof a), sc_path_of(model_id, b, sizeof b));
+                           scn_path_of(sec_id, a, sizeof a), scn_path_of(model_id, b, sizeof b));
     *out = c->v[sec_id].set ? &c->v[sec_id] : c->v[model_id].set ? &c->v[model_id] : NULL;
     return MS_OK;
 }
@@ -371,7 +376,7 @@ static ms_status mindformers(const rctx *c)
                      comm_defaults, 1, &mc->comm, &mc->n_comm);
 }
 
-ms_status sc_recompute(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d)
+ms_status scn_recompute(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d)
 {
     rctx c = {vals, file, d, sc->memory_config};
     bool swap = vals[SC_SW_SWAP].set && vals[SC_SW_SWAP].b;

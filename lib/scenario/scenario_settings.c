@@ -27,13 +27,13 @@ static bool megatron_full(const ms_memory_config *mc, int layer)
     if (mc->method == MC_METHOD_UNIFORM)
         return true; /* every group of N layers, each layer recomputed */
     int c, s, local;
-    mc_layer_place(mc, layer, &c, &s, &local);
+    scn_layer_place(mc, layer, &c, &s, &local);
     return local < mc->recompute_num_layers; /* block: the first N of each chunk */
 }
 
 bool scn_layer_full(const ms_memory_config *mc, int layer)
 {
-    return megatron_full(mc, layer) || (mc->mf && mc_layers_has(mc, &mc->full, layer));
+    return megatron_full(mc, layer) || (mc->mf && scn_layers_has(mc, &mc->full, layer));
 }
 
 /* MindFormers: the first rule of a list that covers the layer. */
@@ -41,7 +41,7 @@ const mc_swap_rule *scn_rule_for(const ms_memory_config *mc, const mc_swap_rule 
                                   int layer)
 {
     for (int i = 0; i < n; i++)
-        if (mc_layers_has(mc, &rules[i].on, layer))
+        if (scn_layers_has(mc, &rules[i].on, layer))
             return &rules[i];
     return NULL;
 }
@@ -58,20 +58,21 @@ ms_status scn_layer_settings(const ms_scenario *sc, int layer, scn_layer_memory 
                            mc->num_layers - 1);
     memset(out, 0, sizeof *out);
     int local;
-    mc_layer_place(mc, layer, &out->chunk, &out->stage, &local);
+    scn_layer_place(mc, layer, &out->chunk, &out->stage, &local);
     out->full_recompute = scn_layer_full(mc, layer);
     out->attention_recompute = mc->granularity == MC_GRAN_SELECTIVE;
     for (int i = 0; !out->full_recompute && mc->mf && i < mc->n_select; i++)
-        out->n_select += mc_layers_has(mc, &mc->select[i].on, layer);
+        out->n_select += scn_layers_has(mc, &mc->select[i].on, layer);
     for (int i = 0; !out->full_recompute && mc->mf && i < mc->n_comm; i++)
-        out->n_comm += mc_layers_has(mc, &mc->comm[i].on, layer);
+        out->n_comm += scn_layers_has(mc, &mc->comm[i].on, layer);
     if (!mc->swap)
         return MS_OK;
     const mc_swap_rule *r = scn_rule_for(mc, mc->layer_swap, mc->n_layer_swap, layer);
     out->layer_swap = r != NULL;
     out->layer_swap_prefetch = r != NULL ? r->prefetch : 0;
     for (int i = 0; i < mc->n_op_swap; i++)
-        out->n_op_swap += scn_rule_for(mc, mc->op_swap[i].rules, mc->op_swap[i].n_rules, layer) != NULL;
+        out->n_op_swap +=
+            scn_rule_for(mc, mc->op_swap[i].rules, mc->op_swap[i].n_rules, layer) != NULL;
     return MS_OK;
 }
 

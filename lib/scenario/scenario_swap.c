@@ -49,9 +49,10 @@ static ms_status entry_keys(const wctx *c, const st_tree *e, const char *where,
 {
     char buf[96];
     if (e->type != STT_DICT)
-        return ms_diag_set(c->d, MS_EINVAL, "%s: field '%s' must be a table like "
-                           "{backward_prefetch = 20, layers = {0, 3}} (got %s)", c->file, where,
-                           st_tree_describe(e, buf, sizeof buf));
+        return ms_diag_set(c->d, MS_EINVAL,
+                           "%s: field '%s' must be a table like "
+                           "{backward_prefetch = 20, layers = {0, 3}} (got %s)",
+                           c->file, where, scn_table_tree_describe(e, buf, sizeof buf));
     for (uint32_t k = 0; k < e->n_items; k++) {
         bool ok = false;
         for (int i = 0; i < n; i++)
@@ -73,9 +74,10 @@ static ms_status read_rule(const wctx *c, const st_tree *e, const char *where, m
     char buf[96];
     const st_tree *p = entry_key(e, "backward_prefetch"), *l = entry_key(e, "layers");
     if (p->type != STT_INT || p->i < 0 || p->i > 1000000)
-        return ms_diag_set(c->d, MS_EINVAL, "%s: field '%s.backward_prefetch' must be an "
-                           "integer >= 0 (got %s)", c->file, where,
-                           st_tree_describe(p, buf, sizeof buf));
+        return ms_diag_set(c->d, MS_EINVAL,
+                           "%s: field '%s.backward_prefetch' must be an "
+                           "integer >= 0 (got %s)",
+                           c->file, where, scn_table_tree_describe(p, buf, sizeof buf));
     r->prefetch = (int)p->i;
     if (l->type == STT_BOOL) {
         r->on.all = l->b;
@@ -85,9 +87,10 @@ static ms_status read_rule(const wctx *c, const st_tree *e, const char *where, m
     for (uint32_t k = 0; ints && k < l->n_items; k++)
         ints = l->items[k].type == STT_INT;
     if (!ints)
-        return ms_diag_set(c->d, MS_EINVAL, "%s: field '%s.layers' must be true, false or a list "
-                           "of layer indices (got %s)", c->file, where,
-                           st_tree_describe(l, buf, sizeof buf));
+        return ms_diag_set(c->d, MS_EINVAL,
+                           "%s: field '%s.layers' must be true, false or a list "
+                           "of layer indices (got %s)",
+                           c->file, where, scn_table_tree_describe(l, buf, sizeof buf));
     r->on.index = calloc(l->n_items ? l->n_items : 1, sizeof *r->on.index);
     if (r->on.index == NULL)
         return no_memory(c);
@@ -137,7 +140,7 @@ static ms_status entries(const wctx *c, const st_tree *t, const char *field,
     }
     if (t->type != STT_LIST)
         return ms_diag_set(c->d, MS_EINVAL, "%s: field '%s' must be a list of tables (got %s)",
-                           c->file, field, st_tree_describe(t, buf, sizeof buf));
+                           c->file, field, scn_table_tree_describe(t, buf, sizeof buf));
     *out = t->items;
     *n = t->n_items;
     return MS_OK;
@@ -189,7 +192,7 @@ static ms_status op_group(const wctx *c, const char *name, uint32_t cap, const c
     *out = g;
     char field[96];
     snprintf(field, sizeof field, "%s.op_name", where);
-    return mc_regex_compile(&g->re, name, field, c->file, c->d);
+    return scn_regex_compile(&g->re, name, field, c->file, c->d);
 }
 
 /* op_name: one string or a list of strings, each its own group. */
@@ -201,9 +204,10 @@ static ms_status op_entry(const wctx *c, const st_tree *e, const char *where, ui
     uint32_t n = names->type == STT_LIST ? names->n_items : 1;
     for (uint32_t k = 0; k < n; k++) {
         if (list[k].type != STT_STR || list[k].s[0] == '\0')
-            return ms_diag_set(c->d, MS_EINVAL, "%s: field '%s.op_name' must be a pattern or a "
-                               "list of patterns (got %s)", c->file, where,
-                               st_tree_describe(&list[k], buf, sizeof buf));
+            return ms_diag_set(c->d, MS_EINVAL,
+                               "%s: field '%s.op_name' must be a pattern or a "
+                               "list of patterns (got %s)",
+                               c->file, where, scn_table_tree_describe(&list[k], buf, sizeof buf));
         mc_op_swap *g = NULL;
         ms_status st = op_group(c, list[k].s, cap, where, &g);
         if (st == MS_OK)
@@ -268,10 +272,10 @@ static ms_status default_policy(const wctx *c)
     mc->op_swap[0].n_rules = 1;
     mc->op_swap[0].rules[0].prefetch = mc->default_prefetch;
     mc->op_swap[0].rules[0].on.all = true;
-    return mc_regex_compile(&mc->op_swap[0].re, default_op, "swap_config", c->file, c->d);
+    return scn_regex_compile(&mc->op_swap[0].re, default_op, "swap_config", c->file, c->d);
 }
 
-ms_status sc_swap(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d)
+ms_status scn_swap(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d)
 {
     wctx c = {file, d, sc->memory_config};
     ms_memory_config *mc = c.mc;

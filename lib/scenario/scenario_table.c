@@ -8,7 +8,7 @@
 
 #include <lauxlib.h>
 
-const char *st_type_name(st_type t)
+const char *scn_table_type_name(st_type t)
 {
     switch (t) {
     case ST_INT:
@@ -27,17 +27,17 @@ const char *st_type_name(st_type t)
     return "?";
 }
 
-void st_path(const st_schema *schema, int i, char *buf, size_t size)
+void scn_table_path(const st_schema *schema, int i, char *buf, size_t size)
 {
     const st_field *f = &schema->fields[i];
     snprintf(buf, size, "%s%s%s", f->section, f->section[0] ? "." : "", f->key);
 }
 
-int st_find(const st_schema *schema, const char *path)
+int scn_table_find(const st_schema *schema, const char *path)
 {
     char buf[128];
     for (int i = 0; i < schema->n; i++) {
-        st_path(schema, i, buf, sizeof buf);
+        scn_table_path(schema, i, buf, sizeof buf);
         if (strcmp(buf, path) == 0)
             return i;
     }
@@ -132,7 +132,8 @@ static ms_status check_keys(lua_State *L, int idx, const st_schema *schema, cons
         const char *key = lua_tostring(L, -1);
         char path[128];
         snprintf(path, sizeof path, "%s%s%s", section, section[0] ? "." : "", key);
-        bool known = st_find(schema, path) >= 0 || (section[0] == '\0' && is_section(schema, key));
+        bool known =
+            scn_table_find(schema, path) >= 0 || (section[0] == '\0' && is_section(schema, key));
         if (!known && (unknown++ == 0 || strcmp(key, first) < 0))
             snprintf(first, sizeof first, "%s", key);
     }
@@ -197,12 +198,12 @@ static ms_status read_curve(lua_State *L, int idx, ms_curve *c, const char *path
 #define TREE_DEPTH 8
 #define TREE_ITEMS (1u << 20)
 
-void st_tree_release(st_tree *t)
+void scn_table_tree_release(st_tree *t)
 {
     if (t == NULL)
         return;
     for (uint32_t k = 0; t->items != NULL && k < t->n_items; k++)
-        st_tree_release(&t->items[k]);
+        scn_table_tree_release(&t->items[k]);
     for (uint32_t k = 0; t->keys != NULL && k < t->n_items; k++)
         free(t->keys[k]);
     free(t->items);
@@ -211,16 +212,16 @@ void st_tree_release(st_tree *t)
     memset(t, 0, sizeof *t);
 }
 
-void st_values_release(st_value *vals, int n)
+void scn_table_values_release(st_value *vals, int n)
 {
     for (int i = 0; vals != NULL && i < n; i++) {
-        st_tree_release(vals[i].tree);
+        scn_table_tree_release(vals[i].tree);
         free(vals[i].tree);
         vals[i].tree = NULL;
     }
 }
 
-const char *st_tree_describe(const st_tree *t, char *buf, size_t size)
+const char *scn_table_tree_describe(const st_tree *t, char *buf, size_t size)
 {
     switch (t->type) {
     case STT_BOOL:
@@ -452,7 +453,7 @@ static ms_status read_value(lua_State *L, const st_field *f, st_value *v, const 
     }
     if (!ok)
         return ms_diag_set(d, MS_EINVAL, "%s: field '%s' must be %s (got %s)", file, path,
-                           st_type_name(f->type), got(L, -1, buf, sizeof buf));
+                           scn_table_type_name(f->type), got(L, -1, buf, sizeof buf));
     v->set = true;
     return MS_OK;
 }
@@ -484,8 +485,8 @@ static ms_status push_section(lua_State *L, int top, const char *section, bool *
     return MS_OK;
 }
 
-ms_status st_read(lua_State *L, int idx, const st_schema *schema, st_value *vals,
-                  const char *file, ms_diag *d)
+ms_status scn_table_read(lua_State *L, int idx, const st_schema *schema, st_value *vals,
+                         const char *file, ms_diag *d)
 {
     luaL_checkstack(L, 8, "schema reader");
     int top = lua_absindex(L, idx);
@@ -511,7 +512,7 @@ ms_status st_read(lua_State *L, int idx, const st_schema *schema, st_value *vals
         lua_pushstring(L, f->key);
         if (lua_rawget(L, -2) != LUA_TNIL) {
             char path[128];
-            st_path(schema, i, path, sizeof path);
+            scn_table_path(schema, i, path, sizeof path);
             st = read_value(L, f, &vals[i], path, file, d);
         }
         lua_pop(L, 2);

@@ -6,7 +6,7 @@
  * must be a field or a section of the schema (else "unknown key 'a.b'"),
  * every value must have its field's type (else "field 'a.b' must be ...").
  * It uses raw access only, so metatables in a script cannot run code under
- * the reader, and it must run inside a protected call (ms_sandbox_pcall): a
+ * the reader, and it must run inside a protected call (base_sandbox_pcall): a
  * memory error raised by the Lua API then unwinds to that call. */
 #ifndef MEMSIM_SCENARIO_TABLE_H
 #define MEMSIM_SCENARIO_TABLE_H
@@ -62,7 +62,7 @@ typedef struct st_value {
     bool b;
     char s[ST_STR_MAX];
     ms_curve c;
-    st_tree *tree;          /* ST_TREE; freed by st_values_release */
+    st_tree *tree; /* ST_TREE; freed by scn_table_values_release */
 } st_value;
 
 typedef struct st_schema {
@@ -72,21 +72,21 @@ typedef struct st_schema {
 
 /* Read the table at stack index idx into vals[schema->n].  Errors name
  * `file` and the full key path. */
-ms_status st_read(lua_State *L, int idx, const st_schema *schema, st_value *vals,
-                  const char *file, ms_diag *d);
+ms_status scn_table_read(lua_State *L, int idx, const st_schema *schema, st_value *vals,
+                         const char *file, ms_diag *d);
 
 /* The field "section.key" (or "key" at the top level) named by path, -1 if
  * none; a path naming a whole section is not a field. */
-int st_find(const st_schema *schema, const char *path);
+int scn_table_find(const st_schema *schema, const char *path);
 /* The path of field i as users write it: "model.seq_length", "steps". */
-void st_path(const st_schema *schema, int i, char *buf, size_t size);
-const char *st_type_name(st_type t);
+void scn_table_path(const st_schema *schema, int i, char *buf, size_t size);
+const char *scn_table_type_name(st_type t);
 
 /* Free the trees of vals[0..n) (the array itself stays). */
-void st_values_release(st_value *vals, int n);
+void scn_table_values_release(st_value *vals, int n);
 /* Free what t holds (not t itself). */
-void st_tree_release(st_tree *t);
+void scn_table_tree_release(st_tree *t);
 /* "a boolean", "the string \"x\"", "a list", ... for error messages. */
-const char *st_tree_describe(const st_tree *t, char *buf, size_t size);
+const char *scn_table_tree_describe(const st_tree *t, char *buf, size_t size);
 
 #endif

@@ -20,15 +20,15 @@ typedef struct vctx {
 
 #define REQUIRED INT64_MIN
 
-const char *sc_path_of(int id, char *buf, size_t size)
+const char *scn_path_of(int id, char *buf, size_t size)
 {
-    st_path(sc_schema(), id, buf, size);
+    scn_table_path(scn_schema(), id, buf, size);
     return buf;
 }
 
 static const char *path_of(int id, char *buf, size_t size)
 {
-    return sc_path_of(id, buf, size);
+    return scn_path_of(id, buf, size);
 }
 
 /* An integer field in [lo, hi]; def when absent (REQUIRED: an error). */
@@ -200,7 +200,7 @@ static ms_status layout(const vctx *c, const ms_model_config *m, const ms_parall
         (st = divides(c, SC_VOCAB, m->padded_vocab_size, SC_TP, t, NULL)) != MS_OK ||
         (st = divides(c, SC_SEQ, m->seq_length, SC_CP, p->context_parallel_size, NULL)) != MS_OK)
         return st;
-    /* Layers over stages: sc_layout (parallel.offset may make them uneven). */
+    /* Layers over stages: scn_layout (parallel.offset may make them uneven). */
     if (p->sequence_parallel &&
         (st = divides(c, SC_SEQ, m->seq_length, -1, (int64_t)t * p->context_parallel_size,
                       "tensor x context parallel sizes (sequence parallelism)")) != MS_OK)
@@ -300,7 +300,7 @@ static ms_status run_fields(const vctx *c, ms_scenario *sc)
     static const char *const flavours[] = {"cuda", "npu"};
     static const char *const details[] = {"all", "last", "none"};
     char base[128];
-    sc_base_name(c->file, base, sizeof base);
+    scn_base_name(c->file, base, sizeof base);
     ms_status st;
     int steps, flavour, detail;
     if ((st = copy_str(c, SC_NAME, base, sc->name, sizeof sc->name)) != MS_OK ||
@@ -332,7 +332,7 @@ static ms_status run_fields(const vctx *c, ms_scenario *sc)
     return MS_OK;
 }
 
-ms_status sc_validate(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d)
+ms_status scn_validate(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d)
 {
     static const char *const arches[] = {"llama", "gpt"};
     vctx c = {vals, file, d};
@@ -343,11 +343,13 @@ ms_status sc_validate(const st_value *vals, const char *file, ms_scenario *sc, m
     if (st != MS_OK)
         return st;
     sc->model.arch = arch == 0 ? MS_ARCH_LLAMA : MS_ARCH_GPT;
-    if ((st = model_sizes(&c, &sc->model)) != MS_OK || (st = model_kinds(&c, &sc->model)) != MS_OK ||
+    if ((st = model_sizes(&c, &sc->model)) != MS_OK ||
+        (st = model_kinds(&c, &sc->model)) != MS_OK ||
         (st = parallel_sizes(&c, &sc->parallel)) != MS_OK ||
         (st = layout(&c, &sc->model, &sc->parallel)) != MS_OK ||
         (st = moe(&c, &sc->model, &sc->parallel)) != MS_OK ||
-        (st = sc_layout(vals, file, sc, d)) != MS_OK || (st = sc_recompute(vals, file, sc, d)) != MS_OK)
+        (st = scn_layout(vals, file, sc, d)) != MS_OK ||
+        (st = scn_recompute(vals, file, sc, d)) != MS_OK)
         return st;
-    return sc_swap(vals, file, sc, d);
+    return scn_swap(vals, file, sc, d);
 }

@@ -10,7 +10,7 @@
  * x TP sums to this figure. */
 #include "workload_model.h"
 
-uint64_t wm_expert_ffn(const ms_model_config *m)
+uint64_t wl_expert_ffn(const ms_model_config *m)
 {
     return (uint64_t)(m->moe_ffn_hidden_size > 0 ? m->moe_ffn_hidden_size : m->ffn_hidden_size);
 }
@@ -23,7 +23,7 @@ static void mlp_count(const ms_model_config *m, uint64_t f, uint64_t *fc1, uint6
     *fc2 = f * h + (m->add_bias_linear ? h : 0);
 }
 
-void wm_count(const ms_model_config *m, wm_counts *c)
+void wl_count(const ms_model_config *m, wm_counts *c)
 {
     uint64_t h = (uint64_t)m->hidden_size, f = (uint64_t)m->ffn_hidden_size;
     uint64_t kvw = (uint64_t)m->num_query_groups * (h / (uint64_t)m->num_attention_heads);
@@ -38,7 +38,7 @@ void wm_count(const ms_model_config *m, wm_counts *c)
         /* Megatron's TopKRouter: an h x E linear without bias. */
         uint64_t E = (uint64_t)m->num_experts, k = (uint64_t)m->moe_router_topk;
         c->router = h * E;
-        mlp_count(m, wm_expert_ffn(m), &c->efc1, &c->efc2);
+        mlp_count(m, wl_expert_ffn(m), &c->efc1, &c->efc2);
         c->layer = attn + c->router + E * (c->efc1 + c->efc2);
         c->layer_active = attn + c->router + k * (c->efc1 + c->efc2);
     } else {
@@ -66,7 +66,7 @@ ms_status ms_model_param_count(const ms_model_config *m, uint64_t *params)
     if (m == NULL || params == NULL || !usable(m))
         return MS_EINVAL;
     wm_counts c;
-    wm_count(m, &c);
+    wl_count(m, &c);
     *params = c.word + c.pos + (uint64_t)m->num_layers * c.layer + c.norm + c.head;
     return MS_OK;
 }
@@ -76,7 +76,7 @@ ms_status ms_model_active_param_count(const ms_model_config *m, uint64_t *params
     if (m == NULL || params == NULL || !usable(m))
         return MS_EINVAL;
     wm_counts c;
-    wm_count(m, &c);
+    wl_count(m, &c);
     *params = c.word + c.pos + (uint64_t)m->num_layers * c.layer_active + c.norm + c.head;
     return MS_OK;
 }
@@ -93,7 +93,7 @@ ms_status ms_model_step_flops(const ms_model_config *m, uint64_t batch, double *
     double mlp = 2 * tokens * h * f * (m->swiglu ? 3 : 2);
     if (m->num_experts > 0)
         mlp = 2 * tokens * h * m->num_experts +
-              m->moe_router_topk * 2 * tokens * h * (double)wm_expert_ffn(m) * (m->swiglu ? 3 : 2);
+              m->moe_router_topk * 2 * tokens * h * (double)wl_expert_ffn(m) * (m->swiglu ? 3 : 2);
     double layer = 2 * tokens * (2 * h * h + 2 * h * kvw) + 4 * B * s * s * h + mlp;
     double logits = 2 * tokens * h * m->padded_vocab_size;
     *flops = 3 * (m->num_layers * layer + logits);

@@ -51,7 +51,7 @@ const char *ms_phase_name(ms_phase p)
 
 /* ---- the builder ----------------------------------------------------- */
 
-void wb_init(wb *b)
+void wl_build_init(wb *b)
 {
     memset(b, 0, sizeof *b);
     b->err = MS_OK;
@@ -59,7 +59,7 @@ void wb_init(wb *b)
     b->layer = MS_NONE;
 }
 
-void wb_release(wb *b)
+void wl_build_release(wb *b)
 {
     free(b->ops);
     free(b->op_at);
@@ -68,13 +68,13 @@ void wb_release(wb *b)
     free(b->segs);
     free(b->ids);
     free(b->names);
-    wb_init(b);
+    wl_build_init(b);
 }
 
 static bool grow_slow(wb *b, void **arr, size_t elem, size_t *cap, size_t need)
 {
-    size_t ncap = ms_grown_capacity(*cap, need, 64);
-    if (!ms_resize_array(arr, ncap, elem)) {
+    size_t ncap = base_grown_capacity(*cap, need, 64);
+    if (!base_resize_array(arr, ncap, elem)) {
         b->err = MS_ENOMEM;
         return false;
     }
@@ -113,7 +113,7 @@ static bool grow_pair(wb *b, void **x, size_t ex, void **y, size_t ey, uint32_t 
 }
 
 /* A failed reservation is no error here: growing on demand still works. */
-void wb_reserve(wb *b, size_t ops)
+void wl_build_reserve(wb *b, size_t ops)
 {
     if (b->err != MS_OK)
         return;
@@ -123,18 +123,18 @@ void wb_reserve(wb *b, size_t ops)
      * tensors, 4.3 ids and 0.13 segments, and 45 bytes a name. */
     size_t tensors = ops + ops / 4, segs = ops / 6 + 1, ids = ops * 9 / 2;
     size_t names = (ops + tensors + segs) * 48;
-    if (ops > b->cap_ops && ms_resize_array((void **)&b->ops, ops, sizeof *b->ops) &&
-        ms_resize_array((void **)&b->op_at, ops, sizeof *b->op_at))
+    if (ops > b->cap_ops && base_resize_array((void **)&b->ops, ops, sizeof *b->ops) &&
+        base_resize_array((void **)&b->op_at, ops, sizeof *b->op_at))
         b->cap_ops = (uint32_t)ops;
     if (tensors > b->cap_tensors &&
-        ms_resize_array((void **)&b->tensors, tensors, sizeof *b->tensors) &&
-        ms_resize_array((void **)&b->tensor_at, tensors, sizeof *b->tensor_at))
+        base_resize_array((void **)&b->tensors, tensors, sizeof *b->tensors) &&
+        base_resize_array((void **)&b->tensor_at, tensors, sizeof *b->tensor_at))
         b->cap_tensors = (uint32_t)tensors;
-    if (segs > b->cap_segs && ms_resize_array((void **)&b->segs, segs, sizeof *b->segs))
+    if (segs > b->cap_segs && base_resize_array((void **)&b->segs, segs, sizeof *b->segs))
         b->cap_segs = (uint32_t)segs;
-    if (ids > b->cap_ids && ms_resize_array((void **)&b->ids, ids, sizeof *b->ids))
+    if (ids > b->cap_ids && base_resize_array((void **)&b->ids, ids, sizeof *b->ids))
         b->cap_ids = ids;
-    if (names > b->cap_names && ms_resize_array((void **)&b->names, names, 1))
+    if (names > b->cap_names && base_resize_array((void **)&b->names, names, 1))
         b->cap_names = names;
 }
 
@@ -149,7 +149,7 @@ void wb_reserve(wb *b, size_t ops)
 
 #define WB_NAME_MAX 511
 
-size_t wb_put_int(char *buf, int32_t v)
+size_t wl_build_put_int(char *buf, int32_t v)
 {
     char digits[10];
     uint32_t u = v < 0 ? 0u - (uint32_t)v : (uint32_t)v;
@@ -179,11 +179,11 @@ static size_t put(char *dst, size_t cap, size_t n, const char *s, size_t len)
 static size_t put_layer(char *dst, size_t cap, size_t n, int32_t layer)
 {
     char pre[24] = "layers.";
-    size_t k = 7 + wb_put_int(pre + 7, layer);
+    size_t k = 7 + wl_build_put_int(pre + 7, layer);
     return put(dst, cap, n, pre, k);
 }
 
-char *wb_name_join(char *buf, size_t cap, int32_t layer, ...)
+char *wl_build_name_join(char *buf, size_t cap, int32_t layer, ...)
 {
     if (cap == 0)
         return buf;
@@ -253,8 +253,8 @@ static uint32_t new_tensor(wb *b, size_t name, uint64_t bytes, ms_dtype dt, ms_t
     return id;
 }
 
-uint32_t wb_persistent(wb *b, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind, int32_t layer,
-                       const char *fmt, ...)
+uint32_t wl_build_persistent(wb *b, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind, int32_t layer,
+                             const char *fmt, ...)
 {
     va_list ap;
     va_start(ap, fmt);
@@ -301,8 +301,8 @@ static void note_reads(wb *b, uint32_t o, const uint32_t *in, uint32_t n_in)
     b->n_reads += n_in;
 }
 
-uint32_t wb_op_add(wb *b, const ms_kernel *k, double model_flops, const uint32_t *in,
-                   uint32_t n_in, const char *fmt, ...)
+uint32_t wl_build_op_add(wb *b, const ms_kernel *k, double model_flops, const uint32_t *in,
+                         uint32_t n_in, const char *fmt, ...)
 {
     if (b->err != MS_OK)
         return 0;
@@ -361,7 +361,7 @@ static bool append_out(wb *b, uint32_t t)
     return true;
 }
 
-uint32_t wb_out(wb *b, const char *suffix, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind)
+uint32_t wl_build_out(wb *b, const char *suffix, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind)
 {
     if (b->err != MS_OK || b->n_ops == 0)
         return WB_NO_TENSOR;
@@ -383,7 +383,7 @@ uint32_t wb_out(wb *b, const char *suffix, uint64_t bytes, ms_dtype dt, ms_tenso
     return t;
 }
 
-void wb_inplace(wb *b, uint32_t t)
+void wl_build_inplace(wb *b, uint32_t t)
 {
     if (b->err != MS_OK || b->n_ops == 0)
         return;
@@ -399,7 +399,7 @@ void wb_inplace(wb *b, uint32_t t)
     append_out(b, t);
 }
 
-ms_op *wb_last_op(wb *b)
+ms_op *wl_build_last_op(wb *b)
 {
     return b->err == MS_OK && b->n_ops > 0 ? &b->ops[b->n_ops - 1] : NULL;
 }
@@ -426,7 +426,7 @@ static void seg_push(wb *b, size_t name)
     b->seg_stack[b->seg_depth++] = (int32_t)b->n_segs++;
 }
 
-void wb_seg_begin(wb *b, const char *fmt, ...)
+void wl_build_seg_begin(wb *b, const char *fmt, ...)
 {
     if (!seg_can_open(b))
         return;
@@ -437,7 +437,7 @@ void wb_seg_begin(wb *b, const char *fmt, ...)
     seg_push(b, name);
 }
 
-void wb_seg_begin_layer(wb *b, const char *module)
+void wl_build_seg_begin_layer(wb *b, const char *module)
 {
     if (!seg_can_open(b))
         return;
@@ -453,7 +453,7 @@ void wb_seg_begin_layer(wb *b, const char *module)
     seg_push(b, name_commit(b, n));
 }
 
-void wb_seg_end(wb *b)
+void wl_build_seg_end(wb *b)
 {
     if (b->err != MS_OK)
         return;
@@ -678,7 +678,7 @@ static void *shrink(void *arr, size_t n, size_t elem)
 }
 
 /* The builder's arrays move into the program (b keeps what is left to
- * free); wb_finish then only links them. */
+ * free); wl_build_finish then only links them. */
 static void take_arrays(wb *b, ms_program *p)
 {
     p->ops = shrink(b->ops, b->n_ops, sizeof *b->ops);
@@ -693,7 +693,7 @@ static void take_arrays(wb *b, ms_program *p)
     b->ids = NULL;
 }
 
-ms_status wb_finish(wb *b, int stage, ms_program **out)
+ms_status wl_build_finish(wb *b, int stage, ms_program **out)
 {
     *out = NULL;
     if (b->err != MS_OK)

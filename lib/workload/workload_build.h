@@ -22,7 +22,7 @@
 #define WB_SEG_DEPTH 4
 
 /* Where an op's name and tensor ids lie in the builder's names and ids,
- * which move as they grow: wb_finish turns these offsets into the op's
+ * which move as they grow: wl_build_finish turns these offsets into the op's
  * pointers. */
 typedef struct wb_op_at {
     size_t name;
@@ -48,7 +48,7 @@ typedef struct wb_segment {
 /* The builder.  The "current" fields stamp every op appended.
  *
  * Ops and tensors are kept as the program's own ms_op and ms_tensor, handed
- * over by wb_finish without a copy (a second copy of a few hundred thousand
+ * over by wl_build_finish without a copy (a second copy of a few hundred thousand
  * records was most of the finishing pass, in time and page faults); their
  * pointers (name, inputs, outputs, uses) are NULL until then.  Each op's
  * reads are checked, and counted into its inputs' n_uses and
@@ -79,50 +79,50 @@ typedef struct wb {
     int seg_depth;
 } wb;
 
-void wb_init(wb *b);
-void wb_release(wb *b);
+void wl_build_init(wb *b);
+void wl_build_release(wb *b);
 /* Room for about `ops` ops, their tensors and names, so the arrays are not
  * copied as they grow: each copy touches fresh pages, and page faults were
  * a third of the build's time.  Capacity never touched costs only address
  * space.  A hint: failing to reserve is no error. */
-void wb_reserve(wb *b, size_t ops);
+void wl_build_reserve(wb *b, size_t ops);
 
 /* Append a tensor that exists before the step (weights, grads, state). */
-uint32_t wb_persistent(wb *b, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind, int32_t layer,
-                       const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+uint32_t wl_build_persistent(wb *b, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind, int32_t layer,
+                             const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 
 /* Append an op reading in[0..n_in).  Its name is formatted from fmt.  Tensors
  * it writes in place (grad accumulation, in-place collectives) are added with
- * wb_inplace; new tensors with wb_out.  Returns the op id. */
-uint32_t wb_op_add(wb *b, const ms_kernel *k, double model_flops, const uint32_t *in,
-                   uint32_t n_in, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+ * wl_build_inplace; new tensors with wl_build_out.  Returns the op id. */
+uint32_t wl_build_op_add(wb *b, const ms_kernel *k, double model_flops, const uint32_t *in,
+                         uint32_t n_in, const char *fmt, ...) __attribute__((format(printf, 6, 7)));
 /* A new tensor written by the last op, named "<op name>.<suffix>". */
-uint32_t wb_out(wb *b, const char *suffix, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind);
+uint32_t wl_build_out(wb *b, const char *suffix, uint64_t bytes, ms_dtype dt, ms_tensor_kind kind);
 /* The last op also writes t in place (t must be among its inputs). */
-void wb_inplace(wb *b, uint32_t t);
+void wl_build_inplace(wb *b, uint32_t t);
 /* The last op appended, to adjust its kernel bytes or model FLOPs (an op
  * reading a slice of a tensor), or NULL after an error. */
-ms_op *wb_last_op(wb *b);
+ms_op *wl_build_last_op(wb *b);
 
 /* Recompute segments: open/close around forward ops; nesting = parent. */
-void wb_seg_begin(wb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void wl_build_seg_begin(wb *b, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 /* The same, named "layers.<b->layer>.<module>" ("layers.<b->layer>" for a
  * NULL module) without formatting: the segments of every layer. */
-void wb_seg_begin_layer(wb *b, const char *module);
-void wb_seg_end(wb *b);
+void wl_build_seg_begin_layer(wb *b, const char *module);
+void wl_build_seg_end(wb *b);
 
 /* Names without printf (a few hundred thousand of them per program; see
- * workload.c).  wb_name_join writes "layers.<layer>.<s1><s2>..." of the
+ * workload.c).  wl_build_name_join writes "layers.<layer>.<s1><s2>..." of the
  * strings up to the NULL into buf ("<s1><s2>..." for layer MS_NONE), cut at
  * cap - 1 bytes as snprintf would, and returns buf. */
-char *wb_name_join(char *buf, size_t cap, int32_t layer, ...) __attribute__((sentinel));
+char *wl_build_name_join(char *buf, size_t cap, int32_t layer, ...) __attribute__((sentinel));
 /* v in decimal, as "%d" writes it, into buf (11 bytes, no NUL); returns the
  * length. */
-size_t wb_put_int(char *buf, int32_t v);
+size_t wl_build_put_int(char *buf, int32_t v);
 
 /* Finish: hand the ops, tensors, names and ids over to a program, set
  * their pointers and uses, and derive segment inputs and backward points
  * (b is emptied). */
-ms_status wb_finish(wb *b, int stage, ms_program **out);
+ms_status wl_build_finish(wb *b, int stage, ms_program **out);
 
 #endif

@@ -154,7 +154,7 @@ static void check_experts(check *c, const ms_scenario *sc)
     divides(c, "model.num_experts", md->num_experts, "parallel.expert_model_parallel_size", ep);
     divides(c, "parallel.data_parallel_size x context_parallel_size", dpcp,
             "parallel.expert_model_parallel_size", ep);
-    divides(c, "model.moe_ffn_hidden_size", (int64_t)wm_expert_ffn(md),
+    divides(c, "model.moe_ffn_hidden_size", (int64_t)wl_expert_ffn(md),
             "parallel.tensor_model_parallel_size", pc->tensor_model_parallel_size);
     if (c->st == MS_OK && !(md->moe_capacity_factor >= 0 && isfinite(md->moe_capacity_factor)))
         bad(c, MS_ERANGE, "model.moe_capacity_factor must be >= 0 (0: no token dropping)");
@@ -192,7 +192,7 @@ static void check_limits(check *c, const ms_scenario *sc)
             pc->num_micro_batches, md->num_layers);
 }
 
-ms_status wm_check_scenario(const ms_scenario *sc, int stage, ms_diag *d)
+ms_status wl_check_scenario(const ms_scenario *sc, int stage, ms_diag *d)
 {
     check c = {.d = d, .st = MS_OK};
     check_sizes(&c, sc);

@@ -73,40 +73,40 @@ static uint32_t exchange(wm *m, const char *name, const uint32_t *in, uint32_t n
                    .bytes = 2.0 * n_blocks * block, .comm = MS_COMM_ALLGATHER,
                    .group_size = 2, .link = m->cp_link, .comm_bytes = 2.0 * n_blocks * block,
                    .peer = -1};
-    wb_op_add(m->b, &k, 0, in, n_in, "%s", name);
-    uint32_t kv = wb_out(m->b, "kv", kv_block(m), m->dt, MS_TK_COMM_BUFFER);
+    wl_build_op_add(m->b, &k, 0, in, n_in, "%s", name);
+    uint32_t kv = wl_build_out(m->b, "kv", kv_block(m), m->dt, MS_TK_COMM_BUFFER);
     if (dkv != NULL)
-        *dkv = wb_out(m->b, "dkv", kv_block(m), m->dt, MS_TK_COMM_BUFFER);
+        *dkv = wl_build_out(m->b, "dkv", kv_block(m), m->dt, MS_TK_COMM_BUFFER);
     return kv;
 }
 
-void wm_cp_core_fwd(wm *m, wm_saved *sv)
+void wl_cp_core_fwd(wm *m, wm_saved *sv)
 {
     const wm_names *nm = &m->nm;
     uint32_t src[3] = {sv->q, sv->k, sv->v}, qkv[3], kv[2];
     uint32_t n_qkv = distinct(qkv, src, 3), n_kv = distinct(kv, src + 1, 2);
     double flops = block_flops(m);
     ms_kernel k = attn_kernel(m, "flash_attention_fwd", flops);
-    wb_seg_begin(m->b, "layers.%d.%s", m->b->layer, nm->core);
+    wl_build_seg_begin(m->b, "layers.%d.%s", m->b->layer, nm->core);
     /* The first exchange goes out before the local block's attention so the
      * two overlap, as TE issues them. */
-    uint32_t next = exchange(m, wm_name(m, nm->flash, ".ring_exchange"), kv, n_kv, NULL);
-    wb_op_add(m->b, &k, flops, qkv, n_qkv, "%s", wm_name(m, nm->flash, ""));
-    sv->ctx = wb_out(m->b, "out", m->rows * (m->h / m->t) * m->es, m->dt, MS_TK_ACTIVATION);
-    sv->lse = wb_out(m->b, "softmax_lse", m->mb * (m->a / m->t) * m->sq * 4, MS_DTYPE_FP32,
-                     MS_TK_ACTIVATION);
+    uint32_t next = exchange(m, wl_name(m, nm->flash, ".ring_exchange"), kv, n_kv, NULL);
+    wl_build_op_add(m->b, &k, flops, qkv, n_qkv, "%s", wl_name(m, nm->flash, ""));
+    sv->ctx = wl_build_out(m->b, "out", m->rows * (m->h / m->t) * m->es, m->dt, MS_TK_ACTIVATION);
+    sv->lse = wl_build_out(m->b, "softmax_lse", m->mb * (m->a / m->t) * m->sq * 4, MS_DTYPE_FP32,
+                           MS_TK_ACTIVATION);
     for (uint64_t step = 1; step < m->c; step++) {
         uint32_t cur = next;
         if (step + 1 < m->c)
-            next = exchange(m, wm_name(m, nm->flash, ".ring_exchange"), &cur, 1, NULL);
+            next = exchange(m, wl_name(m, nm->flash, ".ring_exchange"), &cur, 1, NULL);
         /* Attention to the received block, merged into the output and the
          * logsumexp in place. */
-        wb_op_add(m->b, &k, flops, WM_IN(src[0], cur, sv->ctx, sv->lse), "%s",
-                  wm_name(m, nm->flash, ".cp_step"));
-        wb_inplace(m->b, sv->ctx);
-        wb_inplace(m->b, sv->lse);
+        wl_build_op_add(m->b, &k, flops, WM_IN(src[0], cur, sv->ctx, sv->lse), "%s",
+                        wl_name(m, nm->flash, ".cp_step"));
+        wl_build_inplace(m->b, sv->ctx);
+        wl_build_inplace(m->b, sv->lse);
     }
-    wb_seg_end(m->b);
+    wl_build_seg_end(m->b);
 }
 
 /* Grads of the distinct sources, made by the last op (shared sources share). */
@@ -119,11 +119,11 @@ static void grads_out(wm *m, const uint32_t src[3], uint32_t grads[3])
             if (src[j] == src[i])
                 grads[i] = grads[j];
         if (grads[i] == WB_NO_TENSOR)
-            grads[i] = wb_out(m->b, names[i], wm_bytes(m, src[i]), m->dt, MS_TK_TEMP);
+            grads[i] = wl_build_out(m->b, names[i], wl_bytes(m, src[i]), m->dt, MS_TK_TEMP);
     }
 }
 
-void wm_cp_core_bwd(wm *m, const wm_saved *sv, uint32_t d_ctx, uint32_t grads[3])
+void wl_cp_core_bwd(wm *m, const wm_saved *sv, uint32_t d_ctx, uint32_t grads[3])
 {
     const wm_names *nm = &m->nm;
     uint32_t src[3] = {sv->q, sv->k, sv->v}, in[8], kv[2];
@@ -133,7 +133,7 @@ void wm_cp_core_bwd(wm *m, const wm_saved *sv, uint32_t d_ctx, uint32_t grads[3]
     in[n++] = d_ctx;
     double fwd = block_flops(m);
     ms_kernel k = attn_kernel(m, "flash_attention_bwd", FLASH_BWD_FACTOR * fwd);
-    wb_op_add(m->b, &k, 2 * fwd, in, n, "%s", wm_name(m, nm->flash, ".backward"));
+    wl_build_op_add(m->b, &k, 2 * fwd, in, n, "%s", wl_name(m, nm->flash, ".backward"));
     grads_out(m, src, grads);
     uint32_t dkv = WB_NO_TENSOR, prev[2] = {kv[0], kv[1]}, n_prev = n_kv;
     for (uint64_t step = 1; step < m->c; step++) {
@@ -143,17 +143,17 @@ void wm_cp_core_bwd(wm *m, const wm_saved *sv, uint32_t d_ctx, uint32_t grads[3]
             ex_in[1] = dkv;
         uint32_t n_ex = n_prev + (dkv != WB_NO_TENSOR);
         uint32_t dkv_in = WB_NO_TENSOR;
-        uint32_t cur = exchange(m, wm_name(m, nm->flash, ".backward.ring_exchange"), ex_in, n_ex,
+        uint32_t cur = exchange(m, wl_name(m, nm->flash, ".backward.ring_exchange"), ex_in, n_ex,
                                 dkv != WB_NO_TENSOR ? &dkv_in : NULL);
         uint32_t bin[7] = {src[0], cur, sv->ctx, sv->lse, d_ctx, grads[0], dkv_in};
-        wb_op_add(m->b, &k, 2 * fwd, bin, dkv_in != WB_NO_TENSOR ? 7 : 6, "%s",
-                  wm_name(m, nm->flash, ".backward.cp_step"));
-        wb_inplace(m->b, grads[0]);
+        wl_build_op_add(m->b, &k, 2 * fwd, bin, dkv_in != WB_NO_TENSOR ? 7 : 6, "%s",
+                        wl_name(m, nm->flash, ".backward.cp_step"));
+        wl_build_inplace(m->b, grads[0]);
         if (dkv_in != WB_NO_TENSOR) {
-            wb_inplace(m->b, dkv_in);
+            wl_build_inplace(m->b, dkv_in);
             dkv = dkv_in;
         } else {
-            dkv = wb_out(m->b, "grad_kv", kv_block(m), m->dt, MS_TK_TEMP);
+            dkv = wl_build_out(m->b, "grad_kv", kv_block(m), m->dt, MS_TK_TEMP);
         }
         prev[0] = cur;
         n_prev = 1;
@@ -168,7 +168,8 @@ void wm_cp_core_bwd(wm *m, const wm_saved *sv, uint32_t d_ctx, uint32_t grads[3]
     ms_kernel h = {.name = "ring_exchange", .cls = MS_KC_COMM, .dtype = m->dt, .bytes = 3 * block,
                    .comm = MS_COMM_ALLGATHER, .group_size = 2, .link = m->cp_link,
                    .comm_bytes = 2 * block, .peer = -1};
-    wb_op_add(m->b, &h, 0, hin, 1 + n_g, "%s", wm_name(m, nm->flash, ".backward.ring_return"));
+    wl_build_op_add(m->b, &h, 0, hin, 1 + n_g, "%s",
+                    wl_name(m, nm->flash, ".backward.ring_return"));
     for (uint32_t i = 0; i < n_g; i++)
-        wb_inplace(m->b, g[i]);
+        wl_build_inplace(m->b, g[i]);
 }

@@ -140,7 +140,7 @@ static void mg_from(const ms_scenario *sc, mg_args *x)
     x->f = md->ffn_hidden_size;
     x->moe = md->num_experts > 0;
     x->E = x->moe ? md->num_experts : 1;
-    x->fe = x->moe ? (double)wm_expert_ffn(md) : 0;
+    x->fe = x->moe ? (double)wl_expert_ffn(md) : 0;
     x->V = md->padded_vocab_size;
     x->L = md->num_layers;
     x->p = pc->pipeline_model_parallel_size;
@@ -224,7 +224,7 @@ ms_status ms_megatron_theoretical_memory(const ms_scenario *sc, ms_megatron_memo
         pc->pipeline_model_parallel_size <= 0 || pc->tensor_model_parallel_size <= 0 ||
         pc->micro_batch_size <= 0 || pc->num_micro_batches <= 0 ||
         pc->num_layers_per_virtual_pipeline_stage < 0 ||
-        (md->num_experts > 0 && wm_expert_ffn(md) == 0))
+        (md->num_experts > 0 && wl_expert_ffn(md) == 0))
         return MS_EINVAL;
     memset(out, 0, sizeof *out);
     mg_args x;

@@ -86,7 +86,7 @@ static ms_link_kind link_for(const ms_scenario *sc, int64_t span)
     return span <= sc->device.devices_per_node ? MS_LINK_INTRA_NODE : MS_LINK_INTER_NODE;
 }
 
-int wm_global_layer(const wm *m, int local)
+int wl_global_layer(const wm *m, int local)
 {
     int c = m->chunks - 1;
     while (c > 0 && local < m->chunk_local0[c])
@@ -94,7 +94,7 @@ int wm_global_layer(const wm *m, int local)
     return m->chunk_first[c] + (local - m->chunk_local0[c]);
 }
 
-ms_status wm_layout(wm *m, const ms_scenario *sc, int stage)
+ms_status wl_layout(wm *m, const ms_scenario *sc, int stage)
 {
     int chunks = 1;
     ms_status st = ms_scenario_chunks(sc, &chunks);
@@ -122,7 +122,7 @@ ms_status wm_layout(wm *m, const ms_scenario *sc, int stage)
     return MS_OK;
 }
 
-void wm_layout_release(wm *m)
+void wl_layout_release(wm *m)
 {
     free(m->chunk_first);
     free(m->chunk_count);
@@ -150,8 +150,8 @@ static void init_parallel(wm *m, const ms_scenario *sc, int stage)
     m->dp_link = link_for(sc, (int64_t)m->t * (int64_t)m->c * dp);
     m->stage = stage;
     m->n_stages = pc->pipeline_model_parallel_size;
-    m->link_prev = wm_stage_link(sc, stage, (stage + m->n_stages - 1) % m->n_stages);
-    m->link_next = wm_stage_link(sc, stage, (stage + 1) % m->n_stages);
+    m->link_prev = wl_stage_link(sc, stage, (stage + m->n_stages - 1) % m->n_stages);
+    m->link_next = wl_stage_link(sc, stage, (stage + 1) % m->n_stages);
     m->first = stage == 0;
     m->last = stage == m->n_stages - 1;
     m->micro_batches = pc->num_micro_batches;
@@ -187,10 +187,10 @@ static void init_shapes(wm *m, const ms_scenario *sc, int stage)
     m->bias = md->add_bias_linear;
     m->attn_drop = md->attention_dropout > 0;
     m->hidden_drop = md->hidden_dropout > 0;
-    wm_ffn_names_init(m, &m->ffn, m->llama ? "feed_forward." : "mlp.");
+    wl_ffn_names_init(m, &m->ffn, m->llama ? "feed_forward." : "mlp.");
     m->moe = md->num_experts > 0;
     if (m->moe)
-        wm_moe_shapes(m);
+        wl_moe_shapes(m);
 }
 
 /* ---- first stage: the embedding ------------------------------------------ */
@@ -203,20 +203,20 @@ static uint32_t embedding_fwd(wm *m, wm_ends *e)
      * partial embeddings are summed over TP. */
     ms_kernel k = {.name = "embedding", .cls = MS_KC_ELEMENTWISE, .dtype = m->dt,
                    .flops = 0, .bytes = 2.0 * (double)full, .peer = -1};
-    wb_op_add(m->b, &k, 0, &m->word.w, 1, "%s", nm->embed_op);
-    uint32_t x = wb_out(m->b, "out", full, m->dt, MS_TK_ACTIVATION);
+    wl_build_op_add(m->b, &k, 0, &m->word.w, 1, "%s", nm->embed_op);
+    uint32_t x = wl_build_out(m->b, "out", full, m->dt, MS_TK_ACTIVATION);
     if (!m->rope) {
-        wm_elementwise(m, nm->pos, "embedding_add", MS_KC_ELEMENTWISE, WM_IN(x, m->pos.w),
+        wl_elementwise(m, nm->pos, "embedding_add", MS_KC_ELEMENTWISE, WM_IN(x, m->pos.w),
                        (double)(m->rows * m->h), 1);
-        x = wb_out(m->b, "out", full, m->dt, MS_TK_ACTIVATION);
+        x = wl_build_out(m->b, "out", full, m->dt, MS_TK_ACTIVATION);
     }
-    x = wm_reduce_out(m, nm->embed, x);
+    x = wl_reduce_out(m, nm->embed, x);
     e->mask0 = WB_NO_TENSOR;
     if (m->hidden_drop) {
-        wm_elementwise(m, nm->embed_dropout, "dropout", MS_KC_ELEMENTWISE, WM_IN(x),
+        wl_elementwise(m, nm->embed_dropout, "dropout", MS_KC_ELEMENTWISE, WM_IN(x),
                        (double)(m->rows_act * m->h), 2);
-        e->mask0 = wb_out(m->b, "mask", m->rows_act * m->h, MS_DTYPE_INT8, MS_TK_ACTIVATION);
-        x = wb_out(m->b, "out", wm_act_bytes(m), m->dt, MS_TK_ACTIVATION);
+        e->mask0 = wl_build_out(m->b, "mask", m->rows_act * m->h, MS_DTYPE_INT8, MS_TK_ACTIVATION);
+        x = wl_build_out(m->b, "out", wl_act_bytes(m), m->dt, MS_TK_ACTIVATION);
     }
     return x;
 }
@@ -225,19 +225,19 @@ static void embedding_bwd(wm *m, const wm_ends *e, uint32_t d)
 {
     const wm_names *nm = &m->nm;
     if (e->mask0 != WB_NO_TENSOR)
-        d = wm_dropout_bwd(m, wm_name(m, nm->embed_dropout, ".backward"), d, e->mask0);
-    d = wm_gather_out_grad(m, nm->embed, d);
+        d = wl_dropout_bwd(m, wl_name(m, nm->embed_dropout, ".backward"), d, e->mask0);
+    d = wl_gather_out_grad(m, nm->embed, d);
     double n = (double)(m->rows * m->h);
     if (!m->rope) {
-        wm_elementwise(m, wm_name(m, nm->pos, ".backward"), "embedding_backward",
-                       MS_KC_ELEMENTWISE, WM_IN(d, m->pos.g), n, 1);
-        wb_inplace(m->b, m->pos.g);
+        wl_elementwise(m, wl_name(m, nm->pos, ".backward"), "embedding_backward", MS_KC_ELEMENTWISE,
+                       WM_IN(d, m->pos.g), n, 1);
+        wl_build_inplace(m->b, m->pos.g);
     }
     /* Scatter-add of the token rows into this rank's shard of the grad. */
     ms_kernel k = {.name = "embedding_backward", .cls = MS_KC_ELEMENTWISE, .dtype = m->dt,
                    .flops = n, .bytes = n * ((double)m->es + 8), .peer = -1};
-    wb_op_add(m->b, &k, 0, WM_IN(d, m->word.g), "%s", wm_name(m, nm->embed_op, ".backward"));
-    wb_inplace(m->b, m->word.g);
+    wl_build_op_add(m->b, &k, 0, WM_IN(d, m->word.g), "%s", wl_name(m, nm->embed_op, ".backward"));
+    wl_build_inplace(m->b, m->word.g);
 }
 
 /* ---- last stage: final norm, output layer, cross entropy ------------- */
@@ -247,18 +247,18 @@ static void head_fwd(wm *m, uint32_t x, wm_ends *e)
     const wm_names *nm = &m->nm;
     uint64_t vt = m->V / m->t;
     e->x_last = x;
-    e->fn = wm_norm(m, nm->final_norm_op, x, &m->final_norm);
-    uint32_t in = wm_gather_in(m, nm->head, e->fn);
-    uint32_t logits = wm_matmul(m, nm->head_op, in, &m->head, m->rows, vt, m->h);
+    e->fn = wl_norm(m, nm->final_norm_op, x, &m->final_norm);
+    uint32_t in = wl_gather_in(m, nm->head, e->fn);
+    uint32_t logits = wl_matmul(m, nm->head_op, in, &m->head, m->rows, vt, m->h);
     /* Megatron computes the loss on fp32 logits: the fp32 softmax is what
      * vocab_parallel_cross_entropy keeps for backward. */
-    wm_elementwise(m, nm->loss, "cross_entropy", MS_KC_ELEMENTWISE, WM_IN(logits),
+    wl_elementwise(m, nm->loss, "cross_entropy", MS_KC_ELEMENTWISE, WM_IN(logits),
                    (double)(m->rows * vt), 5);
-    e->softmax = wb_out(m->b, "softmax", m->rows * vt * 4, MS_DTYPE_FP32, MS_TK_ACTIVATION);
-    uint32_t loss = wb_out(m->b, "loss", m->rows * 4, MS_DTYPE_FP32, MS_TK_ACTIVATION);
+    e->softmax = wl_build_out(m->b, "softmax", m->rows * vt * 4, MS_DTYPE_FP32, MS_TK_ACTIVATION);
+    uint32_t loss = wl_build_out(m->b, "loss", m->rows * 4, MS_DTYPE_FP32, MS_TK_ACTIVATION);
     /* The max, the sum of exps and the target logit, each over TP. */
     if (m->t > 1)
-        wm_collective_inplace(m, wm_name(m, nm->loss, ".all_reduce"), MS_COMM_ALLREDUCE,
+        wl_collective_inplace(m, wl_name(m, nm->loss, ".all_reduce"), MS_COMM_ALLREDUCE,
                               m->tp_group, m->tp_link, &loss, 1, 3.0 * (double)(m->rows * 4));
 }
 
@@ -266,17 +266,16 @@ static uint32_t head_bwd(wm *m, const wm_ends *e)
 {
     const wm_names *nm = &m->nm;
     uint64_t vt = m->V / m->t;
-    wm_elementwise(m, wm_name(m, nm->loss, ".backward"), "cross_entropy_backward",
+    wl_elementwise(m, wl_name(m, nm->loss, ".backward"), "cross_entropy_backward",
                    MS_KC_ELEMENTWISE, WM_IN(e->softmax), (double)(m->rows * vt), 2);
-    uint32_t d_logits = wb_out(m->b, "grad_in", m->rows * vt * m->es, m->dt, MS_TK_TEMP);
-    uint32_t in = m->sp && m->t > 1
-                      ? wm_gather(m, wm_name(m, nm->head, ".backward.all_gather"), e->fn,
-                                  MS_TK_COMM_BUFFER)
-                      : e->fn;
-    uint32_t dx = wm_matmul_bwd(m, wm_name(m, nm->head_op, ".backward"), d_logits, in, &m->head,
+    uint32_t d_logits = wl_build_out(m->b, "grad_in", m->rows * vt * m->es, m->dt, MS_TK_TEMP);
+    uint32_t in = m->sp && m->t > 1 ? wl_gather(m, wl_name(m, nm->head, ".backward.all_gather"),
+                                                e->fn, MS_TK_COMM_BUFFER)
+                                    : e->fn;
+    uint32_t dx = wl_matmul_bwd(m, wl_name(m, nm->head_op, ".backward"), d_logits, in, &m->head,
                                 m->rows, vt, m->h, WB_NO_TENSOR);
-    dx = wm_reduce_in_grad(m, nm->head, dx);
-    return wm_norm_bwd(m, nm->final_norm_op, e->x_last, &m->final_norm, dx, WB_NO_TENSOR);
+    dx = wl_reduce_in_grad(m, nm->head, dx);
+    return wl_norm_bwd(m, nm->final_norm_op, e->x_last, &m->final_norm, dx, WB_NO_TENSOR);
 }
 
 /* ---- the step ---------------------------------------------------------- */
@@ -299,17 +298,17 @@ static void forward_unit(wm *m, const wm_step *st, wm_saved *sv, wm_ends *e)
     b->chunk = st->chunk;
     b->phase = MS_PHASE_FORWARD;
     b->layer = MS_NONE;
-    uint32_t x = embeds(m, st->chunk) ? embedding_fwd(m, e) : wm_p2p(m, false, true, WB_NO_TENSOR);
+    uint32_t x = embeds(m, st->chunk) ? embedding_fwd(m, e) : wl_p2p(m, false, true, WB_NO_TENSOR);
     for (int i = 0; i < m->chunk_count[st->chunk]; i++) {
         int local = m->chunk_local0[st->chunk] + i;
         b->layer = m->chunk_first[st->chunk] + i;
-        x = wm_layer_forward(m, local, x, &sv[i]);
+        x = wl_layer_forward(m, local, x, &sv[i]);
     }
     b->layer = MS_NONE;
     if (heads(m, st->chunk))
         head_fwd(m, x, e);
     else
-        wm_p2p(m, true, true, x);
+        wl_p2p(m, true, true, x);
 }
 
 static void backward_unit(wm *m, const wm_step *st, const wm_saved *sv, const wm_ends *e)
@@ -321,25 +320,25 @@ static void backward_unit(wm *m, const wm_step *st, const wm_saved *sv, const wm
     b->phase = MS_PHASE_BACKWARD;
     b->layer = MS_NONE;
     bool head = heads(m, st->chunk);
-    uint32_t d = head ? head_bwd(m, e) : wm_p2p(m, false, false, WB_NO_TENSOR);
+    uint32_t d = head ? head_bwd(m, e) : wl_p2p(m, false, false, WB_NO_TENSOR);
     if (final_mb && head) {
-        wm_grad_reduce(m, m->g_head);
-        wm_grad_reduce(m, m->g_final);
+        wl_grad_reduce(m, m->g_head);
+        wl_grad_reduce(m, m->g_final);
     }
     for (int i = m->chunk_count[st->chunk] - 1; i >= 0; i--) {
         int local = m->chunk_local0[st->chunk] + i;
         b->layer = m->chunk_first[st->chunk] + i;
-        d = wm_layer_backward(m, local, &sv[i], d);
+        d = wl_layer_backward(m, local, &sv[i], d);
         if (final_mb)
-            wm_layer_grad_reduce(m, local);
+            wl_layer_grad_reduce(m, local);
     }
     b->layer = MS_NONE;
     if (embeds(m, st->chunk)) {
         embedding_bwd(m, e, d);
         if (final_mb)
-            wm_grad_reduce(m, m->g_embed);
+            wl_grad_reduce(m, m->g_embed);
     } else {
-        wm_p2p(m, true, false, d);
+        wl_p2p(m, true, false, d);
     }
 }
 
@@ -385,7 +384,7 @@ static ms_status build_steps(wm *m)
         free(steps);
         return st;
     }
-    wm_schedule(m->n_stages, m->stage, m->micro_batches, m->chunks, steps);
+    wl_schedule(m->n_stages, m->stage, m->micro_batches, m->chunks, steps);
     for (size_t k = 0; k < 2 * units && m->b->err == MS_OK; k++) {
         size_t unit = (size_t)steps[k].micro_batch * (size_t)m->chunks + (size_t)steps[k].chunk;
         wm_saved *sv = u.sv + unit * (size_t)(m->max_lv > 0 ? m->max_lv : 1);
@@ -416,29 +415,29 @@ ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, m
         *out = NULL;
     if (sc == NULL || out == NULL)
         return ms_diag_set(d, MS_EINVAL, "ms_program_build: NULL argument");
-    ms_status st = wm_check_scenario(sc, stage, d);
+    ms_status st = wl_check_scenario(sc, stage, d);
     if (st != MS_OK)
         return st;
     wb b;
-    wb_init(&b);
+    wl_build_init(&b);
     wm m;
     memset(&m, 0, sizeof m);
     m.b = &b;
     init_shapes(&m, sc, stage);
-    st = wm_layout(&m, sc, stage);
+    st = wl_layout(&m, sc, stage);
     if (st == MS_OK) {
-        wb_reserve(&b, ops_estimate(&m));
-        st = wm_params_create(&m);
+        wl_build_reserve(&b, ops_estimate(&m));
+        st = wl_params_create(&m);
     }
     if (st == MS_OK)
         st = build_steps(&m);
     if (st == MS_OK) {
-        wm_optimizer(&m);
-        st = wb_finish(&b, stage, out);
+        wl_optimizer(&m);
+        st = wl_build_finish(&b, stage, out);
     }
-    wm_params_release(&m);
-    wm_layout_release(&m);
-    wb_release(&b);
+    wl_params_release(&m);
+    wl_layout_release(&m);
+    wl_build_release(&b);
     if (st != MS_OK)
         return ms_diag_set(d, st, "workload: building the step program of stage %d failed: %s",
                            stage, ms_strerror(st));

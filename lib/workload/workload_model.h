@@ -145,68 +145,67 @@ typedef struct wm {
 } wm;
 
 /* The global layer number of local layer `local` (chunk-major). */
-int wm_global_layer(const wm *m, int local);
+int wl_global_layer(const wm *m, int local);
 /* The layers of each chunk of the stage (ms_scenario_chunk_layers); frees
- * with wm_layout_release. */
-ms_status wm_layout(wm *m, const ms_scenario *sc, int stage);
-void wm_layout_release(wm *m);
+ * with wl_layout_release. */
+ms_status wl_layout(wm *m, const ms_scenario *sc, int stage);
+void wl_layout_release(wm *m);
 
 /* An op's input list written inline: WM_IN(a, b) -> array, count. */
 #define WM_IN(...) ((const uint32_t[]){__VA_ARGS__}), \
                    (uint32_t)(sizeof((const uint32_t[]){__VA_ARGS__}) / sizeof(uint32_t))
 
 /* workload_ops.c: op emission in the model's terms. */
-const char *wm_name(wm *m, const char *module, const char *suffix);
-uint32_t wm_matmul(wm *m, const char *name, uint32_t x, const wm_param *w, uint64_t M, uint64_t N,
+const char *wl_name(wm *m, const char *module, const char *suffix);
+uint32_t wl_matmul(wm *m, const char *name, uint32_t x, const wm_param *w, uint64_t M, uint64_t N,
                    uint64_t K);
-uint32_t wm_matmul_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, const wm_param *w,
+uint32_t wl_matmul_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, const wm_param *w,
                        uint64_t M, uint64_t N, uint64_t K, uint32_t acc);
-uint32_t wm_elementwise(wm *m, const char *name, const char *kname, ms_kernel_class cls,
+uint32_t wl_elementwise(wm *m, const char *name, const char *kname, ms_kernel_class cls,
                         const uint32_t *in, uint32_t n_in, double elems, double flops_per_elem);
-uint32_t wm_collective(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
+uint32_t wl_collective(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
                        uint32_t in, uint64_t out_bytes, ms_tensor_kind out_kind);
-void wm_collective_inplace(wm *m, const char *name, ms_comm_kind kind, int group,
-                           ms_link_kind link, const uint32_t *ts, uint32_t n, double comm_bytes);
-uint64_t wm_bytes(const wm *m, uint32_t t);
-uint64_t wm_act_bytes(const wm *m); /* one [rows_act x h] activation */
-uint32_t wm_norm(wm *m, const char *op, uint32_t x, const wm_param *w);
-uint32_t wm_norm_bwd(wm *m, const char *op, uint32_t x, const wm_param *w, uint32_t dy,
+void wl_collective_inplace(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
+                           const uint32_t *ts, uint32_t n, double comm_bytes);
+uint64_t wl_bytes(const wm *m, uint32_t t);
+uint64_t wl_act_bytes(const wm *m); /* one [rows_act x h] activation */
+uint32_t wl_norm(wm *m, const char *op, uint32_t x, const wm_param *w);
+uint32_t wl_norm_bwd(wm *m, const char *op, uint32_t x, const wm_param *w, uint32_t dy,
                      uint32_t d_residual);
-uint32_t wm_dropout_bwd(wm *m, const char *name, uint32_t dy, uint32_t mask);
+uint32_t wl_dropout_bwd(wm *m, const char *name, uint32_t dy, uint32_t mask);
 /* Tensor parallelism around column- and row-parallel blocks (see
  * workload_ops.c); each is the identity where it does not apply. */
-uint32_t wm_gather(wm *m, const char *name, uint32_t x, ms_tensor_kind kind);
-uint32_t wm_gather_in(wm *m, const char *module, uint32_t x);
-uint32_t wm_reduce_in_grad(wm *m, const char *module, uint32_t dx);
-uint32_t wm_reduce_out(wm *m, const char *module, uint32_t y);
-uint32_t wm_gather_out_grad(wm *m, const char *module, uint32_t dy);
+uint32_t wl_gather(wm *m, const char *name, uint32_t x, ms_tensor_kind kind);
+uint32_t wl_gather_in(wm *m, const char *module, uint32_t x);
+uint32_t wl_reduce_in_grad(wm *m, const char *module, uint32_t dx);
+uint32_t wl_reduce_out(wm *m, const char *module, uint32_t y);
+uint32_t wl_gather_out_grad(wm *m, const char *module, uint32_t dy);
 
 /* workload_layer.c */
-uint32_t wm_layer_forward(wm *m, int local, uint32_t x, wm_saved *sv);
-uint32_t wm_layer_backward(wm *m, int local, const wm_saved *sv, uint32_t d_out);
-uint32_t wm_residual_fwd(wm *m, const char *op, uint32_t branch, uint32_t x, uint32_t *mask);
-uint32_t wm_residual_bwd(wm *m, const char *op, uint32_t dy, uint32_t mask);
+uint32_t wl_layer_forward(wm *m, int local, uint32_t x, wm_saved *sv);
+uint32_t wl_layer_backward(wm *m, int local, const wm_saved *sv, uint32_t d_out);
+uint32_t wl_residual_fwd(wm *m, const char *op, uint32_t branch, uint32_t x, uint32_t *mask);
+uint32_t wl_residual_bwd(wm *m, const char *op, uint32_t dy, uint32_t mask);
 /* MLP pieces shared by the dense MLP and the experts: names under a module
  * prefix ("feed_forward.", "mlp.experts.local_experts.3."), the activation
  * (a recompute segment) and its backward, over rows x width. */
-void wm_ffn_names_init(const wm *m, wm_ffn_names *fn, const char *prefix);
-void wm_ffn_act_fwd(wm *m, const wm_ffn_names *fn, uint64_t rows, uint64_t width,
-                    wm_ffn_saved *fs);
-void wm_ffn_act_bwd(wm *m, const wm_ffn_names *fn, uint64_t rows, uint64_t width,
+void wl_ffn_names_init(const wm *m, wm_ffn_names *fn, const char *prefix);
+void wl_ffn_act_fwd(wm *m, const wm_ffn_names *fn, uint64_t rows, uint64_t width, wm_ffn_saved *fs);
+void wl_ffn_act_bwd(wm *m, const wm_ffn_names *fn, uint64_t rows, uint64_t width,
                     const wm_ffn_saved *fs, uint32_t d_act, uint32_t *d_fc1, uint32_t *d_fc3);
 
 /* workload_cp.c: ring attention over the context-parallel group (flash
  * attention on K/V blocks passed around the ring). */
-void wm_cp_core_fwd(wm *m, wm_saved *sv);
+void wl_cp_core_fwd(wm *m, wm_saved *sv);
 /* Fills grads[0..2] (of sv->q, k, v; shared sources share one grad). */
-void wm_cp_core_bwd(wm *m, const wm_saved *sv, uint32_t d_ctx, uint32_t grads[3]);
+void wl_cp_core_bwd(wm *m, const wm_saved *sv, uint32_t d_ctx, uint32_t grads[3]);
 
 /* workload_moe.c: the MoE MLP after the second norm (router, top-k,
  * all-to-all dispatch, experts, combine); returns its [rows_act x h]
  * output, and the grad of its input. */
-uint32_t wm_moe_fwd(wm *m, const wm_layer_params *p, wm_saved *sv);
-uint32_t wm_moe_bwd(wm *m, const wm_layer_params *p, const wm_saved *sv, uint32_t d_y);
-void wm_moe_shapes(wm *m);
+uint32_t wl_moe_fwd(wm *m, const wm_layer_params *p, wm_saved *sv);
+uint32_t wl_moe_bwd(wm *m, const wm_layer_params *p, const wm_saved *sv, uint32_t d_y);
+void wl_moe_shapes(wm *m);
 
 /* workload_pipeline.c: the stage's schedule and the p2p between stages. */
 typedef struct wm_step {
@@ -215,23 +214,23 @@ typedef struct wm_step {
 } wm_step;
 /* The stage's 2 x m x v steps in Megatron's order (1F1B, or interleaved
  * when v > 1). */
-void wm_schedule(int p, int stage, int m, int v, wm_step *out);
-ms_link_kind wm_stage_link(const ms_scenario *sc, int a, int b);
+void wl_schedule(int p, int stage, int m, int v, wm_step *out);
+ms_link_kind wl_stage_link(const ms_scenario *sc, int a, int b);
 /* Receive (returns the new tensor) or send t for the current micro-batch
  * and chunk; forward: activations, else grads. */
-uint32_t wm_p2p(wm *m, bool send, bool forward, uint32_t t);
+uint32_t wl_p2p(wm *m, bool send, bool forward, uint32_t t);
 
 /* workload_check.c: the scenario's sizes, checked before building (bad
  * input gets an error naming the field and the constraint). */
-ms_status wm_check_scenario(const ms_scenario *sc, int stage, ms_diag *d);
+ms_status wl_check_scenario(const ms_scenario *sc, int stage, ms_diag *d);
 
 /* workload_optimizer.c */
-ms_status wm_params_create(wm *m);
-void wm_params_release(wm *m);
-void wm_grad_reduce(wm *m, int group);
+ms_status wl_params_create(wm *m);
+void wl_params_release(wm *m);
+void wl_grad_reduce(wm *m, int group);
 /* The grad collectives of local layer `local` (its dense group and its experts). */
-void wm_layer_grad_reduce(wm *m, int local);
-void wm_optimizer(wm *m);
+void wl_layer_grad_reduce(wm *m, int local);
+void wl_optimizer(wm *m);
 
 /* model_math.c: parameter counts of the whole (unsharded) model. */
 typedef struct wm_counts {
@@ -245,8 +244,8 @@ typedef struct wm_counts {
     uint64_t layer_active; /* what one token uses: the router and top-k experts */
     uint64_t word, pos, head;
 } wm_counts;
-void wm_count(const ms_model_config *m, wm_counts *c);
+void wl_count(const ms_model_config *m, wm_counts *c);
 /* The expert MLP width: moe_ffn_hidden_size, or ffn_hidden_size if 0. */
-uint64_t wm_expert_ffn(const ms_model_config *m);
+uint64_t wl_expert_ffn(const ms_model_config *m);
 
 #endif

@@ -30,13 +30,13 @@
 #include <math.h>
 #include <string.h>
 
-void wm_moe_shapes(wm *m)
+void wl_moe_shapes(wm *m)
 {
     const ms_model_config *md = &m->sc->model;
     const ms_parallel_config *pc = &m->sc->parallel;
     m->E = (uint64_t)md->num_experts;
     m->topk = (uint64_t)md->moe_router_topk;
-    m->fe = wm_expert_ffn(md);
+    m->fe = wl_expert_ffn(md);
     m->ep = (uint64_t)(pc->expert_model_parallel_size > 0 ? pc->expert_model_parallel_size : 1);
     m->n_local = m->E / m->ep;
     m->moe_tokens = m->rows_act;
@@ -67,8 +67,8 @@ static const char *prefix(const wm *m)
 /* "layers.N.<prefix><what><suffix>" */
 static const char *moe_name(wm *m, const char *what, const char *suffix)
 {
-    return wb_name_join(m->name, sizeof m->name, m->b->layer, prefix(m), what, suffix,
-                        (char *)NULL);
+    return wl_build_name_join(m->name, sizeof m->name, m->b->layer, prefix(m), what, suffix,
+                              (char *)NULL);
 }
 
 static void expert_names(const wm *m, int e, wm_ffn_names *fn)
@@ -78,10 +78,10 @@ static void expert_names(const wm *m, int e, wm_ffn_names *fn)
     char pre[64];
     size_t n = strlen(experts);
     memcpy(pre, experts, n);
-    n += wb_put_int(pre + n, e);
+    n += wl_build_put_int(pre + n, e);
     pre[n++] = '.';
     pre[n] = '\0';
-    wm_ffn_names_init(m, fn, pre);
+    wl_ffn_names_init(m, fn, pre);
 }
 
 /* Rows of local expert e: the received rows split as evenly as they go
@@ -117,8 +117,8 @@ static uint32_t expert_mm(wm *m, const char *name, uint32_t x, const wm_param *w
 {
     double bytes = (double)(M * K + K * N + M * N) * es(m);
     ms_kernel k = mm_kernel(m, "matmul", 1, M, N, K, bytes);
-    wb_op_add(m->b, &k, k.flops * m->moe_useful, WM_IN(x, w->w), "%s", name);
-    return wb_out(m->b, "out", M * N * m->es, m->dt, MS_TK_ACTIVATION);
+    wl_build_op_add(m->b, &k, k.flops * m->moe_useful, WM_IN(x, w->w), "%s", name);
+    return wl_build_out(m->b, "out", M * N * m->es, m->dt, MS_TK_ACTIVATION);
 }
 
 /* The expert's fc2 writes its rows of the shared output buffer (the first
@@ -130,11 +130,11 @@ static uint32_t expert_mm_out(wm *m, const char *name, uint32_t x, const wm_para
     ms_kernel k = mm_kernel(m, "matmul", 1, M, N, K, bytes);
     double mf = k.flops * m->moe_useful;
     if (out == WB_NO_TENSOR) {
-        wb_op_add(m->b, &k, mf, WM_IN(x, w->w), "%s", name);
-        return wb_out(m->b, "out", m->moe_rows * m->h * m->es, m->dt, MS_TK_ACTIVATION);
+        wl_build_op_add(m->b, &k, mf, WM_IN(x, w->w), "%s", name);
+        return wl_build_out(m->b, "out", m->moe_rows * m->h * m->es, m->dt, MS_TK_ACTIVATION);
     }
-    wb_op_add(m->b, &k, mf, WM_IN(x, w->w, out), "%s", name);
-    wb_inplace(m->b, out);
+    wl_build_op_add(m->b, &k, mf, WM_IN(x, w->w, out), "%s", name);
+    wl_build_inplace(m->b, out);
     return out;
 }
 
@@ -148,15 +148,15 @@ static uint32_t expert_mm_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, 
     ms_kernel k = mm_kernel(m, "matmul_backward", 2, M, N, K, bytes);
     double mf = k.flops * m->moe_useful;
     if (acc != WB_NO_TENSOR) {
-        wb_op_add(m->b, &k, mf, WM_IN(dy, x, w->w, w->g, acc), "%s", name);
-        wb_inplace(m->b, w->g);
-        wb_inplace(m->b, acc);
+        wl_build_op_add(m->b, &k, mf, WM_IN(dy, x, w->w, w->g, acc), "%s", name);
+        wl_build_inplace(m->b, w->g);
+        wl_build_inplace(m->b, acc);
         return acc;
     }
-    wb_op_add(m->b, &k, mf, WM_IN(dy, x, w->w, w->g), "%s", name);
-    wb_inplace(m->b, w->g);
+    wl_build_op_add(m->b, &k, mf, WM_IN(dy, x, w->w, w->g), "%s", name);
+    wl_build_inplace(m->b, w->g);
     uint64_t rows = shared ? m->moe_rows : M;
-    return wb_out(m->b, "grad_in", rows * K * m->es, m->dt, MS_TK_TEMP);
+    return wl_build_out(m->b, "grad_in", rows * K * m->es, m->dt, MS_TK_TEMP);
 }
 
 /* A collective over `group` ranks from one buffer to a new one. */
@@ -166,10 +166,10 @@ static uint32_t moe_comm(wm *m, const char *name, ms_comm_kind kind, int group, 
     ms_kernel k = {.name = kind == MS_COMM_ALLTOALL ? "all_to_all"
                            : kind == MS_COMM_ALLGATHER ? "all_gather" : "reduce_scatter",
                    .cls = MS_KC_COMM, .dtype = m->dt, .bytes = -1, .comm = kind,
-                   .group_size = group, .link = link, .comm_bytes = (double)wm_bytes(m, in),
+                   .group_size = group, .link = link, .comm_bytes = (double)wl_bytes(m, in),
                    .peer = -1};
-    wb_op_add(m->b, &k, 0, &in, 1, "%s", name);
-    return wb_out(m->b, "out", out_bytes, m->dt, out_kind);
+    wl_build_op_add(m->b, &k, 0, &in, 1, "%s", name);
+    return wl_build_out(m->b, "out", out_bytes, m->dt, out_kind);
 }
 
 static uint64_t ep_bytes(const wm *m)
@@ -182,15 +182,15 @@ static uint64_t ep_bytes(const wm *m)
 static uint32_t dispatch_fwd(wm *m, const wm_layer_params *p, wm_saved *sv)
 {
     uint64_t T = m->moe_tokens;
-    uint32_t logits = wm_matmul(m, moe_name(m, "router", m->llama ? ".matmul" : ""), sv->n2,
+    uint32_t logits = wl_matmul(m, moe_name(m, "router", m->llama ? ".matmul" : ""), sv->n2,
                                 &p->router, T, m->E, m->h);
-    wm_elementwise(m, moe_name(m, "router.topk", ""), "topk_softmax", MS_KC_ELEMENTWISE,
+    wl_elementwise(m, moe_name(m, "router.topk", ""), "topk_softmax", MS_KC_ELEMENTWISE,
                    WM_IN(logits), (double)(T * m->E), 6);
-    sv->rprobs = wb_out(m->b, "probs", T * m->E * 4, MS_DTYPE_FP32, MS_TK_ACTIVATION);
-    sv->rmap = wb_out(m->b, "routing_map", T * m->E, MS_DTYPE_INT8, MS_TK_ACTIVATION);
-    wm_elementwise(m, moe_name(m, "token_dispatcher.permute", ""), "permute", MS_KC_ELEMENTWISE,
+    sv->rprobs = wl_build_out(m->b, "probs", T * m->E * 4, MS_DTYPE_FP32, MS_TK_ACTIVATION);
+    sv->rmap = wl_build_out(m->b, "routing_map", T * m->E, MS_DTYPE_INT8, MS_TK_ACTIVATION);
+    wl_elementwise(m, moe_name(m, "token_dispatcher.permute", ""), "permute", MS_KC_ELEMENTWISE,
                    WM_IN(sv->n2, sv->rmap), (double)(m->moe_rows_ep * m->h), 1);
-    uint32_t x = wb_out(m->b, "out", ep_bytes(m), m->dt, MS_TK_ACTIVATION);
+    uint32_t x = wl_build_out(m->b, "out", ep_bytes(m), m->dt, MS_TK_ACTIVATION);
     if (m->ep > 1)
         x = moe_comm(m, moe_name(m, "token_dispatcher.dispatch.all_to_all", ""), MS_COMM_ALLTOALL,
                      m->ep_group, m->ep_link, x, ep_bytes(m), MS_TK_ACTIVATION);
@@ -210,14 +210,14 @@ static uint32_t expert_fwd(wm *m, int e, const wm_expert_params *ep, wm_saved *s
     uint64_t up = m->swiglu && !m->llama ? 2 * w : w;
     fs->fc3 = WB_NO_TENSOR;
     fs->so = WB_NO_TENSOR;
-    fs->fc1 = expert_mm(m, wm_name(m, fn.fc1_op, ""), sv->xin, &ep->fc1, R, up, m->h);
+    fs->fc1 = expert_mm(m, wl_name(m, fn.fc1_op, ""), sv->xin, &ep->fc1, R, up, m->h);
     if (m->llama && m->swiglu)
-        fs->fc3 = expert_mm(m, wm_name(m, fn.fc3_op, ""), sv->xin, &ep->fc3, R, w, m->h);
-    wm_ffn_act_fwd(m, &fn, R, w, fs);
-    return expert_mm_out(m, wm_name(m, fn.fc2_op, ""), fs->act, &ep->fc2, R, m->h, w, yout);
+        fs->fc3 = expert_mm(m, wl_name(m, fn.fc3_op, ""), sv->xin, &ep->fc3, R, w, m->h);
+    wl_ffn_act_fwd(m, &fn, R, w, fs);
+    return expert_mm_out(m, wl_name(m, fn.fc2_op, ""), fs->act, &ep->fc2, R, m->h, w, yout);
 }
 
-uint32_t wm_moe_fwd(wm *m, const wm_layer_params *p, wm_saved *sv)
+uint32_t wl_moe_fwd(wm *m, const wm_layer_params *p, wm_saved *sv)
 {
     sv->xin = dispatch_fwd(m, p, sv);
     uint32_t y = WB_NO_TENSOR;
@@ -232,10 +232,9 @@ uint32_t wm_moe_fwd(wm *m, const wm_layer_params *p, wm_saved *sv)
                      m->ep_group, m->ep_link, y, ep_bytes(m), MS_TK_ACTIVATION);
     /* Kept for backward: the probabilities' grad is the expert output. */
     sv->comb = y;
-    wm_elementwise(m, moe_name(m, "token_dispatcher.unpermute", ""), "unpermute",
-                   MS_KC_ELEMENTWISE, WM_IN(sv->comb, sv->rprobs, sv->rmap),
-                   (double)(m->moe_rows_ep * m->h), 2);
-    return wb_out(m->b, "out", wm_act_bytes(m), m->dt, MS_TK_ACTIVATION);
+    wl_elementwise(m, moe_name(m, "token_dispatcher.unpermute", ""), "unpermute", MS_KC_ELEMENTWISE,
+                   WM_IN(sv->comb, sv->rprobs, sv->rmap), (double)(m->moe_rows_ep * m->h), 2);
+    return wl_build_out(m->b, "out", wl_act_bytes(m), m->dt, MS_TK_ACTIVATION);
 }
 
 static uint32_t expert_bwd(wm *m, int e, const wm_expert_params *ep, const wm_saved *sv,
@@ -246,25 +245,25 @@ static uint32_t expert_bwd(wm *m, int e, const wm_expert_params *ep, const wm_sa
     const wm_ffn_saved *fs = &sv->ex[e];
     uint64_t R = expert_rows(m, e), w = m->fe / m->t;
     uint64_t up = m->swiglu && !m->llama ? 2 * w : w;
-    uint32_t d_act = expert_mm_bwd(m, wm_name(m, fn.fc2_op, ".backward"), g, fs->act, &ep->fc2,
-                                   R, m->h, w, WB_NO_TENSOR, false);
+    uint32_t d_act = expert_mm_bwd(m, wl_name(m, fn.fc2_op, ".backward"), g, fs->act, &ep->fc2, R,
+                                   m->h, w, WB_NO_TENSOR, false);
     uint32_t d_fc1, d_fc3;
-    wm_ffn_act_bwd(m, &fn, R, w, fs, d_act, &d_fc1, &d_fc3);
+    wl_ffn_act_bwd(m, &fn, R, w, fs, d_act, &d_fc1, &d_fc3);
     if (d_fc3 != WB_NO_TENSOR)
-        d_xin = expert_mm_bwd(m, wm_name(m, fn.fc3_op, ".backward"), d_fc3, sv->xin, &ep->fc3, R,
-                              w, m->h, d_xin, true);
-    return expert_mm_bwd(m, wm_name(m, fn.fc1_op, ".backward"), d_fc1, sv->xin, &ep->fc1, R, up,
+        d_xin = expert_mm_bwd(m, wl_name(m, fn.fc3_op, ".backward"), d_fc3, sv->xin, &ep->fc3, R, w,
+                              m->h, d_xin, true);
+    return expert_mm_bwd(m, wl_name(m, fn.fc1_op, ".backward"), d_fc1, sv->xin, &ep->fc1, R, up,
                          m->h, d_xin, true);
 }
 
-uint32_t wm_moe_bwd(wm *m, const wm_layer_params *p, const wm_saved *sv, uint32_t d_y)
+uint32_t wl_moe_bwd(wm *m, const wm_layer_params *p, const wm_saved *sv, uint32_t d_y)
 {
     uint64_t T = m->moe_tokens;
-    wm_elementwise(m, moe_name(m, "token_dispatcher.unpermute", ".backward"),
-                   "unpermute_backward", MS_KC_ELEMENTWISE,
-                   WM_IN(d_y, sv->comb, sv->rprobs, sv->rmap), (double)(m->moe_rows_ep * m->h), 3);
-    uint32_t g = wb_out(m->b, "grad_in", ep_bytes(m), m->dt, MS_TK_TEMP);
-    uint32_t d_probs = wb_out(m->b, "grad_probs", T * m->E * 4, MS_DTYPE_FP32, MS_TK_TEMP);
+    wl_elementwise(m, moe_name(m, "token_dispatcher.unpermute", ".backward"), "unpermute_backward",
+                   MS_KC_ELEMENTWISE, WM_IN(d_y, sv->comb, sv->rprobs, sv->rmap),
+                   (double)(m->moe_rows_ep * m->h), 3);
+    uint32_t g = wl_build_out(m->b, "grad_in", ep_bytes(m), m->dt, MS_TK_TEMP);
+    uint32_t d_probs = wl_build_out(m->b, "grad_probs", T * m->E * 4, MS_DTYPE_FP32, MS_TK_TEMP);
     if (m->ep > 1)
         g = moe_comm(m, moe_name(m, "token_dispatcher.combine.all_to_all", ".backward"),
                      MS_COMM_ALLTOALL, m->ep_group, m->ep_link, g, ep_bytes(m), MS_TK_TEMP);
@@ -283,13 +282,13 @@ uint32_t wm_moe_bwd(wm *m, const wm_layer_params *p, const wm_saved *sv, uint32_
         dx = moe_comm(m, moe_name(m, "token_dispatcher.dispatch.all_to_all", ".backward"),
                       MS_COMM_ALLTOALL, m->ep_group, m->ep_link, dx, ep_bytes(m), MS_TK_TEMP);
     /* Scatter-add of the routed rows' grads back to their tokens. */
-    wm_elementwise(m, moe_name(m, "token_dispatcher.permute", ".backward"), "permute_backward",
+    wl_elementwise(m, moe_name(m, "token_dispatcher.permute", ".backward"), "permute_backward",
                    MS_KC_ELEMENTWISE, WM_IN(dx, sv->rmap), (double)(m->moe_rows_ep * m->h), 1);
-    uint32_t d_n2 = wb_out(m->b, "grad_in", wm_act_bytes(m), m->dt, MS_TK_TEMP);
-    wm_elementwise(m, moe_name(m, "router.topk", ".backward"), "topk_softmax_backward",
+    uint32_t d_n2 = wl_build_out(m->b, "grad_in", wl_act_bytes(m), m->dt, MS_TK_TEMP);
+    wl_elementwise(m, moe_name(m, "router.topk", ".backward"), "topk_softmax_backward",
                    MS_KC_ELEMENTWISE, WM_IN(d_probs, sv->rprobs), (double)(T * m->E), 4);
-    uint32_t d_logits = wb_out(m->b, "grad_in", T * m->E * m->es, m->dt, MS_TK_TEMP);
+    uint32_t d_logits = wl_build_out(m->b, "grad_in", T * m->E * m->es, m->dt, MS_TK_TEMP);
     /* The router's input grad adds into the token grads. */
-    return wm_matmul_bwd(m, moe_name(m, "router", m->llama ? ".matmul.backward" : ".backward"),
+    return wl_matmul_bwd(m, moe_name(m, "router", m->llama ? ".matmul.backward" : ".backward"),
                          d_logits, sv->n2, &p->router, T, m->E, m->h, d_n2);
 }

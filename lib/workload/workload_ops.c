@@ -5,12 +5,12 @@
 #include "workload_model.h"
 
 /* Joined, not formatted: every op of a layer is named here. */
-const char *wm_name(wm *m, const char *module, const char *suffix)
+const char *wl_name(wm *m, const char *module, const char *suffix)
 {
-    return wb_name_join(m->name, sizeof m->name, m->b->layer, module, suffix, (char *)NULL);
+    return wl_build_name_join(m->name, sizeof m->name, m->b->layer, module, suffix, (char *)NULL);
 }
 
-uint64_t wm_bytes(const wm *m, uint32_t t)
+uint64_t wl_bytes(const wm *m, uint32_t t)
 {
     return m->b->err == MS_OK && t < m->b->n_tensors ? m->b->tensors[t].bytes : 0;
 }
@@ -22,7 +22,7 @@ static ms_kernel kernel(const char *kname, ms_kernel_class cls, ms_dtype dt, dou
 }
 
 /* y[M x N] = x[M x K] . w[K x N] */
-uint32_t wm_matmul(wm *m, const char *name, uint32_t x, const wm_param *w, uint64_t M, uint64_t N,
+uint32_t wl_matmul(wm *m, const char *name, uint32_t x, const wm_param *w, uint64_t M, uint64_t N,
                    uint64_t K)
 {
     double flops = 2.0 * (double)M * (double)N * (double)K;
@@ -32,15 +32,15 @@ uint32_t wm_matmul(wm *m, const char *name, uint32_t x, const wm_param *w, uint6
     k.shape[2] = (int64_t)K;
     k.shape[3] = 1;
     uint32_t in[2] = {x, w->w};
-    wb_op_add(m->b, &k, flops, in, 2, "%s", name);
-    return wb_out(m->b, "out", M * N * m->es, m->dt, MS_TK_ACTIVATION);
+    wl_build_op_add(m->b, &k, flops, in, 2, "%s", name);
+    return wl_build_out(m->b, "out", M * N * m->es, m->dt, MS_TK_ACTIVATION);
 }
 
 /* dX = dY . w^T and dW += X^T . dY: twice the forward FLOPs in one op, the
  * weight grad accumulated straight into the fp32 main grad (Megatron's
  * gradient_accumulation_fusion).  acc != WB_NO_TENSOR: dX is added into acc
  * (the other projections of the same input) instead of a new tensor. */
-uint32_t wm_matmul_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, const wm_param *w,
+uint32_t wl_matmul_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, const wm_param *w,
                        uint64_t M, uint64_t N, uint64_t K, uint32_t acc)
 {
     double flops = 4.0 * (double)M * (double)N * (double)K;
@@ -50,20 +50,20 @@ uint32_t wm_matmul_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, const w
     k.shape[2] = (int64_t)K;
     k.shape[3] = 1;
     uint32_t in[5] = {dy, x, w->w, w->g, acc};
-    wb_op_add(m->b, &k, flops, in, acc == WB_NO_TENSOR ? 4 : 5, "%s", name);
-    wb_inplace(m->b, w->g);
+    wl_build_op_add(m->b, &k, flops, in, acc == WB_NO_TENSOR ? 4 : 5, "%s", name);
+    wl_build_inplace(m->b, w->g);
     if (acc != WB_NO_TENSOR) {
-        wb_inplace(m->b, acc);
+        wl_build_inplace(m->b, acc);
         return acc;
     }
-    return wb_out(m->b, "grad_in", M * K * m->es, m->dt, MS_TK_TEMP);
+    return wl_build_out(m->b, "grad_in", M * K * m->es, m->dt, MS_TK_TEMP);
 }
 
-uint32_t wm_elementwise(wm *m, const char *name, const char *kname, ms_kernel_class cls,
+uint32_t wl_elementwise(wm *m, const char *name, const char *kname, ms_kernel_class cls,
                         const uint32_t *in, uint32_t n_in, double elems, double flops_per_elem)
 {
     ms_kernel k = kernel(kname, cls, m->dt, elems * flops_per_elem);
-    return wb_op_add(m->b, &k, 0, in, n_in, "%s", name);
+    return wl_build_op_add(m->b, &k, 0, in, n_in, "%s", name);
 }
 
 static ms_kernel comm_kernel(const char *kname, ms_comm_kind kind, int group, ms_link_kind link,
@@ -97,64 +97,63 @@ static const char *comm_kname(ms_comm_kind kind)
 
 /* A collective with a new output (all-gather, reduce-scatter); comm_bytes
  * is what this rank contributes, i.e. its input buffer. */
-uint32_t wm_collective(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
+uint32_t wl_collective(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
                        uint32_t in, uint64_t out_bytes, ms_tensor_kind out_kind)
 {
-    ms_kernel k = comm_kernel(comm_kname(kind), kind, group, link, m->dt,
-                              (double)wm_bytes(m, in));
-    wb_op_add(m->b, &k, 0, &in, 1, "%s", name);
-    return wb_out(m->b, "out", out_bytes, m->dt, out_kind);
+    ms_kernel k = comm_kernel(comm_kname(kind), kind, group, link, m->dt, (double)wl_bytes(m, in));
+    wl_build_op_add(m->b, &k, 0, &in, 1, "%s", name);
+    return wl_build_out(m->b, "out", out_bytes, m->dt, out_kind);
 }
 
 /* A collective that rewrites its buffers in place (NCCL/HCCL all-reduce,
  * the DP grad reduce-scatter and the parameter all-gather of the
  * distributed optimizer, which work on views of one contiguous buffer). */
-void wm_collective_inplace(wm *m, const char *name, ms_comm_kind kind, int group,
-                           ms_link_kind link, const uint32_t *ts, uint32_t n, double comm_bytes)
+void wl_collective_inplace(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
+                           const uint32_t *ts, uint32_t n, double comm_bytes)
 {
     if (m->b->err != MS_OK)
         return;
     ms_kernel k = comm_kernel(comm_kname(kind), kind, group, link,
                               n ? m->b->tensors[ts[0]].dtype : m->dt, comm_bytes);
-    wb_op_add(m->b, &k, 0, ts, n, "%s", name);
+    wl_build_op_add(m->b, &k, 0, ts, n, "%s", name);
     for (uint32_t i = 0; i < n; i++)
-        wb_inplace(m->b, ts[i]);
+        wl_build_inplace(m->b, ts[i]);
 }
 
-uint64_t wm_act_bytes(const wm *m)
+uint64_t wl_act_bytes(const wm *m)
 {
     return m->rows_act * m->h * m->es;
 }
 
-uint32_t wm_norm(wm *m, const char *op, uint32_t x, const wm_param *w)
+uint32_t wl_norm(wm *m, const char *op, uint32_t x, const wm_param *w)
 {
-    wm_elementwise(m, wm_name(m, op, ""), m->rms ? "rms_norm" : "layer_norm", MS_KC_NORM,
+    wl_elementwise(m, wl_name(m, op, ""), m->rms ? "rms_norm" : "layer_norm", MS_KC_NORM,
                    WM_IN(x, w->w), (double)(m->rows_act * m->h), m->rms ? 4 : 8);
-    return wb_out(m->b, "out", wm_act_bytes(m), m->dt, MS_TK_ACTIVATION);
+    return wl_build_out(m->b, "out", wl_act_bytes(m), m->dt, MS_TK_ACTIVATION);
 }
 
 /* The norm's input grad; with a residual grad (pre-norm layers) the sum of
  * both, as autograd accumulates them; the weight grad into the main grad. */
-uint32_t wm_norm_bwd(wm *m, const char *op, uint32_t x, const wm_param *w, uint32_t dy,
+uint32_t wl_norm_bwd(wm *m, const char *op, uint32_t x, const wm_param *w, uint32_t dy,
                      uint32_t d_residual)
 {
     const char *k = m->rms ? "rms_norm_backward" : "layer_norm_backward";
     double n = (double)(m->rows_act * m->h);
     if (d_residual != WB_NO_TENSOR)
-        wm_elementwise(m, wm_name(m, op, ".backward"), k, MS_KC_NORM,
+        wl_elementwise(m, wl_name(m, op, ".backward"), k, MS_KC_NORM,
                        WM_IN(dy, x, w->w, w->g, d_residual), n, 10);
     else
-        wm_elementwise(m, wm_name(m, op, ".backward"), k, MS_KC_NORM, WM_IN(dy, x, w->w, w->g),
-                       n, 10);
-    wb_inplace(m->b, w->g);
-    return wb_out(m->b, "grad_in", wm_act_bytes(m), m->dt, MS_TK_TEMP);
+        wl_elementwise(m, wl_name(m, op, ".backward"), k, MS_KC_NORM, WM_IN(dy, x, w->w, w->g), n,
+                       10);
+    wl_build_inplace(m->b, w->g);
+    return wl_build_out(m->b, "grad_in", wl_act_bytes(m), m->dt, MS_TK_TEMP);
 }
 
-uint32_t wm_dropout_bwd(wm *m, const char *name, uint32_t dy, uint32_t mask)
+uint32_t wl_dropout_bwd(wm *m, const char *name, uint32_t dy, uint32_t mask)
 {
-    wm_elementwise(m, name, "dropout_backward", MS_KC_ELEMENTWISE, WM_IN(dy, mask),
+    wl_elementwise(m, name, "dropout_backward", MS_KC_ELEMENTWISE, WM_IN(dy, mask),
                    (double)(m->rows_act * m->h), 1);
-    return wb_out(m->b, "grad_in", wm_act_bytes(m), m->dt, MS_TK_TEMP);
+    return wl_build_out(m->b, "grad_in", wl_act_bytes(m), m->dt, MS_TK_TEMP);
 }
 
 static bool gathered(const wm *m)
@@ -163,52 +162,51 @@ static bool gathered(const wm *m)
 }
 
 /* The s/t shard -> all s tokens (sequence parallelism). */
-uint32_t wm_gather(wm *m, const char *name, uint32_t x, ms_tensor_kind kind)
+uint32_t wl_gather(wm *m, const char *name, uint32_t x, ms_tensor_kind kind)
 {
-    return wm_collective(m, name, MS_COMM_ALLGATHER, m->tp_group, m->tp_link, x,
+    return wl_collective(m, name, MS_COMM_ALLGATHER, m->tp_group, m->tp_link, x,
                          m->rows * m->h * m->es, kind);
 }
 
 /* Before a column-parallel block.  Without SP its input is already whole
  * (Megatron's copy_to_tensor_model_parallel_region is the identity). */
-uint32_t wm_gather_in(wm *m, const char *module, uint32_t x)
+uint32_t wl_gather_in(wm *m, const char *module, uint32_t x)
 {
-    return gathered(m) ? wm_gather(m, wm_name(m, module, ".all_gather"), x, MS_TK_COMM_BUFFER) : x;
+    return gathered(m) ? wl_gather(m, wl_name(m, module, ".all_gather"), x, MS_TK_COMM_BUFFER) : x;
 }
 
 /* Backward of a column-parallel block's input side: the partial input grad
  * is reduce-scattered (SP) or all-reduced in place. */
-uint32_t wm_reduce_in_grad(wm *m, const char *module, uint32_t dx)
+uint32_t wl_reduce_in_grad(wm *m, const char *module, uint32_t dx)
 {
     if (m->t == 1)
         return dx;
     if (gathered(m))
-        return wm_collective(m, wm_name(m, module, ".all_gather.backward"),
-                             MS_COMM_REDUCE_SCATTER, m->tp_group, m->tp_link, dx, wm_act_bytes(m),
-                             MS_TK_TEMP);
-    wm_collective_inplace(m, wm_name(m, module, ".backward.all_reduce"), MS_COMM_ALLREDUCE,
-                          m->tp_group, m->tp_link, &dx, 1, (double)wm_bytes(m, dx));
+        return wl_collective(m, wl_name(m, module, ".all_gather.backward"), MS_COMM_REDUCE_SCATTER,
+                             m->tp_group, m->tp_link, dx, wl_act_bytes(m), MS_TK_TEMP);
+    wl_collective_inplace(m, wl_name(m, module, ".backward.all_reduce"), MS_COMM_ALLREDUCE,
+                          m->tp_group, m->tp_link, &dx, 1, (double)wl_bytes(m, dx));
     return dx;
 }
 
 /* After a row-parallel matmul: reduce the partial sums over TP. */
-uint32_t wm_reduce_out(wm *m, const char *module, uint32_t y)
+uint32_t wl_reduce_out(wm *m, const char *module, uint32_t y)
 {
     if (m->t == 1)
         return y;
     if (gathered(m))
-        return wm_collective(m, wm_name(m, module, ".reduce_scatter"), MS_COMM_REDUCE_SCATTER,
-                             m->tp_group, m->tp_link, y, wm_act_bytes(m), MS_TK_ACTIVATION);
-    wm_collective_inplace(m, wm_name(m, module, ".all_reduce"), MS_COMM_ALLREDUCE, m->tp_group,
-                          m->tp_link, &y, 1, (double)wm_bytes(m, y));
+        return wl_collective(m, wl_name(m, module, ".reduce_scatter"), MS_COMM_REDUCE_SCATTER,
+                             m->tp_group, m->tp_link, y, wl_act_bytes(m), MS_TK_ACTIVATION);
+    wl_collective_inplace(m, wl_name(m, module, ".all_reduce"), MS_COMM_ALLREDUCE, m->tp_group,
+                          m->tp_link, &y, 1, (double)wl_bytes(m, y));
     return y;
 }
 
 /* Backward of the row-parallel reduction: all-gather the grad (SP); the
  * all-reduce's backward is the identity. */
-uint32_t wm_gather_out_grad(wm *m, const char *module, uint32_t dy)
+uint32_t wl_gather_out_grad(wm *m, const char *module, uint32_t dy)
 {
-    return gathered(m) ? wm_gather(m, wm_name(m, module, ".reduce_scatter.backward"), dy,
-                                   MS_TK_TEMP)
-                       : dy;
+    return gathered(m)
+               ? wl_gather(m, wl_name(m, module, ".reduce_scatter.backward"), dy, MS_TK_TEMP)
+               : dy;
 }

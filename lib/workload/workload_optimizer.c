@@ -38,10 +38,10 @@ static wm_param param_new(wm *m, wm_group *g, const char *module, uint64_t param
     }
     const char *pre = g->layer != MS_NONE ? g->name : "";
     const char *dot = g->layer != MS_NONE ? "." : "";
-    p.w = wb_persistent(m->b, params * m->es, m->dt, MS_TK_WEIGHT, g->layer, "%s%s%s.weight",
-                        pre, dot, module);
-    p.g = wb_persistent(m->b, params * 4, MS_DTYPE_FP32, MS_TK_GRAD, g->layer, "%s%s%s.main_grad",
-                        pre, dot, module);
+    p.w = wl_build_persistent(m->b, params * m->es, m->dt, MS_TK_WEIGHT, g->layer, "%s%s%s.weight",
+                              pre, dot, module);
+    p.g = wl_build_persistent(m->b, params * 4, MS_DTYPE_FP32, MS_TK_GRAD, g->layer,
+                              "%s%s%s.main_grad", pre, dot, module);
     g->p[g->n++] = p;
     g->params += params;
     return p;
@@ -57,12 +57,12 @@ static void group_state(wm *m, wm_group *g)
 {
     uint64_t bytes = shard(m, g) * 4;
     if (m->dt != MS_DTYPE_FP32)
-        g->master = wb_persistent(m->b, bytes, MS_DTYPE_FP32, MS_TK_OPTIMIZER_STATE, g->layer,
-                                  "optimizer.%s.main_param", g->name);
-    g->exp_avg = wb_persistent(m->b, bytes, MS_DTYPE_FP32, MS_TK_OPTIMIZER_STATE, g->layer,
-                               "optimizer.%s.exp_avg", g->name);
-    g->exp_avg_sq = wb_persistent(m->b, bytes, MS_DTYPE_FP32, MS_TK_OPTIMIZER_STATE, g->layer,
-                                  "optimizer.%s.exp_avg_sq", g->name);
+        g->master = wl_build_persistent(m->b, bytes, MS_DTYPE_FP32, MS_TK_OPTIMIZER_STATE, g->layer,
+                                        "optimizer.%s.main_param", g->name);
+    g->exp_avg = wl_build_persistent(m->b, bytes, MS_DTYPE_FP32, MS_TK_OPTIMIZER_STATE, g->layer,
+                                     "optimizer.%s.exp_avg", g->name);
+    g->exp_avg_sq = wl_build_persistent(m->b, bytes, MS_DTYPE_FP32, MS_TK_OPTIMIZER_STATE, g->layer,
+                                        "optimizer.%s.exp_avg_sq", g->name);
 }
 
 /* One expert of a MoE layer: its own group, since its grads are reduced
@@ -72,7 +72,7 @@ static void group_state(wm *m, wm_group *g)
 static void expert_params(wm *m, int local, int e, const wm_counts *c)
 {
     char prefix[96], name[160];
-    int layer = wm_global_layer(m, local);
+    int layer = wl_global_layer(m, local);
     snprintf(prefix, sizeof prefix, "%s%d", m->llama ? "feed_forward.experts."
                                                      : "mlp.experts.local_experts.", e);
     snprintf(name, sizeof name, "layers.%d.%s", layer, prefix);
@@ -98,7 +98,7 @@ static void expert_params(wm *m, int local, int e, const wm_counts *c)
 static void layer_params(wm *m, int local, const wm_counts *c)
 {
     char name[48];
-    int layer = wm_global_layer(m, local);
+    int layer = wl_global_layer(m, local);
     snprintf(name, sizeof name, "layers.%d", layer);
     m->g_layer[local] = m->n_groups;
     wm_group *g = group_new(m, name, layer);
@@ -130,10 +130,10 @@ static void layer_params(wm *m, int local, const wm_counts *c)
         expert_params(m, local, e, c);
 }
 
-ms_status wm_params_create(wm *m)
+ms_status wl_params_create(wm *m)
 {
     wm_counts c;
-    wm_count(&m->sc->model, &c);
+    wl_count(&m->sc->model, &c);
     size_t n_local = m->moe ? (size_t)m->n_local : 0;
     m->group = calloc((size_t)m->n_layers * (1 + n_local) + 3, sizeof *m->group);
     m->lp = calloc((size_t)m->n_layers + 1, sizeof *m->lp);
@@ -176,7 +176,7 @@ ms_status wm_params_create(wm *m)
     return m->b->err;
 }
 
-void wm_params_release(wm *m)
+void wl_params_release(wm *m)
 {
     free(m->group);
     free(m->lp);
@@ -197,7 +197,7 @@ static void group_ids(const wm_group *g, uint32_t *out, bool grads)
 /* The DP grad collective of one group, issued as soon as the last
  * micro-batch's backward has finished with it (Megatron's overlapped
  * bucket reduction); the grad buffer is reduced in place. */
-void wm_grad_reduce(wm *m, int gi)
+void wl_grad_reduce(wm *m, int gi)
 {
     if (gi < 0 || m->b->err != MS_OK || m->group[gi].dp <= 1)
         return;
@@ -207,15 +207,15 @@ void wm_grad_reduce(wm *m, int gi)
     bool dist = m->sc->parallel.use_distributed_optimizer;
     char name[160];
     snprintf(name, sizeof name, "%s.grads.%s", g->name, dist ? "reduce_scatter" : "all_reduce");
-    wm_collective_inplace(m, name, dist ? MS_COMM_REDUCE_SCATTER : MS_COMM_ALLREDUCE, (int)g->dp,
+    wl_collective_inplace(m, name, dist ? MS_COMM_REDUCE_SCATTER : MS_COMM_ALLREDUCE, (int)g->dp,
                           g->dp_link, ids, (uint32_t)g->n, (double)(g->params * 4));
 }
 
-void wm_layer_grad_reduce(wm *m, int local)
+void wl_layer_grad_reduce(wm *m, int local)
 {
-    wm_grad_reduce(m, m->g_layer[local]);
+    wl_grad_reduce(m, m->g_layer[local]);
     for (int e = 0; m->moe && e < (int)m->n_local; e++)
-        wm_grad_reduce(m, m->g_layer[local] + 1 + e);
+        wl_grad_reduce(m, m->g_layer[local] + 1 + e);
 }
 
 /* Tied embeddings across a pipeline: the first stage's word embedding and
@@ -230,9 +230,8 @@ static void embedding_group_reduce(wm *m)
     char name[160];
     snprintf(name, sizeof name, "%s.grads.embedding_group.all_reduce",
              m->first ? m->nm.embed : m->nm.head);
-    wm_collective_inplace(m, name, MS_COMM_ALLREDUCE, 2,
-                          wm_stage_link(m->sc, 0, m->n_stages - 1), &p->g, 1,
-                          (double)(p->params * 4));
+    wl_collective_inplace(m, name, MS_COMM_ALLREDUCE, 2, wl_stage_link(m->sc, 0, m->n_stages - 1),
+                          &p->g, 1, (double)(p->params * 4));
 }
 
 static void grad_norm(wm *m)
@@ -255,15 +254,15 @@ static void grad_norm(wm *m)
         params += (double)shard(m, &m->group[gi]);
     ms_kernel kn = {.name = "l2norm", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
                     .flops = 2 * params, .bytes = 4 * params, .peer = -1};
-    wb_op_add(m->b, &kn, 0, ids, n, "optimizer.grad_norm");
-    m->grad_norm = wb_out(m->b, "out", 4, MS_DTYPE_FP32, MS_TK_TEMP);
+    wl_build_op_add(m->b, &kn, 0, ids, n, "optimizer.grad_norm");
+    m->grad_norm = wl_build_out(m->b, "out", 4, MS_DTYPE_FP32, MS_TK_TEMP);
     /* The norm is summed over the model-parallel group (and the DP group
      * whose shards the distributed optimizer holds). */
     int group = m->tp_group * m->n_stages;
     if (m->sc->parallel.use_distributed_optimizer)
         group *= m->dp_group;
     if (group > 1)
-        wm_collective_inplace(m, "optimizer.grad_norm.all_reduce", MS_COMM_ALLREDUCE, group,
+        wl_collective_inplace(m, "optimizer.grad_norm.all_reduce", MS_COMM_ALLREDUCE, group,
                               group <= m->sc->device.devices_per_node ? MS_LINK_INTRA_NODE
                                                                       : MS_LINK_INTER_NODE,
                               &m->grad_norm, 1, 4);
@@ -288,16 +287,16 @@ static void adam(wm *m, const wm_group *g)
     ms_kernel k = {.name = "adam", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
                    .flops = ADAM_FLOPS_PER_PARAM * p,
                    .bytes = p * (4 + state * 8 + (double)m->es), .peer = -1};
-    wb_op_add(m->b, &k, 0, in, n, "optimizer.%s.adam", g->name);
+    wl_build_op_add(m->b, &k, 0, in, n, "optimizer.%s.adam", g->name);
     for (uint32_t i = (uint32_t)g->n; i < n - 1; i++)
-        wb_inplace(m->b, in[i]); /* weights, master, moments */
+        wl_build_inplace(m->b, in[i]); /* weights, master, moments */
     if (m->sc->parallel.use_distributed_optimizer && g->dp > 1) {
         char name[160];
         snprintf(name, sizeof name, "optimizer.%s.all_gather", g->name);
         uint32_t w[WM_GROUP_MAX];
         group_ids(g, w, false);
-        wm_collective_inplace(m, name, MS_COMM_ALLGATHER, (int)g->dp, g->dp_link, w,
-                              (uint32_t)g->n, p * (double)m->es);
+        wl_collective_inplace(m, name, MS_COMM_ALLGATHER, (int)g->dp, g->dp_link, w, (uint32_t)g->n,
+                              p * (double)m->es);
     }
 }
 
@@ -321,13 +320,13 @@ static void zero_grads(wm *m)
                     .flops = 0, .bytes = 0, .peer = -1};
     for (int gi = 0; gi < m->n_groups; gi++)
         kz.bytes += 4.0 * (double)m->group[gi].params;
-    wb_op_add(m->b, &kz, 0, ids, n, "optimizer.zero_grad_buffer");
+    wl_build_op_add(m->b, &kz, 0, ids, n, "optimizer.zero_grad_buffer");
     for (uint32_t i = 0; i < n; i++)
-        wb_inplace(m->b, ids[i]);
+        wl_build_inplace(m->b, ids[i]);
     free(ids);
 }
 
-void wm_optimizer(wm *m)
+void wl_optimizer(wm *m)
 {
     m->b->phase = MS_PHASE_OPTIMIZER;
     m->b->micro_batch = MS_NONE;

@@ -26,7 +26,7 @@ static int32_t fwd_micro_batch(int p, int v, int k)
     return (k / (p * v)) * p + k % p;
 }
 
-void wm_schedule(int p, int stage, int m, int v, wm_step *out)
+void wl_schedule(int p, int stage, int m, int v, wm_step *out)
 {
     int total = m * v, n = 0;
     int warmup = v > 1 ? (p - stage - 1) * 2 + (v - 1) * p : p - stage - 1;
@@ -57,7 +57,7 @@ static int node_of(const ms_scenario *sc, int64_t rank)
  * s holds ranks s T ... s T + T - 1 with T = tp x cp x dp, and rank j of
  * stage a talks to rank j of stage b.  The transfer is intra-node only if
  * every such pair shares a node (the slowest pair sets the pace). */
-ms_link_kind wm_stage_link(const ms_scenario *sc, int a, int b)
+ms_link_kind wl_stage_link(const ms_scenario *sc, int a, int b)
 {
     const ms_parallel_config *pc = &sc->parallel;
     int64_t T = (int64_t)pc->tensor_model_parallel_size * pc->context_parallel_size *
@@ -76,7 +76,7 @@ static int p2p_tag(const wm *m, int mb, int lower, bool forward)
     return (mb * vs + lower) * 2 + (forward ? 0 : 1);
 }
 
-uint32_t wm_p2p(wm *m, bool send, bool forward, uint32_t t)
+uint32_t wl_p2p(wm *m, bool send, bool forward, uint32_t t)
 {
     int mb = m->b->micro_batch, c = m->b->chunk, p = m->n_stages;
     int vstage = c * p + m->stage;
@@ -84,7 +84,7 @@ uint32_t wm_p2p(wm *m, bool send, bool forward, uint32_t t)
     bool next = send == forward;
     int peer = next ? (m->stage + 1) % p : (m->stage + p - 1) % p;
     int lower = next ? vstage : vstage - 1;
-    uint64_t bytes = wm_act_bytes(m); /* s b h / (cp, and tp with SP) */
+    uint64_t bytes = wl_act_bytes(m); /* s b h / (cp, and tp with SP) */
     ms_kernel k = {.name = send ? "send" : "recv", .cls = MS_KC_COMM, .dtype = m->dt,
                    .bytes = -1, .comm = send ? MS_COMM_SEND : MS_COMM_RECV, .group_size = 2,
                    .link = next ? m->link_next : m->link_prev, .comm_bytes = (double)bytes,
@@ -92,9 +92,9 @@ uint32_t wm_p2p(wm *m, bool send, bool forward, uint32_t t)
     const char *name = forward ? (send ? "pipeline.send_forward" : "pipeline.recv_forward")
                                : (send ? "pipeline.send_backward" : "pipeline.recv_backward");
     if (send) {
-        wb_op_add(m->b, &k, 0, &t, 1, "%s", name);
+        wl_build_op_add(m->b, &k, 0, &t, 1, "%s", name);
         return t;
     }
-    wb_op_add(m->b, &k, 0, NULL, 0, "%s", name);
-    return wb_out(m->b, "out", bytes, m->dt, forward ? MS_TK_ACTIVATION : MS_TK_TEMP);
+    wl_build_op_add(m->b, &k, 0, NULL, 0, "%s", name);
+    return wl_build_out(m->b, "out", bytes, m->dt, forward ? MS_TK_ACTIVATION : MS_TK_TEMP);
 }

@@ -121,8 +121,8 @@ static void open_fixture(fixture *f, uint64_t hbm)
     memset(f, 0, sizeof *f);
     build_program();
     f->spec = test_device(hbm);
-    ck_assert_int_eq(ms_sim_create(&f->engine), MS_OK);
-    ck_assert_int_eq(ms_mock_create(f->engine, &f->spec, 0, 1, &f->be), MS_OK);
+    ck_assert_int_eq(sim_create(&f->engine), MS_OK);
+    ck_assert_int_eq(mock_create(f->engine, &f->spec, 0, 1, &f->be), MS_OK);
     ms_alloc_config cfg;
     ck_assert_int_eq(ms_alloc_config_default(MS_ALLOC_CUDA, &cfg), MS_OK);
     ck_assert_int_eq(ms_alloc_create(f->be, &cfg, &f->alloc), MS_OK);
@@ -140,7 +140,7 @@ static void close_fixture(fixture *f)
     ms_exec_destroy(f->exec);
     ms_alloc_destroy(f->alloc);
     ms_backend_close(f->be);
-    ms_sim_destroy(f->engine);
+    sim_destroy(f->engine);
     ms_record_free(f->rec);
 }
 

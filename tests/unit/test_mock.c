@@ -60,15 +60,15 @@ typedef struct rig {
 static void rig_open(rig *r, const ms_device_spec *s)
 {
     memset(r, 0, sizeof *r);
-    ck_assert_int_eq(ms_sim_create(&r->sim), MS_OK);
-    ck_assert_int_eq(ms_mock_create(r->sim, s, 0, 42, &r->be), MS_OK);
+    ck_assert_int_eq(sim_create(&r->sim), MS_OK);
+    ck_assert_int_eq(mock_create(r->sim, s, 0, 42, &r->be), MS_OK);
     ck_assert_int_eq(r->be->ops->set_tracer(r->be->inst, on_work, &r->tr), MS_OK);
 }
 
 static void rig_close(rig *r)
 {
     ck_assert_int_eq(ms_backend_close(r->be), MS_OK);
-    ck_assert_int_eq(ms_sim_destroy(r->sim), MS_OK);
+    ck_assert_int_eq(sim_destroy(r->sim), MS_OK);
 }
 
 #define OPS(r) ((r)->be->ops)
@@ -156,14 +156,14 @@ START_TEST(repeated_kernels_take_the_cost_model_time)
     rig r;
     rig_open(&r, &s);
     ms_cost_model *cm = NULL;
-    ck_assert_int_eq(ms_cost_model_create(&s, &cm), MS_OK);
+    ck_assert_int_eq(sim_cost_model_create(&s, &cm), MS_OK);
     ms_stream *a = stream(&r, 0);
     ms_kernel k[4] = {matmul(1e11), matmul(1e11), matmul(3e10), matmul(1e11)};
     k[1].dtype = MS_DTYPE_FP32; /* same FLOPs, other dtype: another price */
     k[3].bytes = 4e9;           /* memory-bound now */
     int64_t want[4];
     for (int i = 0; i < 4; i++)
-        ck_assert_int_eq(ms_cost_kernel_ns(cm, &k[i], &want[i]), MS_OK);
+        ck_assert_int_eq(sim_cost_kernel_ns(cm, &k[i], &want[i]), MS_OK);
     ck_assert_int_ne(want[0], want[1]);
     ck_assert_int_ne(want[0], want[3]);
     for (int rep = 0; rep < 3; rep++)
@@ -174,7 +174,7 @@ START_TEST(repeated_kernels_take_the_cost_model_time)
         const ms_work_record *w = by_tag(&r.tr, (uint64_t)j + 1);
         ck_assert_int_eq(w->end_ns - w->start_ns, want[j % 4]);
     }
-    ms_cost_model_destroy(cm);
+    sim_cost_model_destroy(cm);
     rig_close(&r);
 }
 END_TEST
@@ -299,7 +299,7 @@ START_TEST(stream_and_tracer_bookkeeping)
     ck_assert_int_eq(r.tr.r[1].end_ns, 102000);
     /* Another device's stream, or a bad copy kind, is refused. */
     ms_backend *other = NULL;
-    ck_assert_int_eq(ms_mock_create(r.sim, &s, 1, 0, &other), MS_OK);
+    ck_assert_int_eq(mock_create(r.sim, &s, 1, 0, &other), MS_OK);
     ck_assert_int_eq(other->ops->launch(other->inst, &k, a, 1), MS_EINVAL);
     ck_assert_int_eq(OPS(&r)->memcpy_async(INST(&r), 0, 0, 1, (ms_copy_kind)7, a, 1), MS_EINVAL);
     ms_stream *o = NULL;
@@ -308,9 +308,9 @@ START_TEST(stream_and_tracer_bookkeeping)
     ck_assert_uint_eq(id, 0); /* ids count per device */
     /* The same device index twice on one engine is refused. */
     ms_backend *dup = NULL;
-    ck_assert_int_eq(ms_mock_create(r.sim, &s, 1, 0, &dup), MS_EINVAL);
+    ck_assert_int_eq(mock_create(r.sim, &s, 1, 0, &dup), MS_EINVAL);
     ms_simdev *sd = NULL;
-    ck_assert_int_eq(ms_mock_simdev(other, &sd), MS_OK);
+    ck_assert_int_eq(mock_simdev(other, &sd), MS_OK);
     ck_assert_ptr_nonnull(sd);
     ms_backend_close(other);
     rig_close(&r);
@@ -551,14 +551,14 @@ START_TEST(pipeline_stages_share_an_engine)
 {
     ms_device_spec s = spec_base();
     ms_sim *sim = NULL;
-    ms_sim_create(&sim);
+    sim_create(&sim);
     ms_backend *st[2] = {NULL, NULL};
     static trace tr[2];
     memset(tr, 0, sizeof tr);
     ms_stream *comp[2], *comm[2];
     ms_event *e[2];
     for (int d = 0; d < 2; d++) {
-        ck_assert_int_eq(ms_mock_create(sim, &s, d, 7, &st[d]), MS_OK);
+        ck_assert_int_eq(mock_create(sim, &s, d, 7, &st[d]), MS_OK);
         st[d]->ops->set_tracer(st[d]->inst, on_work, &tr[d]);
         st[d]->ops->stream_create(st[d]->inst, 0, &comp[d]);
         st[d]->ops->stream_create(st[d]->inst, -1, &comm[d]);
@@ -593,7 +593,7 @@ START_TEST(pipeline_stages_share_an_engine)
     int64_t t = 0;
     o0->now(i0, &t);
     ck_assert_int_eq(t, 116000);
-    ck_assert_int_eq(ms_mock_set_host_idle(st[0]), MS_OK);
+    ck_assert_int_eq(mock_set_host_idle(st[0]), MS_OK);
     ck_assert_int_eq(o1->device_synchronize(i1), MS_OK);
     o1->now(i1, &t);
     ck_assert_int_eq(t, 216000);
@@ -610,12 +610,12 @@ START_TEST(pipeline_stages_share_an_engine)
     ck_assert_int_eq(o1->device_synchronize(i1), MS_EDEADLOCK);
     /* Closing a device with pending work leaves the engine usable. */
     ck_assert_int_eq(ms_backend_close(st[0]), MS_OK);
-    ck_assert_int_eq(ms_mock_set_host_idle(st[1]), MS_OK);
+    ck_assert_int_eq(mock_set_host_idle(st[1]), MS_OK);
     ck_assert_int_eq(o1->launch(i1, &fwd, comp[1], 14), MS_OK);
-    ck_assert_int_eq(ms_sim_destroy(sim), MS_EINVAL); /* stage 1 still attached */
+    ck_assert_int_eq(sim_destroy(sim), MS_EINVAL); /* stage 1 still attached */
     ck_assert_int_eq(ms_backend_close(st[1]), MS_OK);
-    ck_assert_int_eq(ms_sim_run(sim), MS_OK);
-    ck_assert_int_eq(ms_sim_destroy(sim), MS_OK);
+    ck_assert_int_eq(sim_run(sim), MS_OK);
+    ck_assert_int_eq(sim_destroy(sim), MS_OK);
 }
 END_TEST
 
@@ -623,14 +623,14 @@ START_TEST(create_rejects_bad_arguments)
 {
     ms_device_spec s = spec_base();
     ms_sim *sim = NULL;
-    ms_sim_create(&sim);
+    sim_create(&sim);
     ms_backend *b = NULL;
-    ck_assert_int_eq(ms_mock_create(NULL, &s, 0, 0, &b), MS_EINVAL);
-    ck_assert_int_eq(ms_mock_create(sim, &s, -1, 0, &b), MS_EINVAL);
+    ck_assert_int_eq(mock_create(NULL, &s, 0, 0, &b), MS_EINVAL);
+    ck_assert_int_eq(mock_create(sim, &s, -1, 0, &b), MS_EINVAL);
     s.launch_queue_depth = 0;
-    ck_assert_int_ne(ms_mock_create(sim, &s, 0, 0, &b), MS_OK);
+    ck_assert_int_ne(mock_create(sim, &s, 0, 0, &b), MS_OK);
     ck_assert_ptr_null(b);
-    ck_assert_int_eq(ms_sim_destroy(sim), MS_OK);
+    ck_assert_int_eq(sim_destroy(sim), MS_OK);
 }
 END_TEST
 
@@ -648,7 +648,7 @@ START_TEST(group_opens_numbers_and_runs_devices)
     ms_device_spec s = spec_base();
     ms_device_group *g = NULL;
     ms_group_config cfg = {.spec = &s, .n_devices = 2, .first_device = 3, .seed = 1};
-    ck_assert_int_eq(ms_mock_group_open(&cfg, &g, NULL), MS_OK);
+    ck_assert_int_eq(mock_group_open(&cfg, &g, NULL), MS_OK);
     ck_assert_int_eq(ms_group_device(g, 0)->device, 3);
     ck_assert_int_eq(ms_group_device(g, 1)->device, 4);
     ck_assert_ptr_null(ms_group_device(g, 2));
@@ -661,7 +661,7 @@ START_TEST(group_opens_numbers_and_runs_devices)
     ck_assert_int_eq(ms_group_close(g), MS_OK);
 
     cfg.n_devices = 1;
-    ck_assert_int_eq(ms_mock_group_open(&cfg, &g, NULL), MS_OK);
+    ck_assert_int_eq(mock_group_open(&cfg, &g, NULL), MS_OK);
     ck_assert_str_eq(ms_group_device(g, 0)->ops->name, "mock");
     seen[0] = 0;
     ck_assert_int_eq(ms_group_run(g, note_body, seen), MS_OK);
@@ -671,7 +671,7 @@ START_TEST(group_opens_numbers_and_runs_devices)
 
     ms_diag d = {0};
     cfg.n_devices = 0;
-    ck_assert_int_eq(ms_mock_group_open(&cfg, &g, &d), MS_EINVAL);
+    ck_assert_int_eq(mock_group_open(&cfg, &g, &d), MS_EINVAL);
     ck_assert_ptr_nonnull(strstr(d.msg, "device group"));
 }
 END_TEST

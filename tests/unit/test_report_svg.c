@@ -180,7 +180,7 @@ START_TEST(stack_top_at_peak)
 {
     ms_run_record *r = one_device_record();
     ms_diag d = {0};
-    ck_assert_int_eq(ms_report_write_svg(dir, r, programs, 1, &d), MS_OK);
+    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, &d), MS_OK);
     char *svg = read_file(dir, "memory.svg");
     assert_svg(svg);
     /* The largest value is reserved, 4 GiB: ticks of 1 GiB (4 / 5 = 0.8 ->
@@ -210,7 +210,7 @@ END_TEST
 START_TEST(capacity_line)
 {
     ms_run_record *r = one_device_record();
-    ck_assert_int_eq(ms_report_write_svg_capacity(dir, r, programs, 1, 8 * GIB, NULL), MS_OK);
+    ck_assert_int_eq(rep_write_svg_capacity(dir, r, programs, 1, 8 * GIB, NULL), MS_OK);
     char *svg = read_file(dir, "memory.svg");
     assert_svg(svg);
     /* 8 GiB / 5 = 1.6 -> ticks of 2 GiB, axis 0..8 GiB: the capacity line
@@ -235,7 +235,7 @@ START_TEST(downsampling_keeps_the_spike)
         uint64_t act = i == 54321 ? 3 * GIB : 1 * GIB;
         add_mem(r, 0, 0, (int64_t)i * 10, 0, act, 0, act, 4 * GIB);
     }
-    ck_assert_int_eq(ms_report_write_svg(dir, r, programs, 1, NULL), MS_OK);
+    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, NULL), MS_OK);
     char *svg = read_file(dir, "memory.svg");
     assert_svg(svg);
     assert_path(svg, "dev0-comm_buffer", "M200 324V269.0H743V159.0H744V269.0H1200V324Z");
@@ -260,7 +260,7 @@ START_TEST(timeline_lanes_and_merging)
         add_op(r, 0, 0, 7, MS_WK_KERNEL, 0, 3 * MS + i * 20, 3 * MS + i * 20 + 10);
     add_op(r, 0, 0, 7, MS_WK_KERNEL, 0, 3996000, 4 * MS); /* column 999 */
     add_op(r, 0, 0, 7, MS_WK_KERNEL, 0, -1, -1); /* never ran: not drawn */
-    ck_assert_int_eq(ms_report_write_svg(dir, r, programs, 1, NULL), MS_OK);
+    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, NULL), MS_OK);
     char *svg = read_file(dir, "timeline.svg");
     assert_svg(svg);
     /* Whole columns busy are drawn solid ("-100"); column 750 is busy 1 us
@@ -292,7 +292,7 @@ START_TEST(separate_time_axes)
     add_mem(r, 0, 0, 0, 1 * GIB, 0, 0, 1 * GIB, 1 * GIB);
     add_mem(r, 0, 0, 1 * MS, 1 * GIB, 0, 0, 1 * GIB, 1 * GIB);
     add_op(r, 0, 0, 7, MS_WK_KERNEL, 0, 0, 4 * MS);
-    ck_assert_int_eq(ms_report_write_svg(dir, r, programs, 1, NULL), MS_OK);
+    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, NULL), MS_OK);
     char *svg = read_file(dir, "memory.svg");
     ck_assert_ptr_nonnull(strstr(svg, "x=\"1200.0\" y=\"338\">1.0</text>"));
     free(svg);
@@ -317,7 +317,7 @@ START_TEST(two_devices_two_panels)
     add_op(r, 1, 1, 3, MS_WK_KERNEL, 1, 0, 4 * MS);
     add_op(r, 1, 0, 5, MS_WK_KERNEL, 0, 0, 1 * MS);
     add_op(r, 0, 0, 5, MS_WK_KERNEL, 0, 0, 9 * MS); /* step 0: not drawn */
-    ck_assert_int_eq(ms_report_write_svg(dir, r, programs, 2, NULL), MS_OK);
+    ck_assert_int_eq(rep_write_svg(dir, r, programs, 2, NULL), MS_OK);
     char *svg = read_file(dir, "memory.svg");
     assert_svg(svg);
     ck_assert_int_eq(count(svg, "class=\"frame\""), 2);
@@ -347,8 +347,8 @@ START_TEST(byte_identical)
     char dir2[64];
     snprintf(dir2, sizeof dir2, "/tmp/memsim-svg-XXXXXX");
     ck_assert_ptr_nonnull(mkdtemp(dir2));
-    ck_assert_int_eq(ms_report_write_svg(dir, r, programs, 1, NULL), MS_OK);
-    ck_assert_int_eq(ms_report_write_svg(dir2, r, programs, 1, NULL), MS_OK);
+    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, NULL), MS_OK);
+    ck_assert_int_eq(rep_write_svg(dir2, r, programs, 1, NULL), MS_OK);
     static const char *const names[] = {"memory.svg", "timeline.svg"};
     for (int i = 0; i < 2; i++) {
         char *a = read_file(dir, names[i]), *b = read_file(dir2, names[i]);
@@ -367,7 +367,7 @@ START_TEST(empty_record_says_no_data)
     ms_run_record *r = NULL;
     ck_assert_int_eq(ms_record_create(&r), MS_OK);
     add_mem(r, -1, 0, 0, 1 * GIB, 0, 0, 1 * GIB, 1 * GIB); /* setup only */
-    ck_assert_int_eq(ms_report_write_svg(dir, r, programs, 1, NULL), MS_OK);
+    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, NULL), MS_OK);
     static const char *const names[] = {"memory.svg", "timeline.svg"};
     for (int i = 0; i < 2; i++) {
         char *svg = read_file(dir, names[i]);
@@ -383,13 +383,13 @@ START_TEST(bad_arguments)
 {
     ms_run_record *r = one_device_record();
     ms_diag d = {0};
-    ck_assert_int_eq(ms_report_write_svg(NULL, r, programs, 1, &d), MS_EINVAL);
-    ck_assert_int_eq(ms_report_write_svg(dir, NULL, programs, 1, &d), MS_EINVAL);
-    ck_assert_int_eq(ms_report_write_svg(dir, r, NULL, 1, &d), MS_EINVAL);
-    ck_assert_int_eq(ms_report_write_svg(dir, r, programs, 0, NULL), MS_EINVAL);
+    ck_assert_int_eq(rep_write_svg(NULL, r, programs, 1, &d), MS_EINVAL);
+    ck_assert_int_eq(rep_write_svg(dir, NULL, programs, 1, &d), MS_EINVAL);
+    ck_assert_int_eq(rep_write_svg(dir, r, NULL, 1, &d), MS_EINVAL);
+    ck_assert_int_eq(rep_write_svg(dir, r, programs, 0, NULL), MS_EINVAL);
     char missing[128];
     snprintf(missing, sizeof missing, "%s/no/such/dir", dir);
-    ck_assert_int_eq(ms_report_write_svg(missing, r, programs, 1, &d), MS_EIO);
+    ck_assert_int_eq(rep_write_svg(missing, r, programs, 1, &d), MS_EIO);
     ck_assert_int_eq(d.code, MS_EIO);
     ck_assert_ptr_nonnull(strstr(d.msg, missing));
     ck_assert_ptr_nonnull(strstr(d.msg, "memory.svg"));
@@ -408,7 +408,7 @@ START_TEST(failed_rename_leaves_nothing)
     snprintf(tmp, sizeof tmp, "%s/timeline.svg.tmp", dir);
     ck_assert_int_eq(mkdir(blocker, 0700), 0);
     ms_diag d = {0};
-    ck_assert_int_eq(ms_report_write_svg(dir, r, programs, 1, &d), MS_EIO);
+    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, &d), MS_EIO);
     ck_assert_ptr_nonnull(strstr(d.msg, blocker));
     ck_assert_int_eq(access(tmp, F_OK), -1);
     ck_assert_int_eq(rmdir(blocker), 0);

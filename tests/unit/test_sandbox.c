@@ -24,28 +24,28 @@ static const char *write_script(const char *name, const char *text)
 static ms_status run(const char *text, ms_diag *d, const ms_sandbox_limits *lim)
 {
     ms_sandbox *sb = NULL;
-    ck_assert_int_eq(ms_sandbox_create(lim, &sb), MS_OK);
-    ck_assert_int_eq(ms_sandbox_set_require_dir(sb, dir), MS_OK);
+    ck_assert_int_eq(base_sandbox_create(lim, &sb), MS_OK);
+    ck_assert_int_eq(base_sandbox_set_require_dir(sb, dir), MS_OK);
     const char *path = write_script("script.lua", text);
-    ms_status st = ms_sandbox_dofile(sb, path, 1, d);
-    ms_sandbox_destroy(sb);
+    ms_status st = base_sandbox_dofile(sb, path, 1, d);
+    base_sandbox_destroy(sb);
     return st;
 }
 
 START_TEST(returns_value)
 {
     ms_sandbox *sb = NULL;
-    ck_assert_int_eq(ms_sandbox_create(NULL, &sb), MS_OK);
+    ck_assert_int_eq(base_sandbox_create(NULL, &sb), MS_OK);
     const char *path = write_script("ok.lua", "return { a = 2 ^ 10, s = string.rep('x', 3) }");
     ms_diag d = {0};
-    ck_assert_int_eq(ms_sandbox_dofile(sb, path, 1, &d), MS_OK);
+    ck_assert_int_eq(base_sandbox_dofile(sb, path, 1, &d), MS_OK);
     lua_State *L;
-    ms_sandbox_state(sb, &L);
+    base_sandbox_state(sb, &L);
     lua_getfield(L, -1, "a");
     ck_assert_int_eq((int)lua_tonumber(L, -1), 1024);
     lua_getfield(L, -2, "s");
     ck_assert_str_eq(lua_tostring(L, -1), "xxx");
-    ms_sandbox_destroy(sb);
+    base_sandbox_destroy(sb);
 }
 END_TEST
 
@@ -68,11 +68,11 @@ END_TEST
 START_TEST(missing_file)
 {
     ms_sandbox *sb = NULL;
-    ck_assert_int_eq(ms_sandbox_create(NULL, &sb), MS_OK);
+    ck_assert_int_eq(base_sandbox_create(NULL, &sb), MS_OK);
     ms_diag d = {0};
-    ck_assert_int_eq(ms_sandbox_dofile(sb, "/nonexistent/x.lua", 1, &d), MS_ENOENT);
+    ck_assert_int_eq(base_sandbox_dofile(sb, "/nonexistent/x.lua", 1, &d), MS_ENOENT);
     ck_assert_ptr_nonnull(strstr(d.msg, "/nonexistent/x.lua"));
-    ms_sandbox_destroy(sb);
+    base_sandbox_destroy(sb);
 }
 END_TEST
 
@@ -127,14 +127,14 @@ START_TEST(require_confined)
     write_script("helper.lua", "return { twice = function(x) return 2 * x end }");
     ms_diag d = {0};
     ms_sandbox *sb = NULL;
-    ck_assert_int_eq(ms_sandbox_create(NULL, &sb), MS_OK);
-    ck_assert_int_eq(ms_sandbox_set_require_dir(sb, dir), MS_OK);
+    ck_assert_int_eq(base_sandbox_create(NULL, &sb), MS_OK);
+    ck_assert_int_eq(base_sandbox_set_require_dir(sb, dir), MS_OK);
     const char *path = write_script("main.lua", "return require('helper').twice(21)");
-    ck_assert_int_eq(ms_sandbox_dofile(sb, path, 1, &d), MS_OK);
+    ck_assert_int_eq(base_sandbox_dofile(sb, path, 1, &d), MS_OK);
     lua_State *L;
-    ms_sandbox_state(sb, &L);
+    base_sandbox_state(sb, &L);
     ck_assert_int_eq((int)lua_tointeger(L, -1), 42);
-    ms_sandbox_destroy(sb);
+    base_sandbox_destroy(sb);
     ck_assert_int_eq(run("return require('nothere')", &d, NULL), MS_ESCRIPT);
     ck_assert_ptr_nonnull(strstr(d.msg, "nothere"));
 }

@@ -73,29 +73,29 @@ static void log_event(ms_sim *sim, void *arg)
 START_TEST(engine_orders_by_time_then_schedule_order)
 {
     ms_sim *sim = NULL;
-    ck_assert_int_eq(ms_sim_create(&sim), MS_OK);
+    ck_assert_int_eq(sim_create(&sim), MS_OK);
     order_log log = {.sim = sim};
     order_arg a[5] = {{&log, 0}, {&log, 1}, {&log, 2}, {&log, 3}, {&log, 4}};
     /* Scheduled: id0@30, id1@10, id2@20, id3@10, id4@10.  Time order first;
      * the three events at 10 run in the order they were scheduled: 1, 3, 4. */
-    ck_assert_int_eq(ms_sim_schedule(sim, 30, log_event, &a[0]), MS_OK);
-    ck_assert_int_eq(ms_sim_schedule(sim, 10, log_event, &a[1]), MS_OK);
-    ck_assert_int_eq(ms_sim_schedule(sim, 20, log_event, &a[2]), MS_OK);
-    ck_assert_int_eq(ms_sim_schedule(sim, 10, log_event, &a[3]), MS_OK);
-    ck_assert_int_eq(ms_sim_schedule(sim, 10, log_event, &a[4]), MS_OK);
-    ck_assert_int_eq(ms_sim_run(sim), MS_OK);
+    ck_assert_int_eq(sim_schedule(sim, 30, log_event, &a[0]), MS_OK);
+    ck_assert_int_eq(sim_schedule(sim, 10, log_event, &a[1]), MS_OK);
+    ck_assert_int_eq(sim_schedule(sim, 20, log_event, &a[2]), MS_OK);
+    ck_assert_int_eq(sim_schedule(sim, 10, log_event, &a[3]), MS_OK);
+    ck_assert_int_eq(sim_schedule(sim, 10, log_event, &a[4]), MS_OK);
+    ck_assert_int_eq(sim_run(sim), MS_OK);
     int want[] = {1, 3, 4, 2, 0};
     ck_assert_int_eq(log.n, 5);
     for (int i = 0; i < 5; i++)
         ck_assert_int_eq(log.seen[i], want[i]);
     int64_t now = 0;
-    ms_sim_now(sim, &now);
+    sim_now(sim, &now);
     ck_assert_int_eq(now, 30);
     uint64_t run = 0, pending = 9;
-    ms_sim_stats(sim, &run, &pending);
+    sim_stats(sim, &run, &pending);
     ck_assert_uint_eq(run, 5);
     ck_assert_uint_eq(pending, 0);
-    ck_assert_int_eq(ms_sim_destroy(sim), MS_OK);
+    ck_assert_int_eq(sim_destroy(sim), MS_OK);
 }
 END_TEST
 
@@ -111,69 +111,69 @@ static void schedule_same_time(ms_sim *sim, void *arg)
     chain *c = arg;
     c->log->seen[c->log->n++] = 100;
     int64_t now = 0;
-    ms_sim_now(sim, &now);
-    ck_assert_int_eq(ms_sim_schedule(sim, now, log_event, &c->later), MS_OK);
+    sim_now(sim, &now);
+    ck_assert_int_eq(sim_schedule(sim, now, log_event, &c->later), MS_OK);
 }
 
 START_TEST(engine_same_time_event_from_callback_runs_last)
 {
     ms_sim *sim = NULL;
-    ms_sim_create(&sim);
+    sim_create(&sim);
     order_log log = {.sim = sim};
     chain c = {&log, {&log, 7}};
     order_arg b = {&log, 8};
-    ms_sim_schedule(sim, 5, schedule_same_time, &c);
-    ms_sim_schedule(sim, 5, log_event, &b);
-    ms_sim_run(sim);
+    sim_schedule(sim, 5, schedule_same_time, &c);
+    sim_schedule(sim, 5, log_event, &b);
+    sim_run(sim);
     /* 100 (the chain at 5), 8 (queued earlier at 5), then 7 (queued at 5 later). */
     ck_assert_int_eq(log.n, 3);
     ck_assert_int_eq(log.seen[0], 100);
     ck_assert_int_eq(log.seen[1], 8);
     ck_assert_int_eq(log.seen[2], 7);
-    ms_sim_destroy(sim);
+    sim_destroy(sim);
 }
 END_TEST
 
 START_TEST(engine_run_until_cancel_and_errors)
 {
     ms_sim *sim = NULL;
-    ms_sim_create(&sim);
+    sim_create(&sim);
     order_log log = {.sim = sim};
     order_arg a = {&log, 1}, b = {&log, 2};
-    ms_sim_schedule(sim, 100, log_event, &a);
-    ms_sim_schedule(sim, 200, log_event, &b);
-    ms_sim_schedule(sim, 300, log_event, &a);
+    sim_schedule(sim, 100, log_event, &a);
+    sim_schedule(sim, 200, log_event, &b);
+    sim_schedule(sim, 300, log_event, &a);
     /* Runs the event at 100 only; the clock ends at 150. */
-    ck_assert_int_eq(ms_sim_run_until(sim, 150), MS_OK);
+    ck_assert_int_eq(sim_run_until(sim, 150), MS_OK);
     int64_t now = 0;
-    ms_sim_now(sim, &now);
+    sim_now(sim, &now);
     ck_assert_int_eq(now, 150);
     ck_assert_int_eq(log.n, 1);
     /* The clock never goes back: until < now is a no-op. */
-    ck_assert_int_eq(ms_sim_run_until(sim, 50), MS_OK);
-    ms_sim_now(sim, &now);
+    ck_assert_int_eq(sim_run_until(sim, 50), MS_OK);
+    sim_now(sim, &now);
     ck_assert_int_eq(now, 150);
     /* Scheduling in the past is refused. */
-    ck_assert_int_eq(ms_sim_schedule(sim, 149, log_event, &a), MS_EINVAL);
-    ck_assert_int_eq(ms_sim_schedule(sim, 150, NULL, &a), MS_EINVAL);
+    ck_assert_int_eq(sim_schedule(sim, 149, log_event, &a), MS_EINVAL);
+    ck_assert_int_eq(sim_schedule(sim, 150, NULL, &a), MS_EINVAL);
     /* Cancel (log_event, &a): only the one at 300 is still pending. */
     uint64_t n = 0;
-    ck_assert_int_eq(ms_sim_cancel(sim, log_event, &a, &n), MS_OK);
+    ck_assert_int_eq(sim_cancel(sim, log_event, &a, &n), MS_OK);
     ck_assert_uint_eq(n, 1);
     int64_t next = 0;
     bool any = false;
-    ms_sim_next_time(sim, &next, &any);
+    sim_next_time(sim, &next, &any);
     ck_assert(any);
     ck_assert_int_eq(next, 200);
     bool ran = false;
-    ck_assert_int_eq(ms_sim_step(sim, &ran), MS_OK);
+    ck_assert_int_eq(sim_step(sim, &ran), MS_OK);
     ck_assert(ran);
-    ck_assert_int_eq(ms_sim_step(sim, &ran), MS_OK);
+    ck_assert_int_eq(sim_step(sim, &ran), MS_OK);
     ck_assert(!ran);
     ck_assert_int_eq(log.n, 2);
     ck_assert_int_eq(log.seen[1], 2);
-    ck_assert_int_eq(ms_sim_create(NULL), MS_EINVAL);
-    ms_sim_destroy(sim);
+    ck_assert_int_eq(sim_create(NULL), MS_EINVAL);
+    sim_destroy(sim);
 }
 END_TEST
 
@@ -192,14 +192,14 @@ typedef struct stamp_arg {
 static void stamp(ms_sim *sim, void *arg)
 {
     stamp_arg *a = arg;
-    ms_sim_now(sim, &a->log->t[a->log->n]);
+    sim_now(sim, &a->log->t[a->log->n]);
     a->log->id[a->log->n++] = a->id;
 }
 
 START_TEST(engine_heap_stays_ordered_under_load)
 {
     ms_sim *sim = NULL;
-    ms_sim_create(&sim);
+    sim_create(&sim);
     static stamp_log log;
     static stamp_arg args[4096];
     log.n = 0;
@@ -207,16 +207,16 @@ START_TEST(engine_heap_stays_ordered_under_load)
     for (int i = 0; i < 4096; i++) {
         x = x * 1103515245u + 12345u;
         args[i] = (stamp_arg){&log, i};
-        ck_assert_int_eq(ms_sim_schedule(sim, (x >> 16) % 64, stamp, &args[i]), MS_OK);
+        ck_assert_int_eq(sim_schedule(sim, (x >> 16) % 64, stamp, &args[i]), MS_OK);
     }
-    ms_sim_run(sim);
+    sim_run(sim);
     ck_assert_int_eq(log.n, 4096);
     for (int i = 1; i < 4096; i++) {
         ck_assert(log.t[i] >= log.t[i - 1]);
         if (log.t[i] == log.t[i - 1])
             ck_assert(log.id[i] > log.id[i - 1]); /* ties in schedule order */
     }
-    ms_sim_destroy(sim);
+    sim_destroy(sim);
 }
 END_TEST
 
@@ -225,14 +225,14 @@ END_TEST
 static ms_cost_model *model(const ms_device_spec *s)
 {
     ms_cost_model *cm = NULL;
-    ck_assert_int_eq(ms_cost_model_create(s, &cm), MS_OK);
+    ck_assert_int_eq(sim_cost_model_create(s, &cm), MS_OK);
     return cm;
 }
 
 static int64_t kernel_ns(const ms_cost_model *cm, ms_kernel k)
 {
     int64_t ns = -1;
-    ck_assert_int_eq(ms_cost_kernel_ns(cm, &k, &ns), MS_OK);
+    ck_assert_int_eq(sim_cost_kernel_ns(cm, &k, &ns), MS_OK);
     return ns;
 }
 
@@ -245,7 +245,7 @@ START_TEST(cost_matmul_at_known_efficiency)
     /* 4096^3 matmul: 2 * 4096^3 = 137438953472 FLOPs at 1e15 x 0.5:
      * 137438953472 / 5e14 s = 274877.906944 ns -> 274878, + 3000 overhead. */
     ck_assert_int_eq(kernel_ns(cm, matmul(2.0 * 4096 * 4096 * 4096)), 277878);
-    ms_cost_model_destroy(cm);
+    sim_cost_model_destroy(cm);
 }
 END_TEST
 
@@ -271,12 +271,12 @@ START_TEST(cost_efficiency_curves_interpolate_and_clamp)
     att.flops = 1e8;
     ck_assert_int_eq(kernel_ns(cm, att), 333);
     double y = 0;
-    ck_assert_int_eq(ms_cost_curve_eval(cm, MS_CURVE_ATTENTION_EFF, 5e10, &y), MS_OK);
+    ck_assert_int_eq(sim_cost_curve_eval(cm, MS_CURVE_ATTENTION_EFF, 5e10, &y), MS_OK);
     ck_assert(y > 0.5 && y < 0.8);
     /* An empty efficiency curve is 1.0. */
-    ck_assert_int_eq(ms_cost_curve_eval(cm, MS_CURVE_HBM_EFF, 123.0, &y), MS_OK);
+    ck_assert_int_eq(sim_cost_curve_eval(cm, MS_CURVE_HBM_EFF, 123.0, &y), MS_OK);
     ck_assert(y == 1.0);
-    ms_cost_model_destroy(cm);
+    sim_cost_model_destroy(cm);
 }
 END_TEST
 
@@ -302,11 +302,11 @@ START_TEST(cost_elementwise_is_hbm_bound)
     /* No fp8 peak on this device. */
     k.dtype = MS_DTYPE_FP8;
     int64_t ns = 0;
-    ck_assert_int_eq(ms_cost_kernel_ns(cm, &k, &ns), MS_EUNSUPPORTED);
+    ck_assert_int_eq(sim_cost_kernel_ns(cm, &k, &ns), MS_EUNSUPPORTED);
     k.dtype = MS_DTYPE_BF16;
     k.flops = -1;
-    ck_assert_int_eq(ms_cost_kernel_ns(cm, &k, &ns), MS_EINVAL);
-    ms_cost_model_destroy(cm);
+    ck_assert_int_eq(sim_cost_kernel_ns(cm, &k, &ns), MS_EINVAL);
+    sim_cost_model_destroy(cm);
 }
 END_TEST
 
@@ -337,10 +337,10 @@ START_TEST(cost_collectives_alpha_beta)
     ck_assert_int_eq(kernel_ns(cm, comm(MS_COMM_ALLREDUCE, 1, MS_LINK_INTRA_NODE, 1e9)), 0);
     int64_t ns = 0;
     ms_kernel bad = comm(MS_COMM_ALLREDUCE, 0, MS_LINK_INTRA_NODE, 1e9);
-    ck_assert_int_eq(ms_cost_kernel_ns(cm, &bad, &ns), MS_EINVAL);
+    ck_assert_int_eq(sim_cost_kernel_ns(cm, &bad, &ns), MS_EINVAL);
     bad = comm(MS_COMM_NONE, 8, MS_LINK_INTRA_NODE, 1e9);
-    ck_assert_int_eq(ms_cost_kernel_ns(cm, &bad, &ns), MS_EINVAL);
-    ms_cost_model_destroy(cm);
+    ck_assert_int_eq(sim_cost_kernel_ns(cm, &bad, &ns), MS_EINVAL);
+    sim_cost_model_destroy(cm);
 }
 END_TEST
 
@@ -353,24 +353,24 @@ START_TEST(cost_copies)
     ms_cost_model *cm = model(&s);
     int64_t ns = 0;
     /* H2D 1e6 B at 10 GB/s: 100 us + 2 us latency -> 102000. */
-    ck_assert_int_eq(ms_cost_copy_ns(cm, MS_COPY_H2D, 1000000, &ns), MS_OK);
+    ck_assert_int_eq(sim_cost_copy_ns(cm, MS_COPY_H2D, 1000000, &ns), MS_OK);
     ck_assert_int_eq(ns, 102000);
     /* D2H 1e9 B at 20 GB/s: 50 ms + 2 us -> 50002000. */
-    ck_assert_int_eq(ms_cost_copy_ns(cm, MS_COPY_D2H, 1000000000, &ns), MS_OK);
+    ck_assert_int_eq(sim_cost_copy_ns(cm, MS_COPY_D2H, 1000000000, &ns), MS_OK);
     ck_assert_int_eq(ns, 50002000);
     /* D2H 1e2 B: below the first point, clamped to 1 GB/s: 100 ns + 2 us. */
-    ck_assert_int_eq(ms_cost_copy_ns(cm, MS_COPY_D2H, 100, &ns), MS_OK);
+    ck_assert_int_eq(sim_cost_copy_ns(cm, MS_COPY_D2H, 100, &ns), MS_OK);
     ck_assert_int_eq(ns, 2100);
     /* D2D 1e6 B reads and writes 2e6 B at 1 TB/s: 2 us, + 500 ns overhead. */
-    ck_assert_int_eq(ms_cost_copy_ns(cm, MS_COPY_D2D, 1000000, &ns), MS_OK);
+    ck_assert_int_eq(sim_cost_copy_ns(cm, MS_COPY_D2D, 1000000, &ns), MS_OK);
     ck_assert_int_eq(ns, 2500);
     int64_t lat = 0;
     double xfer = 0;
-    ck_assert_int_eq(ms_cost_copy_parts(cm, MS_COPY_H2D, 1000000, &lat, &xfer), MS_OK);
+    ck_assert_int_eq(sim_cost_copy_parts(cm, MS_COPY_H2D, 1000000, &lat, &xfer), MS_OK);
     ck_assert_int_eq(lat, 2000);
     ck_assert(fabs(xfer - 100000.0) < 1e-6);
-    ck_assert_int_eq(ms_cost_copy_ns(cm, (ms_copy_kind)9, 1, &ns), MS_EINVAL);
-    ms_cost_model_destroy(cm);
+    ck_assert_int_eq(sim_cost_copy_ns(cm, (ms_copy_kind)9, 1, &ns), MS_EINVAL);
+    sim_cost_model_destroy(cm);
 }
 END_TEST
 
@@ -379,11 +379,11 @@ START_TEST(cost_model_rejects_bad_spec)
     ms_device_spec s = spec_base();
     s.matmul_eff = (ms_curve){.n = 3, .x = {1, 3, 2}, .y = {0.1, 0.2, 0.3}};
     ms_cost_model *cm = NULL;
-    ck_assert_int_ne(ms_cost_model_create(&s, &cm), MS_OK);
+    ck_assert_int_ne(sim_cost_model_create(&s, &cm), MS_OK);
     ck_assert_ptr_null(cm);
     s = spec_base();
     s.hbm_bw = 0;
-    ck_assert_int_ne(ms_cost_model_create(&s, &cm), MS_OK);
+    ck_assert_int_ne(sim_cost_model_create(&s, &cm), MS_OK);
 }
 END_TEST
 
@@ -398,27 +398,27 @@ typedef struct rig {
 static void rig_open(rig *r, const ms_device_spec *s)
 {
     memset(r, 0, sizeof *r);
-    ck_assert_int_eq(ms_sim_create(&r->sim), MS_OK);
-    ck_assert_int_eq(ms_simdev_create(r->sim, s, 0, &r->dev), MS_OK);
-    ck_assert_int_eq(ms_simdev_set_tracer(r->dev, on_work, &r->tr), MS_OK);
+    ck_assert_int_eq(sim_create(&r->sim), MS_OK);
+    ck_assert_int_eq(sim_dev_create(r->sim, s, 0, &r->dev), MS_OK);
+    ck_assert_int_eq(sim_dev_set_tracer(r->dev, on_work, &r->tr), MS_OK);
 }
 
 static void rig_close(rig *r)
 {
-    ck_assert_int_eq(ms_simdev_destroy(r->dev), MS_OK);
-    ck_assert_int_eq(ms_sim_destroy(r->sim), MS_OK);
+    ck_assert_int_eq(sim_dev_destroy(r->dev), MS_OK);
+    ck_assert_int_eq(sim_destroy(r->sim), MS_OK);
 }
 
 static ms_simstream *stream(rig *r, int prio)
 {
     ms_simstream *s = NULL;
-    ck_assert_int_eq(ms_simstream_create(r->dev, prio, &s), MS_OK);
+    ck_assert_int_eq(sim_stream_create(r->dev, prio, &s), MS_OK);
     return s;
 }
 
 static void launch(ms_simstream *s, ms_kernel k, int64_t at, uint64_t tag)
 {
-    ck_assert_int_eq(ms_simstream_launch(s, &k, at, tag), MS_OK);
+    ck_assert_int_eq(sim_stream_launch(s, &k, at, tag), MS_OK);
 }
 
 static void assert_span(const trace *t, uint64_t tag, int64_t start, int64_t end)
@@ -440,9 +440,9 @@ START_TEST(stream_is_fifo)
     launch(a, matmul(5e10), 0, 2);
     /* A D2H of 1e6 B (2 us + 100 us) waits for both kernels on the same
      * stream although the copy engine is free: [150000, 252000]. */
-    ck_assert_int_eq(ms_simstream_copy(a, MS_COPY_D2H, 1000000, 0, 3), MS_OK);
+    ck_assert_int_eq(sim_stream_copy(a, MS_COPY_D2H, 1000000, 0, 3), MS_OK);
     launch(a, matmul(1e10), 0, 4); /* then 10 us: [252000, 262000] */
-    ms_sim_run(r.sim);
+    sim_run(r.sim);
     ck_assert_int_eq(r.tr.n, 4);
     for (int i = 0; i < 4; i++)
         ck_assert_uint_eq(r.tr.r[i].tag, (uint64_t)i + 1); /* completion order */
@@ -453,12 +453,12 @@ START_TEST(stream_is_fifo)
     ck_assert(r.tr.r[2].is_copy && r.tr.r[2].copy_kind == MS_COPY_D2H);
     ck_assert_uint_eq(r.tr.r[2].bytes, 1000000);
     ms_simstream_info info;
-    ms_simstream_info_get(a, &info);
+    sim_stream_info_get(a, &info);
     ck_assert_uint_eq(info.queued, 0);
     ck_assert_int_eq(info.last_done_ns, 262000);
     /* Work issued later than the device is free starts at its issue time. */
     launch(a, matmul(1e10), 300000, 5);
-    ms_sim_run(r.sim);
+    sim_run(r.sim);
     assert_span(&r.tr, 5, 300000, 310000);
     rig_close(&r);
 }
@@ -471,29 +471,29 @@ START_TEST(cross_stream_wait_on_event)
     rig_open(&r, &s);
     ms_simstream *a = stream(&r, 0), *b = stream(&r, 0), *c = stream(&r, 0);
     ms_simevent *e = NULL;
-    ck_assert_int_eq(ms_simevent_create(r.dev, &e), MS_OK);
+    ck_assert_int_eq(sim_event_create(r.dev, &e), MS_OK);
     /* Stream A: an 8-rank allreduce of 1e9 B (17570000 ns, see the cost
      * test) on the comm link, then a record of e. */
     launch(a, comm(MS_COMM_ALLREDUCE, 8, MS_LINK_INTRA_NODE, 1e9), 0, 1);
-    ck_assert_int_eq(ms_simstream_record(a, e, 0), MS_OK);
+    ck_assert_int_eq(sim_stream_record(a, e, 0), MS_OK);
     /* Stream B waits for e, then a 100 us matmul: it cannot start before the
      * allreduce ends although the compute engine is idle: [17570000, 17670000]. */
-    ck_assert_int_eq(ms_simstream_wait_event(b, e, 0), MS_OK);
+    ck_assert_int_eq(sim_stream_wait_event(b, e, 0), MS_OK);
     launch(b, matmul(1e11), 0, 2);
     /* Stream C has no wait: its 100 us matmul overlaps the allreduce: [0, 100000]. */
     launch(c, matmul(1e11), 0, 3);
     bool rec = false, done = true;
-    ms_simevent_status(e, &rec, &done, NULL);
+    sim_event_status(e, &rec, &done, NULL);
     ck_assert(rec && !done);
-    ms_sim_run(r.sim);
+    sim_run(r.sim);
     assert_span(&r.tr, 1, 0, 17570000);
     assert_span(&r.tr, 3, 0, 100000);
     assert_span(&r.tr, 2, 17570000, 17670000);
     int64_t t = 0;
-    ms_simevent_status(e, &rec, &done, &t);
+    sim_event_status(e, &rec, &done, &t);
     ck_assert(rec && done);
     ck_assert_int_eq(t, 17570000);
-    ms_simevent_destroy(e);
+    sim_event_destroy(e);
     rig_close(&r);
 }
 END_TEST
@@ -505,29 +505,29 @@ START_TEST(wait_keeps_the_capture_it_saw)
     rig_open(&r, &s);
     ms_simstream *a = stream(&r, 0), *b = stream(&r, 0);
     ms_simevent *e = NULL, *never = NULL;
-    ms_simevent_create(r.dev, &e);
-    ms_simevent_create(r.dev, &never);
+    sim_event_create(r.dev, &e);
+    sim_event_create(r.dev, &never);
     /* A: send (1e6 B to an unattached peer: 15000 ns on the comm link),
      * record e, another send, record e again.  B's wait is issued between
      * the two records, so it waits for the first capture only (CUDA). */
     launch(a, p2p(MS_COMM_SEND, 9, 0, 1e6), 0, 1);
-    ms_simstream_record(a, e, 0);
-    ck_assert_int_eq(ms_simstream_wait_event(b, e, 0), MS_OK);
+    sim_stream_record(a, e, 0);
+    ck_assert_int_eq(sim_stream_wait_event(b, e, 0), MS_OK);
     /* A wait on a never-recorded event is a no-op. */
-    ck_assert_int_eq(ms_simstream_wait_event(b, never, 0), MS_OK);
+    ck_assert_int_eq(sim_stream_wait_event(b, never, 0), MS_OK);
     launch(b, matmul(1e11), 0, 2);
     launch(a, p2p(MS_COMM_SEND, 9, 0, 1e6), 0, 3);
-    ms_simstream_record(a, e, 0);
+    sim_stream_record(a, e, 0);
     /* The event handle can go while its capture is still pending. */
-    ms_simevent_destroy(never);
-    ms_sim_run(r.sim);
+    sim_event_destroy(never);
+    sim_run(r.sim);
     assert_span(&r.tr, 1, 0, 15000);
     assert_span(&r.tr, 3, 15000, 30000);
     assert_span(&r.tr, 2, 15000, 115000); /* not 30000 */
     int64_t t = 0;
-    ms_simevent_status(e, NULL, NULL, &t);
+    sim_event_status(e, NULL, NULL, &t);
     ck_assert_int_eq(t, 30000);
-    ms_simevent_destroy(e);
+    sim_event_destroy(e);
     rig_close(&r);
 }
 END_TEST
@@ -545,7 +545,7 @@ START_TEST(compute_engine_picks_priority_then_readiness)
         launch(s0, matmul(1e11), 0, 0);
         launch(s1, matmul(1e11), 10, 1);
         launch(s2, matmul(5e10), 20, 2);
-        ms_sim_run(r.sim);
+        sim_run(r.sim);
         if (variant == 0) {
             /* Stream 2 has the higher priority (-1 < 0): K2 first. */
             assert_span(&r.tr, 2, 100000, 150000);
@@ -570,7 +570,7 @@ START_TEST(same_instant_readiness_respects_priority)
     ms_simstream *lo = stream(&r, 5), *hi = stream(&r, -5), *cp = stream(&r, 0);
     launch(lo, matmul(1e11), 500, 1);
     launch(hi, matmul(5e10), 500, 2);
-    ms_sim_run(r.sim);
+    sim_run(r.sim);
     assert_span(&r.tr, 2, 500, 50500);
     assert_span(&r.tr, 1, 50500, 150500);
     /* Readiness from different sources at one instant.  From 200000: K3 on
@@ -581,19 +581,19 @@ START_TEST(same_instant_readiness_respects_priority)
      * 302000 before choosing: K5 (priority -5) first [302000, 352000], then
      * K4 [352000, 452000]. */
     ms_simevent *e = NULL;
-    ms_simevent_create(r.dev, &e);
+    sim_event_create(r.dev, &e);
     launch(lo, matmul(1.02e11), 200000, 3);
     launch(lo, matmul(1e11), 200000, 4);
-    ms_simstream_copy(cp, MS_COPY_D2H, 1000000, 200000, 6);
-    ms_simstream_record(cp, e, 200000);
-    ms_simstream_wait_event(hi, e, 200000);
+    sim_stream_copy(cp, MS_COPY_D2H, 1000000, 200000, 6);
+    sim_stream_record(cp, e, 200000);
+    sim_stream_wait_event(hi, e, 200000);
     launch(hi, matmul(5e10), 200000, 5);
-    ms_sim_run(r.sim);
+    sim_run(r.sim);
     assert_span(&r.tr, 3, 200000, 302000);
     assert_span(&r.tr, 6, 200000, 302000);
     assert_span(&r.tr, 5, 302000, 352000);
     assert_span(&r.tr, 4, 352000, 452000);
-    ms_simevent_destroy(e);
+    sim_event_destroy(e);
     rig_close(&r);
 }
 END_TEST
@@ -605,15 +605,15 @@ START_TEST(concurrent_d2h_copies_share_bandwidth)
     rig_open(&r, &s);
     ms_simstream *a = stream(&r, 0), *b = stream(&r, 0);
     /* Alone: 1e6 B D2H = 2000 latency + 100000 transfer: [0, 102000]. */
-    ms_simstream_copy(a, MS_COPY_D2H, 1000000, 0, 1);
-    ms_sim_run(r.sim);
+    sim_stream_copy(a, MS_COPY_D2H, 1000000, 0, 1);
+    sim_run(r.sim);
     assert_span(&r.tr, 1, 0, 102000);
     /* Two at once (from 200000): latency to 202000, then both share 10 GB/s:
      * each needs 100000 ns of the link alone, so both end after 200000 ns:
      * [200000, 402000], a transfer twice as long as one copy alone. */
-    ms_simstream_copy(a, MS_COPY_D2H, 1000000, 200000, 2);
-    ms_simstream_copy(b, MS_COPY_D2H, 1000000, 200000, 3);
-    ms_sim_run(r.sim);
+    sim_stream_copy(a, MS_COPY_D2H, 1000000, 200000, 2);
+    sim_stream_copy(b, MS_COPY_D2H, 1000000, 200000, 3);
+    sim_run(r.sim);
     assert_span(&r.tr, 2, 200000, 402000);
     assert_span(&r.tr, 3, 200000, 402000);
     ck_assert_int_eq((402000 - 202000), 2 * (102000 - 2000));
@@ -621,9 +621,9 @@ START_TEST(concurrent_d2h_copies_share_bandwidth)
      * [502000, 503000]: 1000 ns of its 100000.  Then both share: 4 needs
      * 99000 more at half rate -> 198000 -> ends 701000; by then 5 has moved
      * 99000 -> its last 1000 alone -> ends 702000. */
-    ms_simstream_copy(a, MS_COPY_D2H, 1000000, 500000, 4);
-    ms_simstream_copy(b, MS_COPY_D2H, 1000000, 501000, 5);
-    ms_sim_run(r.sim);
+    sim_stream_copy(a, MS_COPY_D2H, 1000000, 500000, 4);
+    sim_stream_copy(b, MS_COPY_D2H, 1000000, 501000, 5);
+    sim_run(r.sim);
     assert_span(&r.tr, 4, 500000, 701000);
     assert_span(&r.tr, 5, 501000, 702000);
     rig_close(&r);
@@ -638,16 +638,16 @@ START_TEST(opposite_directions_are_independent)
     ms_simstream *a = stream(&r, 0), *b = stream(&r, 0);
     /* Full duplex: a D2H and an H2D together each take what they take
      * alone: 2000 + 100000 -> [0, 102000] both. */
-    ms_simstream_copy(a, MS_COPY_D2H, 1000000, 0, 1);
-    ms_simstream_copy(b, MS_COPY_H2D, 1000000, 0, 2);
-    ms_sim_run(r.sim);
+    sim_stream_copy(a, MS_COPY_D2H, 1000000, 0, 1);
+    sim_stream_copy(b, MS_COPY_H2D, 1000000, 0, 2);
+    sim_run(r.sim);
     assert_span(&r.tr, 1, 0, 102000);
     assert_span(&r.tr, 2, 0, 102000);
     /* A D2D copy uses the compute engine, not the host link: 2e6 B at 1 TB/s
      * = 2000 ns, overlapping an H2D on another stream. */
-    ms_simstream_copy(a, MS_COPY_D2D, 1000000, 200000, 3);
-    ms_simstream_copy(b, MS_COPY_H2D, 1000000, 200000, 4);
-    ms_sim_run(r.sim);
+    sim_stream_copy(a, MS_COPY_D2D, 1000000, 200000, 3);
+    sim_stream_copy(b, MS_COPY_H2D, 1000000, 200000, 4);
+    sim_run(r.sim);
     assert_span(&r.tr, 3, 200000, 202000);
     assert_span(&r.tr, 4, 200000, 302000);
     rig_close(&r);
@@ -660,17 +660,17 @@ START_TEST(hbm_capacity_accounting)
     rig r;
     rig_open(&r, &s);
     uint64_t used = 1, peak = 1, cap = 0;
-    ms_simdev_hbm_usage(r.dev, &used, &peak, &cap);
+    sim_dev_hbm_usage(r.dev, &used, &peak, &cap);
     ck_assert_uint_eq(cap, 1ULL << 30);
     ck_assert_uint_eq(used, 0);
-    ck_assert_int_eq(ms_simdev_hbm_charge(r.dev, 3ULL << 28), MS_OK); /* 768 MiB */
-    ck_assert_int_eq(ms_simdev_hbm_charge(r.dev, 1ULL << 28), MS_OK); /* full */
-    ck_assert_int_eq(ms_simdev_hbm_charge(r.dev, 1), MS_ENOMEM);
-    ms_simdev_hbm_usage(r.dev, &used, &peak, NULL);
+    ck_assert_int_eq(sim_dev_hbm_charge(r.dev, 3ULL << 28), MS_OK); /* 768 MiB */
+    ck_assert_int_eq(sim_dev_hbm_charge(r.dev, 1ULL << 28), MS_OK); /* full */
+    ck_assert_int_eq(sim_dev_hbm_charge(r.dev, 1), MS_ENOMEM);
+    sim_dev_hbm_usage(r.dev, &used, &peak, NULL);
     ck_assert_uint_eq(used, 1ULL << 30);
-    ck_assert_int_eq(ms_simdev_hbm_uncharge(r.dev, 1ULL << 29), MS_OK);
-    ck_assert_int_eq(ms_simdev_hbm_uncharge(r.dev, 1ULL << 30), MS_EINVAL);
-    ms_simdev_hbm_usage(r.dev, &used, &peak, NULL);
+    ck_assert_int_eq(sim_dev_hbm_uncharge(r.dev, 1ULL << 29), MS_OK);
+    ck_assert_int_eq(sim_dev_hbm_uncharge(r.dev, 1ULL << 30), MS_EINVAL);
+    sim_dev_hbm_usage(r.dev, &used, &peak, NULL);
     ck_assert_uint_eq(used, 1ULL << 29);
     ck_assert_uint_eq(peak, 1ULL << 30);
     rig_close(&r);
@@ -681,17 +681,17 @@ START_TEST(p2p_recv_waits_for_matching_send)
 {
     ms_device_spec s = spec_base();
     ms_sim *sim = NULL;
-    ms_sim_create(&sim);
+    sim_create(&sim);
     ms_simdev *d0 = NULL, *d1 = NULL, *dup = NULL;
-    ck_assert_int_eq(ms_simdev_create(sim, &s, 0, &d0), MS_OK);
-    ck_assert_int_eq(ms_simdev_create(sim, &s, 1, &d1), MS_OK);
-    ck_assert_int_eq(ms_simdev_create(sim, &s, 1, &dup), MS_EINVAL); /* index taken */
+    ck_assert_int_eq(sim_dev_create(sim, &s, 0, &d0), MS_OK);
+    ck_assert_int_eq(sim_dev_create(sim, &s, 1, &d1), MS_OK);
+    ck_assert_int_eq(sim_dev_create(sim, &s, 1, &dup), MS_EINVAL); /* index taken */
     trace t0 = {0}, t1 = {0};
-    ms_simdev_set_tracer(d0, on_work, &t0);
-    ms_simdev_set_tracer(d1, on_work, &t1);
+    sim_dev_set_tracer(d0, on_work, &t0);
+    sim_dev_set_tracer(d1, on_work, &t1);
     ms_simstream *s0 = NULL, *s1 = NULL;
-    ms_simstream_create(d0, 0, &s0);
-    ms_simstream_create(d1, 0, &s1);
+    sim_stream_create(d0, 0, &s0);
+    sim_stream_create(d1, 0, &s1);
     /* Device 1 posts its receive first (tag 7), then a 100 us matmul.
      * Device 0 computes 50 us, then sends 1e6 B with tag 6 (15000 ns on its
      * link: [50000, 65000]), which does not match, then with tag 7
@@ -702,24 +702,24 @@ START_TEST(p2p_recv_waits_for_matching_send)
     launch(s0, matmul(5e10), 0, 20);
     launch(s0, p2p(MS_COMM_SEND, 1, 6, 1e6), 0, 21);
     launch(s0, p2p(MS_COMM_SEND, 1, 7, 1e6), 0, 22);
-    ms_sim_run(sim);
+    sim_run(sim);
     assert_span(&t0, 21, 50000, 65000);
     assert_span(&t0, 22, 65000, 80000);
     assert_span(&t1, 10, 0, 80000); /* the receive spans its wait */
     assert_span(&t1, 11, 80000, 180000);
     /* The tag-6 send is still posted: a later receive takes it at once. */
     launch(s1, p2p(MS_COMM_RECV, 0, 6, 1e6), 200000, 12);
-    ms_sim_run(sim);
+    sim_run(sim);
     assert_span(&t1, 12, 200000, 200000);
     /* A receive from a device not on this engine costs its alpha-beta
      * time on the link: 15000 ns. */
     launch(s1, p2p(MS_COMM_RECV, 5, 1, 1e6), 300000, 13);
-    ms_sim_run(sim);
+    sim_run(sim);
     assert_span(&t1, 13, 300000, 315000);
-    ck_assert_int_eq(ms_sim_destroy(sim), MS_EINVAL); /* devices attached */
-    ms_simdev_destroy(d0);
-    ms_simdev_destroy(d1);
-    ck_assert_int_eq(ms_sim_destroy(sim), MS_OK);
+    ck_assert_int_eq(sim_destroy(sim), MS_EINVAL); /* devices attached */
+    sim_dev_destroy(d0);
+    sim_dev_destroy(d1);
+    ck_assert_int_eq(sim_destroy(sim), MS_OK);
 }
 END_TEST
 
@@ -727,32 +727,32 @@ START_TEST(device_destroyed_with_pending_work_leaves_engine_safe)
 {
     ms_device_spec s = spec_base();
     ms_sim *sim = NULL;
-    ms_sim_create(&sim);
+    sim_create(&sim);
     ms_simdev *d0 = NULL, *d1 = NULL;
-    ms_simdev_create(sim, &s, 0, &d0);
-    ms_simdev_create(sim, &s, 1, &d1);
+    sim_dev_create(sim, &s, 0, &d0);
+    sim_dev_create(sim, &s, 1, &d1);
     trace t1 = {0};
-    ms_simdev_set_tracer(d1, on_work, &t1);
+    sim_dev_set_tracer(d1, on_work, &t1);
     ms_simstream *a = NULL, *b = NULL;
-    ms_simstream_create(d0, 0, &a);
-    ms_simstream_create(d1, 0, &b);
+    sim_stream_create(d0, 0, &a);
+    sim_stream_create(d1, 0, &b);
     ms_simevent *e = NULL;
-    ms_simevent_create(d0, &e); /* left open: freed with the device */
+    sim_event_create(d0, &e); /* left open: freed with the device */
     launch(a, matmul(1e11), 0, 1);
-    ms_simstream_record(a, e, 0);
-    ms_simstream_copy(a, MS_COPY_D2H, 1000000, 10, 2);
+    sim_stream_record(a, e, 0);
+    sim_stream_copy(a, MS_COPY_D2H, 1000000, 10, 2);
     launch(b, matmul(1e11), 0, 3);
-    ms_sim_run_until(sim, 50000);
-    ck_assert_int_eq(ms_simdev_destroy(d0), MS_OK);
+    sim_run_until(sim, 50000);
+    ck_assert_int_eq(sim_dev_destroy(d0), MS_OK);
     /* Device 1's work runs on; nothing of device 0 is left on the engine. */
-    ms_sim_run(sim);
+    sim_run(sim);
     ck_assert_int_eq(t1.n, 1);
     assert_span(&t1, 3, 0, 100000);
     int64_t now = 0;
-    ms_sim_now(sim, &now);
+    sim_now(sim, &now);
     ck_assert_int_eq(now, 100000);
-    ms_simdev_destroy(d1);
-    ck_assert_int_eq(ms_sim_destroy(sim), MS_OK);
+    sim_dev_destroy(d1);
+    ck_assert_int_eq(sim_destroy(sim), MS_OK);
 }
 END_TEST
 
@@ -765,20 +765,20 @@ START_TEST(destroyed_stream_drains_first)
     launch(a, matmul(1e11), 0, 1);
     launch(a, matmul(1e11), 0, 2);
     /* As cudaStreamDestroy: returns now, the work still runs. */
-    ck_assert_int_eq(ms_simstream_destroy(a), MS_OK);
+    ck_assert_int_eq(sim_stream_destroy(a), MS_OK);
     bool idle = true;
-    ms_simdev_idle(r.dev, &idle);
+    sim_dev_idle(r.dev, &idle);
     ck_assert(!idle);
-    ms_sim_run(r.sim);
+    sim_run(r.sim);
     assert_span(&r.tr, 2, 100000, 200000);
-    ms_simdev_idle(r.dev, &idle);
+    sim_dev_idle(r.dev, &idle);
     ck_assert(idle);
     /* Ids keep counting: the next stream is number 2. */
     ms_simstream *c = stream(&r, 0);
     ms_simstream_info info;
-    ms_simstream_info_get(c, &info);
+    sim_stream_info_get(c, &info);
     ck_assert_uint_eq(info.id, 2);
-    ms_simstream_info_get(b, &info);
+    sim_stream_info_get(b, &info);
     ck_assert_uint_eq(info.id, 1);
     rig_close(&r);
 }
@@ -789,7 +789,7 @@ END_TEST
 static bool stream_idle(const void *ctx)
 {
     ms_simstream_info info;
-    ms_simstream_info_get(ctx, &info);
+    sim_stream_info_get(ctx, &info);
     return info.queued == 0;
 }
 
@@ -799,30 +799,30 @@ START_TEST(host_waits_run_the_engine)
     rig r;
     rig_open(&r, &s);
     ms_simhost *h = NULL;
-    ck_assert_int_eq(ms_simhost_create(r.sim, &h), MS_OK);
+    ck_assert_int_eq(sim_host_create(r.sim, &h), MS_OK);
     ms_simstream *a = stream(&r, 0);
-    ms_simhost_advance(h, 1000);
+    sim_host_advance(h, 1000);
     launch(a, matmul(1e11), 1000, 1);
     /* Catching up runs the device to the host clock (1000) only. */
-    ms_simhost_catch_up(h);
+    sim_host_catch_up(h);
     int64_t now = 0;
-    ms_sim_now(r.sim, &now);
+    sim_now(r.sim, &now);
     ck_assert_int_le(now, 1000);
     ck_assert_int_eq(r.tr.n, 0);
     /* The wait ends when the kernel does: host clock 101000. */
-    ck_assert_int_eq(ms_simhost_wait(h, stream_idle, a), MS_OK);
-    ms_simhost_now(h, &now);
+    ck_assert_int_eq(sim_host_wait(h, stream_idle, a), MS_OK);
+    sim_host_now(h, &now);
     ck_assert_int_eq(now, 101000);
     /* A receive nobody will send: the engine runs dry -> deadlock, and the
      * host clock is unchanged. */
     ms_simdev *peer = NULL;
-    ms_simdev_create(r.sim, &s, 1, &peer);
+    sim_dev_create(r.sim, &s, 1, &peer);
     launch(a, p2p(MS_COMM_RECV, 1, 3, 1e6), 101000, 2);
-    ck_assert_int_eq(ms_simhost_wait(h, stream_idle, a), MS_EDEADLOCK);
-    ms_simhost_now(h, &now);
+    ck_assert_int_eq(sim_host_wait(h, stream_idle, a), MS_EDEADLOCK);
+    sim_host_now(h, &now);
     ck_assert_int_eq(now, 101000);
-    ms_simdev_destroy(peer);
-    ms_simhost_destroy(h);
+    sim_dev_destroy(peer);
+    sim_host_destroy(h);
     rig_close(&r);
 }
 END_TEST
@@ -831,65 +831,65 @@ START_TEST(hosts_on_one_engine_synchronise_conservatively)
 {
     ms_device_spec s = spec_base();
     ms_sim *sim = NULL;
-    ms_sim_create(&sim);
+    sim_create(&sim);
     ms_simdev *d0 = NULL, *d1 = NULL;
-    ms_simdev_create(sim, &s, 0, &d0);
-    ms_simdev_create(sim, &s, 1, &d1);
+    sim_dev_create(sim, &s, 0, &d0);
+    sim_dev_create(sim, &s, 1, &d1);
     trace t1 = {0};
-    ms_simdev_set_tracer(d1, on_work, &t1);
+    sim_dev_set_tracer(d1, on_work, &t1);
     ms_simhost *h0 = NULL, *h1 = NULL;
-    ms_simhost_create(sim, &h0);
-    ms_simhost_create(sim, &h1);
+    sim_host_create(sim, &h0);
+    sim_host_create(sim, &h1);
     ms_simstream *s0 = NULL, *s1 = NULL;
-    ms_simstream_create(d0, 0, &s0);
-    ms_simstream_create(d1, 0, &s1);
+    sim_stream_create(d0, 0, &s0);
+    sim_stream_create(d1, 0, &s1);
     /* Host 1 receives from device 0 and waits.  Host 0 is still at time 0,
      * so host 1 may not run the engine past 0: MS_EAGAIN, parked. */
     launch(s1, p2p(MS_COMM_RECV, 0, 1, 1e6), 0, 1);
-    ck_assert_int_eq(ms_simhost_wait(h1, stream_idle, s1), MS_EAGAIN);
+    ck_assert_int_eq(sim_host_wait(h1, stream_idle, s1), MS_EAGAIN);
     bool parked = false;
-    ck_assert_int_eq(ms_simhost_parked(h1, &parked), MS_OK);
+    ck_assert_int_eq(sim_host_parked(h1, &parked), MS_OK);
     ck_assert(parked);
-    ms_simhost_parked(h0, &parked);
+    sim_host_parked(h0, &parked);
     ck_assert(!parked);
     /* Host 0 computes 50 us and sends (15000 ns) at host time 2000, then
      * waits for its stream: kernel [2000, 52000], send [52000, 67000].  The
      * parked host 1 does not bound host 0. */
-    ms_simhost_advance(h0, 2000);
+    sim_host_advance(h0, 2000);
     launch(s0, matmul(5e10), 2000, 2);
     launch(s0, p2p(MS_COMM_SEND, 1, 1, 1e6), 2000, 3);
-    ck_assert_int_eq(ms_simhost_wait(h0, stream_idle, s0), MS_OK);
+    ck_assert_int_eq(sim_host_wait(h0, stream_idle, s0), MS_OK);
     int64_t now = 0;
-    ms_simhost_now(h0, &now);
+    sim_host_now(h0, &now);
     ck_assert_int_eq(now, 67000);
     /* Host 1's condition became true at 67000 while host 0 ran the engine:
      * its retry succeeds with its clock at 67000. */
-    ck_assert_int_eq(ms_simhost_wait(h1, stream_idle, s1), MS_OK);
-    ms_simhost_now(h1, &now);
+    ck_assert_int_eq(sim_host_wait(h1, stream_idle, s1), MS_OK);
+    sim_host_now(h1, &now);
     ck_assert_int_eq(now, 67000);
-    ms_simhost_parked(h1, &parked);
+    sim_host_parked(h1, &parked);
     ck_assert(!parked);
-    ck_assert_int_eq(ms_simhost_parked(NULL, &parked), MS_EINVAL);
+    ck_assert_int_eq(sim_host_parked(NULL, &parked), MS_EINVAL);
     assert_span(&t1, 1, 0, 67000);
     /* An active host bounds the other: host 1 at 67000 issues a 100 us
      * kernel at 68000 and waits; host 0 (at 67000) bounds the engine, so
      * host 1 gets MS_EAGAIN; once host 0 goes idle, the wait completes. */
-    ms_simhost_advance(h1, 1000);
+    sim_host_advance(h1, 1000);
     launch(s1, matmul(1e11), 68000, 4);
-    ck_assert_int_eq(ms_simhost_wait(h1, stream_idle, s1), MS_EAGAIN);
-    ms_simhost_set_idle(h0);
-    ck_assert_int_eq(ms_simhost_wait(h1, stream_idle, s1), MS_OK);
-    ms_simhost_now(h1, &now);
+    ck_assert_int_eq(sim_host_wait(h1, stream_idle, s1), MS_EAGAIN);
+    sim_host_set_idle(h0);
+    ck_assert_int_eq(sim_host_wait(h1, stream_idle, s1), MS_OK);
+    sim_host_now(h1, &now);
     ck_assert_int_eq(now, 168000);
     /* Host 0 resumes no earlier than the engine clock it finds. */
-    ms_simhost_catch_up(h0);
-    ms_simhost_now(h0, &now);
+    sim_host_catch_up(h0);
+    sim_host_now(h0, &now);
     ck_assert_int_eq(now, 168000);
-    ms_simhost_destroy(h0);
-    ms_simhost_destroy(h1);
-    ms_simdev_destroy(d0);
-    ms_simdev_destroy(d1);
-    ck_assert_int_eq(ms_sim_destroy(sim), MS_OK);
+    sim_host_destroy(h0);
+    sim_host_destroy(h1);
+    sim_dev_destroy(d0);
+    sim_dev_destroy(d1);
+    ck_assert_int_eq(sim_destroy(sim), MS_OK);
 }
 END_TEST
 
