@@ -306,7 +306,7 @@ int main(int argc, char **argv)
     double wall = seconds(CLOCK_MONOTONIC) - t0;
     double cpu = seconds(CLOCK_PROCESS_CPUTIME_ID) - c0;
     ms_alloc_stats stats;
-    ms_alloc_get_stats(a, &stats);
+    stats = ms_alloc_get_stats(a);
     uint64_t pairs = rounds * s.pairs;
     printf("mode %s: %" PRIu64 " malloc+free pairs (%" PRIu64 " per round)\n", mode, pairs,
            s.pairs);

@@ -36,7 +36,7 @@ int main(int argc, char **argv)
             sets[n_sets++] = argv[i];
     }
     ms_diag d = {0};
-    ms_scenario *sc = NULL;
+    const ms_scenario *sc = NULL;
     if (ms_scenario_load(argv[1], sets, n_sets, &sc, &d) != MS_OK) {
         fprintf(stderr, "bench_run: %s\n", d.msg);
         return 1;
@@ -57,10 +57,10 @@ int main(int argc, char **argv)
         }
         const ms_program_view *views;
         size_t n;
-        ms_run_program_views(run, &views, &n);
+        views = ms_run_program_views(run, &n);
         const ms_run_summary *s;
         size_t ns;
-        ms_run_summaries(run, &s, &ns);
+        s = ms_run_summaries(run, &ns);
         ops = 0;
         for (size_t i = 0; i < n; i++)
             ops += views[i].n_ops;

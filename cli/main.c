@@ -101,7 +101,7 @@ static int cmd_run(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? 0 : rc;
     ms_diag d = {0};
-    ms_scenario *sc = NULL;
+    const ms_scenario *sc = NULL;
     ms_status st = ms_scenario_load(a.scenario, a.sets, (size_t)a.n_sets, &sc, &d);
     if (st != MS_OK)
         return fail("scenario", st, &d);
@@ -126,9 +126,9 @@ static int cmd_run(int argc, char **argv)
         const ms_run_record *rec;
         const ms_program_view *views;
         size_t n_stages, n_views;
-        ms_run_summaries(run, &s, &n_stages);
-        ms_run_record_get(run, &rec);
-        ms_run_program_views(run, &views, &n_views);
+        s = ms_run_summaries(run, &n_stages);
+        rec = ms_run_record_get(run);
+        views = ms_run_program_views(run, &n_views);
         ms_run_summary *grown = realloc(sums, (n_rows + n_stages) * sizeof *sums);
         if (grown == NULL) {
             ms_run_free(run);

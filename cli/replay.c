@@ -197,7 +197,7 @@ static const char *human(uint64_t b, char buf[32])
 static void print_settings(const ms_snapshot *s)
 {
     const ms_snapshot_settings *set = NULL;
-    ms_snapshot_settings_get(s, &set);
+    set = ms_snapshot_settings_get(s);
     if (!set->recorded) {
         printf("allocator settings: none recorded (the allocator's defaults)\n");
         return;

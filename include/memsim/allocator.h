@@ -139,11 +139,14 @@ MS_API ms_status ms_alloc_free(ms_alloc *a, uint64_t addr);
 /* The block at addr is also used on stream s: its free waits for s's work. */
 MS_API ms_status ms_alloc_record_stream(ms_alloc *a, uint64_t addr, ms_stream *s);
 MS_API ms_status ms_alloc_empty_cache(ms_alloc *a);
-MS_API ms_status ms_alloc_get_stats(const ms_alloc *a, ms_alloc_stats *out);
+/* memory_stats() (zeros for NULL). */
+MS_API ms_alloc_stats ms_alloc_get_stats(const ms_alloc *a);
 /* The "all" current allocated, reserved and active bytes of get_stats, for
- * callers that sample them per op (any pointer may be NULL). */
-MS_API ms_status ms_alloc_current(const ms_alloc *a, uint64_t *allocated, uint64_t *reserved,
-                           uint64_t *active);
+ * callers that sample them per op. */
+typedef struct ms_alloc_totals {
+    uint64_t allocated, reserved, active;
+} ms_alloc_totals;
+MS_API ms_alloc_totals ms_alloc_current(const ms_alloc *a);
 MS_API ms_status ms_alloc_reset_peak_stats(ms_alloc *a);
 MS_API ms_status ms_alloc_set_observer(ms_alloc *a, ms_alloc_observer fn, void *user);
 

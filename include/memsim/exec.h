@@ -98,11 +98,12 @@ MS_API ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt
                          ms_diag *d);
 MS_API ms_status ms_run_free(ms_run *r);
 /* One summary per pipeline stage (n == pipeline_model_parallel_size). */
-MS_API ms_status ms_run_summaries(const ms_run *r, const ms_run_summary **s, size_t *n);
-MS_API ms_status ms_run_summary_get(const ms_run *r, const ms_run_summary **s); /* stage 0 */
-MS_API ms_status ms_run_record_get(const ms_run *r, const ms_run_record **rec);
+MS_API const ms_run_summary *ms_run_summaries(const ms_run *r, size_t *n);
+MS_API const ms_run_summary *ms_run_summary_get(const ms_run *r); /* stage 0 */
+/* NULL when the run kept no record (report.detail = "none"). */
+MS_API const ms_run_record *ms_run_record_get(const ms_run *r);
 /* The step program of every stage, indexed by device. */
-MS_API ms_status ms_run_program_views(const ms_run *r, const ms_program_view **views, size_t *n);
+MS_API const ms_program_view *ms_run_program_views(const ms_run *r, size_t *n);
 
 /* Find a shipped data directory ("policies_lua", "scenarios/devices"):
  * $MEMSIM_DATADIR/sub, then the source tree, then the installed pkgdatadir. */

@@ -115,7 +115,7 @@ MS_API ms_status ms_policy_load(const char *path, const char *lib_dir, const ms_
                          ms_policy **out, ms_diag *d);
 MS_API ms_status ms_policy_free(ms_policy *p);
 /* The policy's name: its table's `name` field, else the file's base name. */
-MS_API ms_status ms_policy_name(const ms_policy *p, const char **name);
+MS_API const char *ms_policy_name(const ms_policy *p); /* NULL for NULL */
 
 /* Pools the policy declares in its `pools` table, e.g.
  *   pools = { long = { exact_segments = true, lendable = true } }
@@ -125,7 +125,7 @@ typedef struct ms_pool_decl {
     bool exact_segments;
     bool lendable;
 } ms_pool_decl;
-MS_API ms_status ms_policy_pools(const ms_policy *p, const ms_pool_decl **decls, uint32_t *n);
+MS_API const ms_pool_decl *ms_policy_pools(const ms_policy *p, uint32_t *n);
 
 /* Call plan(profile, ctx) if the policy has it; decisions are appended to
  * plan (cleared first), then prof->declared unless the policy called

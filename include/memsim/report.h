@@ -127,14 +127,15 @@ MS_API ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row
 MS_API ms_status ms_record_add_segment(ms_run_record *r, const ms_segment_row *row);
 /* Patch device start/end of an op row once the backend reports it. */
 MS_API ms_status ms_record_set_times(ms_run_record *r, size_t row, int64_t start_ns, int64_t end_ns);
-MS_API ms_status ms_record_n_ops(const ms_run_record *r, size_t *n);
-MS_API ms_status ms_record_op(const ms_run_record *r, size_t i, const ms_op_row **row);
-MS_API ms_status ms_record_n_mem(const ms_run_record *r, size_t *n);
-MS_API ms_status ms_record_mem(const ms_run_record *r, size_t i, const ms_mem_row **row);
-MS_API ms_status ms_record_n_tensors(const ms_run_record *r, size_t *n);
-MS_API ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row **row);
-MS_API ms_status ms_record_n_segments(const ms_run_record *r, size_t *n);
-MS_API ms_status ms_record_segment(const ms_run_record *r, size_t i, const ms_segment_row **row);
+/* Row counts, and row i (NULL when out of range); a NULL record has none. */
+MS_API size_t ms_record_n_ops(const ms_run_record *r);
+MS_API const ms_op_row *ms_record_op(const ms_run_record *r, size_t i);
+MS_API size_t ms_record_n_mem(const ms_run_record *r);
+MS_API const ms_mem_row *ms_record_mem(const ms_run_record *r, size_t i);
+MS_API size_t ms_record_n_tensors(const ms_run_record *r);
+MS_API const ms_tensor_row *ms_record_tensor(const ms_run_record *r, size_t i);
+MS_API size_t ms_record_n_segments(const ms_run_record *r);
+MS_API const ms_segment_row *ms_record_segment(const ms_run_record *r, size_t i);
 
 /* Write summary.csv (one row per summary), and with a record ops.csv,
  * memory.csv, tensors.csv, segments.csv and trace.json, into dir (created

@@ -96,8 +96,9 @@ typedef struct ms_scenario {
     uint64_t seed;
     /* Recompute and swap settings (recompute, recompute_config, swap_config)
      * and the pipeline layout (parallel.offset, pp_interleave_num), read
-     * through memsim/memory_config.h and ms_scenario_chunk_layers; owned by
-     * the scenario.  NULL (a scenario built by hand): none, even stages. */
+     * by the run (profile.declared, the MindFormers lines) and
+     * ms_scenario_chunk_layers; owned by the scenario.  NULL (a scenario
+     * built by hand): none, even stages. */
     struct ms_memory_config *memory_config;
 } ms_scenario;
 
@@ -105,10 +106,11 @@ typedef struct ms_scenario {
  * validation.  The device file NAME.lua is looked up in <scenario dir>/devices,
  * <scenario dir>/../devices, $MEMSIM_DATADIR/scenarios/devices, then the
  * source and installed data directories (MS_SRCDIR, MS_DATADIR
- * /scenarios/devices).  Errors name the file (and line, key or field). */
-MS_API ms_status ms_scenario_load(const char *path, const char *const *overrides, size_t n_overrides,
-                           ms_scenario **out, ms_diag *d);
-MS_API ms_status ms_scenario_free(ms_scenario *sc);
+ * /scenarios/devices).  Errors name the file (and line, key or field).  A
+ * loaded scenario is read-only: overrides go through the loader. */
+MS_API ms_status ms_scenario_load(const char *path, const char *const *overrides,
+                                  size_t n_overrides, const ms_scenario **out, ms_diag *d);
+MS_API ms_status ms_scenario_free(const ms_scenario *sc);
 
 /* Load one device file into spec. */
 MS_API ms_status ms_device_load(const char *path, ms_device_spec *spec, ms_diag *d);
@@ -119,7 +121,7 @@ MS_API ms_status ms_device_load(const char *path, ms_device_spec *spec, ms_diag 
  * chunk-major: chunk 0 of stages 0..pp-1 holds the first layers, then chunk 1
  * (Megatron's and MindFormers' order).  With parallel.offset the counts are
  * MindFormers' num_layers / (pp x chunks) + offset[c][s]; else even. */
-MS_API ms_status ms_scenario_chunks(const ms_scenario *sc, int *chunks);
+MS_API int ms_scenario_chunks(const ms_scenario *sc); /* 1 without interleaving (or NULL) */
 MS_API ms_status ms_scenario_chunk_layers(const ms_scenario *sc, int stage, int chunk, int *first,
                                    int *count);
 

@@ -190,17 +190,16 @@ MS_API ms_status ms_snapshot_load_buffer(const void *data, size_t len, const cha
 MS_API ms_status ms_snapshot_free(ms_snapshot *s);
 
 /* Number of device traces (devices with an empty trace included). */
-MS_API ms_status ms_snapshot_devices(const ms_snapshot *s, int *n);
+MS_API int ms_snapshot_devices(const ms_snapshot *s);
 MS_API ms_status ms_snapshot_trace(const ms_snapshot *s, int device, const ms_trace_event **events,
                             size_t *n);
 /* Whether the snapshot has its final segments (a pickle).  A CSV trace has
  * none: its replay starts from an empty allocator instead of rebuilding the
  * starting state from the end. */
-MS_API ms_status ms_snapshot_has_segments(const ms_snapshot *s, bool *out);
-/* Segments of every device, in snapshot order. */
-MS_API ms_status ms_snapshot_segments(const ms_snapshot *s, const ms_snapshot_segment **segs,
-                               size_t *n);
-MS_API ms_status ms_snapshot_settings_get(const ms_snapshot *s, const ms_snapshot_settings **out);
+MS_API bool ms_snapshot_has_segments(const ms_snapshot *s);
+/* Segments of every device, in snapshot order (*n of them). */
+MS_API const ms_snapshot_segment *ms_snapshot_segments(const ms_snapshot *s, size_t *n);
+MS_API const ms_snapshot_settings *ms_snapshot_settings_get(const ms_snapshot *s);
 /* The allocator configuration the snapshot ran with: flavour defaults, then
  * the recorded PYTORCH_CUDA_ALLOC_CONF, then the explicit settings fields. */
 MS_API ms_status ms_snapshot_alloc_config(const ms_snapshot *s, ms_alloc_flavour flavour,

@@ -132,7 +132,7 @@ typedef struct ms_program_view {
 /* Build the step program of pipeline stage `stage` of sc. */
 MS_API ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, ms_diag *d);
 MS_API ms_status ms_program_free(ms_program *p);
-MS_API ms_status ms_program_get_view(const ms_program *p, ms_program_view *out);
+MS_API ms_program_view ms_program_get_view(const ms_program *p); /* all zero for NULL */
 
 /* Check a program's ids and ranges and derive its facts in one pass (freed
  * with ms_program_facts_free).  Errors name the element and the field. */

@@ -37,26 +37,21 @@ void alloc_stats_fill(const ms_astats *s, ms_alloc_stats *out)
     out->max_split_size = s->max_split_size;
 }
 
-ms_status ms_alloc_get_stats(const ms_alloc *a, ms_alloc_stats *out)
+ms_alloc_stats ms_alloc_get_stats(const ms_alloc *a)
 {
-    if (!a || !out)
-        return MS_EINVAL;
-    alloc_stats_fill(&a->stats, out);
-    return MS_OK;
+    ms_alloc_stats out = {0};
+    if (a != NULL)
+        alloc_stats_fill(&a->stats, &out);
+    return out;
 }
 
-ms_status ms_alloc_current(const ms_alloc *a, uint64_t *allocated, uint64_t *reserved,
-                           uint64_t *active)
+ms_alloc_totals ms_alloc_current(const ms_alloc *a)
 {
-    if (!a)
-        return MS_EINVAL;
-    if (allocated)
-        *allocated = (uint64_t)alloc_stat_current(&a->stats.allocated_bytes);
-    if (reserved)
-        *reserved = (uint64_t)alloc_stat_current(&a->stats.reserved_bytes);
-    if (active)
-        *active = (uint64_t)alloc_stat_current(&a->stats.active_bytes);
-    return MS_OK;
+    if (a == NULL)
+        return (ms_alloc_totals){0};
+    return (ms_alloc_totals){(uint64_t)alloc_stat_current(&a->stats.allocated_bytes),
+                             (uint64_t)alloc_stat_current(&a->stats.reserved_bytes),
+                             (uint64_t)alloc_stat_current(&a->stats.active_bytes)};
 }
 
 #define N_POOL_STATS 9

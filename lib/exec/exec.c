@@ -95,6 +95,7 @@ struct ms_exec {
     ms_event *free_events[64];
     size_t n_free_events;
     bool borrowing;
+    ms_status record_status; /* a memory row the allocator observer could not keep */
     uint32_t oom_tensor;
     uint64_t swapped_bytes;
     uint32_t recomputed_ops;
@@ -166,7 +167,10 @@ static void on_alloc_event(void *user, const ms_alloc_event *ev)
         .active = ev->active,
     };
     memcpy(row.by_kind, e->by_kind, sizeof row.by_kind);
-    ms_record_add_mem(e->cfg.record, &row);
+    /* The observer cannot fail the allocation; the step reports it. */
+    ms_status st = ms_record_add_mem(e->cfg.record, &row);
+    if (st != MS_OK && e->record_status == MS_OK)
+        e->record_status = st;
 }
 
 /* ---- events ---------------------------------------------------------- */
@@ -396,8 +400,7 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
                 e->rt[op->outputs[i]].used_streams |= (uint8_t)(1u << stream);
     if (st != MS_OK)
         return st;
-    uint64_t allocated = 0, reserved = 0, active = 0;
-    ms_alloc_current(e->cfg.alloc, &allocated, &reserved, &active);
+    ms_alloc_totals now = ms_alloc_current(e->cfg.alloc);
     ms_op_row row = {
         .step = e->step,
         .device = e->cfg.backend->device,
@@ -410,8 +413,8 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
         .end_ns = -1,
         .bytes = (uint64_t)op->kernel.bytes,
         .flops = op->kernel.flops,
-        .allocated = allocated,
-        .reserved = reserved,
+        .allocated = now.allocated,
+        .reserved = now.reserved,
     };
     size_t ri;
     if ((st = add_row(e, &row, &ri)) != MS_OK)
@@ -420,7 +423,7 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
         e->kernel_row[id] = (int32_t)ri;
         e->profile[id].allocated = row.allocated;
         e->profile[id].reserved = row.reserved;
-        e->profile[id].active = active;
+        e->profile[id].active = now.active;
     } else {
         e->recomputed_ops++;
     }
@@ -607,9 +610,9 @@ static ms_status resolve_pools(ms_exec *e, ms_diag *d)
     ms_policy *pol = e->cfg.policy;
     if (pol == NULL)
         return MS_OK;
-    const ms_pool_decl *decls = NULL;
     uint32_t n = 0;
-    ms_status st = ms_policy_pools(pol, &decls, &n);
+    const ms_pool_decl *decls = ms_policy_pools(pol, &n);
+    ms_status st = MS_OK;
     for (uint32_t i = 0; st == MS_OK && i < n; i++) {
         ms_pool_options opt = {.exact_segments = decls[i].exact_segments,
                                .lendable = decls[i].lendable};
@@ -787,10 +790,7 @@ ms_status ms_exec_partial_peaks(const ms_exec *e, ms_step_result *res)
 {
     if (e == NULL || res == NULL)
         return MS_EINVAL;
-    ms_alloc_stats s;
-    ms_status st = ms_alloc_get_stats(e->cfg.alloc, &s);
-    if (st != MS_OK)
-        return st;
+    ms_alloc_stats s = ms_alloc_get_stats(e->cfg.alloc);
     res->peak_allocated = (uint64_t)s.allocated_bytes[MS_STAT_ALL].peak;
     res->peak_reserved = (uint64_t)s.reserved_bytes[MS_STAT_ALL].peak;
     res->peak_active = (uint64_t)s.active_bytes[MS_STAT_ALL].peak;
@@ -926,6 +926,9 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
         st = finish_step(e, profile, res);
     if (st == MS_OK && !res->oom)
         st = record_segments(e, MS_SNAP_STEP_END);
+    if (st == MS_OK && e->record_status != MS_OK)
+        st = ms_diag_set(d, e->record_status, "recording the memory events of step %d: %s", step,
+                         ms_strerror(e->record_status));
     if (st != MS_OK)
         release_step_tensors(e); /* e.g. cancelled: another stage ran out */
     return st;

@@ -292,21 +292,16 @@ ms_status ms_policy_free(ms_policy *p)
     return MS_OK;
 }
 
-ms_status ms_policy_name(const ms_policy *p, const char **name)
+const char *ms_policy_name(const ms_policy *p)
 {
-    if (p == NULL || name == NULL)
-        return MS_EINVAL;
-    *name = p->name;
-    return MS_OK;
+    return p != NULL ? p->name : NULL;
 }
 
-ms_status ms_policy_pools(const ms_policy *p, const ms_pool_decl **decls, uint32_t *n)
+const ms_pool_decl *ms_policy_pools(const ms_policy *p, uint32_t *n)
 {
-    if (p == NULL || decls == NULL || n == NULL)
-        return MS_EINVAL;
-    *decls = p->pools;
-    *n = p->n_pools;
-    return MS_OK;
+    if (n != NULL)
+        *n = p != NULL ? p->n_pools : 0;
+    return p != NULL ? p->pools : NULL;
 }
 
 ms_status ms_policy_set_log(ms_policy *p, FILE *stream)

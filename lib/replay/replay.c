@@ -383,11 +383,7 @@ static void write_row(rctx *c, size_t i, const ms_alloc_stats *stats)
 
 static ms_status after_point(rctx *c, size_t i)
 {
-    ms_alloc_stats stats;
-    ms_status st = ms_alloc_get_stats(c->a, &stats);
-    if (st != MS_OK)
-        return ms_diag_set(c->d, st, "device %d: allocator statistics: %s", c->dev,
-                           ms_strerror(st));
+    ms_alloc_stats stats = ms_alloc_get_stats(c->a);
     uint64_t allocated = stats.allocated_bytes[MS_STAT_ALL].current > 0
                              ? (uint64_t)stats.allocated_bytes[MS_STAT_ALL].current
                              : 0;
@@ -701,11 +697,11 @@ static uint64_t fresh_base(const ms_snapshot *s)
     size_t n = 0;
     int nd = 0;
     uint64_t top = 0;
-    ms_snapshot_segments(s, &segs, &n);
+    segs = ms_snapshot_segments(s, &n);
     for (size_t i = 0; i < n; i++)
         if (segs[i].addr + segs[i].total_size > top)
             top = segs[i].addr + segs[i].total_size;
-    ms_snapshot_devices(s, &nd);
+    nd = ms_snapshot_devices(s);
     for (int dev = 0; dev < nd; dev++) {
         const ms_trace_event *ev = NULL;
         ms_snapshot_trace(s, dev, &ev, &n);
@@ -801,7 +797,7 @@ ms_status ms_replay_run(const ms_snapshot *s, const ms_replay_options *opt, ms_r
         opt = &defaults;
     }
     int nd = 0;
-    ms_snapshot_devices(s, &nd);
+    nd = ms_snapshot_devices(s);
     if (opt->device >= nd || opt->device < -1)
         return ms_diag_set(d, MS_ENOENT, "device %d: the snapshot has devices 0 to %d",
                            opt->device, nd - 1);

@@ -478,13 +478,11 @@ ms_status rpl_start_state_build(const ms_snapshot *s, int dev, const ms_alloc_co
     if (s == NULL || cfg == NULL || out == NULL)
         return ms_diag_set(d, MS_EINVAL, "rpl_start_state_build: NULL argument");
     memset(out, 0, sizeof *out);
-    ms_status st = ms_snapshot_segments(s, &segs, &n_segs);
-    if (st == MS_OK)
-        st = ms_snapshot_trace(s, dev, &ev, &n_ev);
+    segs = ms_snapshot_segments(s, &n_segs);
+    ms_status st = ms_snapshot_trace(s, dev, &ev, &n_ev);
     if (st != MS_OK)
         return ms_diag_set(d, st, "device %d: no such device in the snapshot", dev);
-    bool has_segments = false;
-    ms_snapshot_has_segments(s, &has_segments);
+    bool has_segments = ms_snapshot_has_segments(s);
     rebuild rb = {.cfg = cfg, .dev = dev, .d = d};
     for (size_t k = 0; k < n_segs && st == MS_OK; k++)
         if (segs[k].device == dev)

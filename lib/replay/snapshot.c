@@ -639,12 +639,9 @@ ms_status ms_snapshot_load(const char *path, ms_snapshot **out, ms_diag *d)
 
 /* ---- accessors ---- */
 
-ms_status ms_snapshot_devices(const ms_snapshot *s, int *n)
+int ms_snapshot_devices(const ms_snapshot *s)
 {
-    if (s == NULL || n == NULL)
-        return MS_EINVAL;
-    *n = s->n_dev;
-    return MS_OK;
+    return s != NULL ? s->n_dev : 0;
 }
 
 ms_status ms_snapshot_trace(const ms_snapshot *s, int device, const ms_trace_event **events,
@@ -659,29 +656,21 @@ ms_status ms_snapshot_trace(const ms_snapshot *s, int device, const ms_trace_eve
     return MS_OK;
 }
 
-ms_status ms_snapshot_has_segments(const ms_snapshot *s, bool *out)
+bool ms_snapshot_has_segments(const ms_snapshot *s)
 {
-    if (s == NULL || out == NULL)
-        return MS_EINVAL;
-    *out = s->has_segments;
-    return MS_OK;
+    return s != NULL && s->has_segments;
 }
 
-ms_status ms_snapshot_segments(const ms_snapshot *s, const ms_snapshot_segment **segs, size_t *n)
+const ms_snapshot_segment *ms_snapshot_segments(const ms_snapshot *s, size_t *n)
 {
-    if (s == NULL || segs == NULL || n == NULL)
-        return MS_EINVAL;
-    *segs = s->segs;
-    *n = s->n_segs;
-    return MS_OK;
+    if (n != NULL)
+        *n = s != NULL ? s->n_segs : 0;
+    return s != NULL ? s->segs : NULL;
 }
 
-ms_status ms_snapshot_settings_get(const ms_snapshot *s, const ms_snapshot_settings **out)
+const ms_snapshot_settings *ms_snapshot_settings_get(const ms_snapshot *s)
 {
-    if (s == NULL || out == NULL)
-        return MS_EINVAL;
-    *out = &s->settings;
-    return MS_OK;
+    return s != NULL ? &s->settings : NULL;
 }
 
 ms_status ms_snapshot_alloc_config(const ms_snapshot *s, ms_alloc_flavour flavour,

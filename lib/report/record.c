@@ -119,68 +119,44 @@ ms_status ms_record_set_times(ms_run_record *r, size_t row, int64_t start_ns, in
     return MS_OK;
 }
 
-ms_status ms_record_n_ops(const ms_run_record *r, size_t *n)
+size_t ms_record_n_ops(const ms_run_record *r)
 {
-    if (r == NULL || n == NULL)
-        return MS_EINVAL;
-    *n = r->n_ops;
-    return MS_OK;
+    return r != NULL ? r->n_ops : 0;
 }
 
-ms_status ms_record_op(const ms_run_record *r, size_t i, const ms_op_row **row)
+const ms_op_row *ms_record_op(const ms_run_record *r, size_t i)
 {
-    if (r == NULL || row == NULL || i >= r->n_ops)
-        return MS_EINVAL;
-    *row = &r->ops[i];
-    return MS_OK;
+    return r != NULL && i < r->n_ops ? &r->ops[i] : NULL;
 }
 
-ms_status ms_record_n_mem(const ms_run_record *r, size_t *n)
+size_t ms_record_n_mem(const ms_run_record *r)
 {
-    if (r == NULL || n == NULL)
-        return MS_EINVAL;
-    *n = r->n_mem;
-    return MS_OK;
+    return r != NULL ? r->n_mem : 0;
 }
 
-ms_status ms_record_mem(const ms_run_record *r, size_t i, const ms_mem_row **row)
+const ms_mem_row *ms_record_mem(const ms_run_record *r, size_t i)
 {
-    if (r == NULL || row == NULL || i >= r->n_mem)
-        return MS_EINVAL;
-    *row = &r->mem[i];
-    return MS_OK;
+    return r != NULL && i < r->n_mem ? &r->mem[i] : NULL;
 }
 
-ms_status ms_record_n_tensors(const ms_run_record *r, size_t *n)
+size_t ms_record_n_tensors(const ms_run_record *r)
 {
-    if (r == NULL || n == NULL)
-        return MS_EINVAL;
-    *n = r->n_tensors;
-    return MS_OK;
+    return r != NULL ? r->n_tensors : 0;
 }
 
-ms_status ms_record_tensor(const ms_run_record *r, size_t i, const ms_tensor_row **row)
+const ms_tensor_row *ms_record_tensor(const ms_run_record *r, size_t i)
 {
-    if (r == NULL || row == NULL || i >= r->n_tensors)
-        return MS_EINVAL;
-    *row = &r->tensors[i];
-    return MS_OK;
+    return r != NULL && i < r->n_tensors ? &r->tensors[i] : NULL;
 }
 
-ms_status ms_record_n_segments(const ms_run_record *r, size_t *n)
+size_t ms_record_n_segments(const ms_run_record *r)
 {
-    if (r == NULL || n == NULL)
-        return MS_EINVAL;
-    *n = r->n_segments;
-    return MS_OK;
+    return r != NULL ? r->n_segments : 0;
 }
 
-ms_status ms_record_segment(const ms_run_record *r, size_t i, const ms_segment_row **row)
+const ms_segment_row *ms_record_segment(const ms_run_record *r, size_t i)
 {
-    if (r == NULL || row == NULL || i >= r->n_segments)
-        return MS_EINVAL;
-    *row = &r->segments[i];
-    return MS_OK;
+    return r != NULL && i < r->n_segments ? &r->segments[i] : NULL;
 }
 
 const char *ms_snapshot_when_name(ms_snapshot_when w)

@@ -227,34 +227,34 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
     size_t n = 0;
     if (kind == TABLE_OPS) {
         st = rep_csv_header(&w, ops_cols, NCOLS(ops_cols));
-        ms_record_n_ops(rec, &n);
+        n = ms_record_n_ops(rec);
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_op_row *r;
-            ms_record_op(rec, i, &r);
+            r = ms_record_op(rec, i);
             st = ops_row(&w, r, program_of(programs, n_programs, r->device));
         }
     } else if (kind == TABLE_MEM) {
         st = rep_csv_header(&w, mem_cols, NCOLS(mem_cols));
-        ms_record_n_mem(rec, &n);
+        n = ms_record_n_mem(rec);
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_mem_row *r;
-            ms_record_mem(rec, i, &r);
+            r = ms_record_mem(rec, i);
             st = mem_row(&w, r);
         }
     } else if (kind == TABLE_SEGMENTS) {
         st = rep_csv_header(&w, segment_cols, NCOLS(segment_cols));
-        ms_record_n_segments(rec, &n);
+        n = ms_record_n_segments(rec);
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_segment_row *r;
-            ms_record_segment(rec, i, &r);
+            r = ms_record_segment(rec, i);
             st = segment_row(&w, r);
         }
     } else {
         st = rep_csv_header(&w, tensor_cols, NCOLS(tensor_cols));
-        ms_record_n_tensors(rec, &n);
+        n = ms_record_n_tensors(rec);
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_tensor_row *r;
-            ms_record_tensor(rec, i, &r);
+            r = ms_record_tensor(rec, i);
             st = tensor_row(&w, r, program_of(programs, n_programs, r->device));
         }
     }

@@ -85,14 +85,14 @@ static ms_status key_add(key_set *s, key k)
 static const ms_mem_row *mem_at(const ms_run_record *rec, size_t i)
 {
     const ms_mem_row *r = NULL;
-    ms_record_mem(rec, i, &r);
+    r = ms_record_mem(rec, i);
     return r;
 }
 
 static const ms_op_row *op_at(const ms_run_record *rec, size_t i)
 {
     const ms_op_row *r = NULL;
-    ms_record_op(rec, i, &r);
+    r = ms_record_op(rec, i);
     return r;
 }
 
@@ -115,8 +115,8 @@ typedef struct span {
 static span find_span(const ms_run_record *rec, bool of_memory)
 {
     size_t n_ops = 0, n_mem = 0;
-    ms_record_n_ops(rec, &n_ops);
-    ms_record_n_mem(rec, &n_mem);
+    n_ops = ms_record_n_ops(rec);
+    n_mem = ms_record_n_mem(rec);
     span sp = {.step = -1, .t_max = 1};
     for (size_t i = 0; i < n_mem; i++)
         if (mem_at(rec, i)->step > sp.step)
@@ -310,7 +310,7 @@ static void mem_plot_free(mem_plot *mp)
 static ms_status mem_plot_build(mem_plot *mp)
 {
     size_t n = 0;
-    ms_record_n_mem(mp->rec, &n);
+    n = ms_record_n_mem(mp->rec);
     for (size_t i = 0; i < n; i++) {
         const ms_mem_row *r = mem_at(mp->rec, i);
         if (r->step == mp->sp.step && mp->sp.step >= 0 &&
@@ -610,7 +610,7 @@ static void timeline_cover(timeline *tl, size_t lane, const ms_op_row *r)
 static ms_status timeline_build(timeline *tl)
 {
     size_t n = 0;
-    ms_record_n_ops(tl->rec, &n);
+    n = ms_record_n_ops(tl->rec);
     for (size_t i = 0; i < n; i++) {
         const ms_op_row *r = op_at(tl->rec, i);
         if (op_ran(r) && r->step == tl->sp.step &&

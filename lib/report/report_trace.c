@@ -76,12 +76,12 @@ ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *re
     if (path == NULL || rec == NULL || programs == NULL || n_programs == 0)
         return MS_EINVAL;
     size_t n_ops = 0, n_mem = 0;
-    ms_record_n_ops(rec, &n_ops);
-    ms_record_n_mem(rec, &n_mem);
+    n_ops = ms_record_n_ops(rec);
+    n_mem = ms_record_n_mem(rec);
     int64_t ends[MAX_STEPS] = {0};
     for (size_t i = 0; i < n_ops; i++) {
         const ms_op_row *r;
-        ms_record_op(rec, i, &r);
+        r = ms_record_op(rec, i);
         if (r->step >= 0 && r->step < MAX_STEPS && r->end_ns > ends[r->step])
             ends[r->step] = r->end_ns;
     }
@@ -94,7 +94,7 @@ ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *re
     bool first = true;
     for (size_t i = 0; i < n_ops; i++) {
         const ms_op_row *r;
-        ms_record_op(rec, i, &r);
+        r = ms_record_op(rec, i);
         if (r->start_ns < 0 || r->step < 0 || r->step >= MAX_STEPS)
             continue;
         int64_t off = step_offset(ends, r->step);
@@ -118,7 +118,7 @@ ms_status ms_report_write_chrome_trace(const char *path, const ms_run_record *re
     }
     for (size_t i = 0; i < n_mem; i++) {
         const ms_mem_row *m;
-        ms_record_mem(rec, i, &m);
+        m = ms_record_mem(rec, i);
         if (m->step < 0 || m->step >= MAX_STEPS)
             continue;
         int64_t off = step_offset(ends, m->step);

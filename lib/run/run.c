@@ -363,11 +363,9 @@ static ms_status relaunch_pipeline(ms_run *r, ms_diag *d)
 {
     for (int i = 0; i < r->n; i++) {
         ms_stage *s = &r->stages[i];
-        ms_alloc_stats st;
-        if (ms_alloc_get_stats(s->alloc, &st) == MS_OK) {
-            s->earlier_ooms += st.num_ooms;
-            s->earlier_retries += st.num_alloc_retries;
-        }
+        ms_alloc_stats st = ms_alloc_get_stats(s->alloc);
+        s->earlier_ooms += st.num_ooms;
+        s->earlier_retries += st.num_alloc_retries;
         stage_close_device(s);
     }
     ms_group_close(r->group);
@@ -449,11 +447,9 @@ static void fill_times(ms_run *r)
         s->model_tflops = s->model_flops_per_step / (s->step_time_ms * 1e-3) / 1e12;
         double peak = r->sc->device.peak_flops[r->sc->model.dtype];
         s->mfu = peak > 0 ? s->model_tflops * 1e12 / peak : 0.0;
-        ms_alloc_stats st;
-        if (ms_alloc_get_stats(r->stages[i].alloc, &st) == MS_OK) {
-            s->num_alloc_retries = st.num_alloc_retries + r->stages[i].earlier_retries;
-            s->num_ooms = st.num_ooms + r->stages[i].earlier_ooms;
-        }
+        ms_alloc_stats st = ms_alloc_get_stats(r->stages[i].alloc);
+        s->num_alloc_retries = st.num_alloc_retries + r->stages[i].earlier_retries;
+        s->num_ooms = st.num_ooms + r->stages[i].earlier_ooms;
     }
 }
 
@@ -484,8 +480,7 @@ static ms_status build_stage(ms_run *r, int i, const char *pname, ms_diag *d)
     ms_plan_init(&s->oom_plan);
     ms_plan_init(&s->declared);
     ms_status st = ms_program_build(r->sc, i, &s->program, d);
-    if (st == MS_OK)
-        st = ms_program_get_view(s->program, &s->view);
+    s->view = ms_program_get_view(s->program);
     if (st == MS_OK)
         st = pol_declared_plan(r->sc, &s->view, &s->declared, d);
     if (st != MS_OK)
@@ -504,8 +499,8 @@ static ms_status build_stage(ms_run *r, int i, const char *pname, ms_diag *d)
 static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
 {
     r->backend = opt->backend ? opt->backend : "mock";
-    const char *pname = "none";
-    ms_status st = ms_policy_name(r->policy, &pname);
+    const char *pname = ms_policy_name(r->policy);
+    ms_status st = MS_OK;
     for (int i = 0; st == MS_OK && i < r->n; i++)
         st = build_stage(r, i, pname, d);
     /* The settings as MindFormers logs them, once every stage's program
@@ -598,36 +593,26 @@ ms_status ms_run_free(ms_run *r)
     return MS_OK;
 }
 
-ms_status ms_run_summaries(const ms_run *r, const ms_run_summary **s, size_t *n)
+const ms_run_summary *ms_run_summaries(const ms_run *r, size_t *n)
 {
-    if (r == NULL || s == NULL || n == NULL)
-        return MS_EINVAL;
-    *s = r->summaries;
-    *n = (size_t)r->n;
-    return MS_OK;
+    if (n != NULL)
+        *n = r != NULL ? (size_t)r->n : 0;
+    return r != NULL ? r->summaries : NULL;
 }
 
-ms_status ms_run_summary_get(const ms_run *r, const ms_run_summary **s)
+const ms_run_summary *ms_run_summary_get(const ms_run *r)
 {
-    if (r == NULL || s == NULL)
-        return MS_EINVAL;
-    *s = &r->summaries[0];
-    return MS_OK;
+    return r != NULL ? &r->summaries[0] : NULL;
 }
 
-ms_status ms_run_record_get(const ms_run *r, const ms_run_record **rec)
+const ms_run_record *ms_run_record_get(const ms_run *r)
 {
-    if (r == NULL || rec == NULL)
-        return MS_EINVAL;
-    *rec = r->record;
-    return MS_OK;
+    return r != NULL ? r->record : NULL;
 }
 
-ms_status ms_run_program_views(const ms_run *r, const ms_program_view **views, size_t *n)
+const ms_program_view *ms_run_program_views(const ms_run *r, size_t *n)
 {
-    if (r == NULL || views == NULL || n == NULL)
-        return MS_EINVAL;
-    *views = r->views;
-    *n = (size_t)r->n;
-    return MS_OK;
+    if (n != NULL)
+        *n = r != NULL ? (size_t)r->n : 0;
+    return r != NULL ? r->views : NULL;
 }

@@ -160,7 +160,7 @@ static ms_status load_device(ms_scenario *sc, ms_diag *d)
 }
 
 ms_status ms_scenario_load(const char *path, const char *const *overrides, size_t n_overrides,
-                           ms_scenario **out, ms_diag *d)
+                           const ms_scenario **out, ms_diag *d)
 {
     if (out != NULL)
         *out = NULL;
@@ -198,11 +198,12 @@ ms_status ms_scenario_load(const char *path, const char *const *overrides, size_
     return MS_OK;
 }
 
-ms_status ms_scenario_free(ms_scenario *sc)
+/* The scenario was the loader's to write and is the loader's to free. */
+ms_status ms_scenario_free(const ms_scenario *sc)
 {
     if (sc == NULL)
         return MS_EINVAL;
     scn_memory_config_free(sc->memory_config);
-    free(sc);
+    free((void *)sc);
     return MS_OK;
 }

@@ -263,28 +263,25 @@ bool scn_layers_has(const ms_memory_config *mc, const mc_layers *on, int layer)
     return false;
 }
 
-ms_status ms_scenario_chunks(const ms_scenario *sc, int *chunks)
+int ms_scenario_chunks(const ms_scenario *sc)
 {
-    if (sc == NULL || chunks == NULL)
-        return MS_EINVAL;
+    if (sc == NULL)
+        return 1;
     const ms_parallel_config *p = &sc->parallel;
+    int chunks = 1;
     if (sc->memory_config != NULL)
-        *chunks = sc->memory_config->v;
+        chunks = sc->memory_config->v;
     else if (p->num_layers_per_virtual_pipeline_stage > 0 && p->pipeline_model_parallel_size > 0)
-        *chunks = sc->model.num_layers / p->pipeline_model_parallel_size /
-                  p->num_layers_per_virtual_pipeline_stage;
-    else
-        *chunks = 1;
-    if (*chunks < 1)
-        *chunks = 1;
-    return MS_OK;
+        chunks = sc->model.num_layers / p->pipeline_model_parallel_size /
+                 p->num_layers_per_virtual_pipeline_stage;
+    return chunks < 1 ? 1 : chunks;
 }
 
 ms_status ms_scenario_chunk_layers(const ms_scenario *sc, int stage, int chunk, int *first,
                                    int *count)
 {
     int chunks;
-    if (sc == NULL || first == NULL || count == NULL || ms_scenario_chunks(sc, &chunks) != MS_OK)
+    if (sc == NULL || first == NULL || count == NULL || (chunks = ms_scenario_chunks(sc)) < 1)
         return MS_EINVAL;
     int pp = sc->parallel.pipeline_model_parallel_size;
     if (pp < 1 || stage < 0 || stage >= pp || chunk < 0 || chunk >= chunks)

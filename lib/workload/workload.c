@@ -730,8 +730,8 @@ ms_status wl_build_finish(wb *b, int stage, ms_program **out)
         return MS_ENOMEM;
     }
     ms_status st = build_segments(b, p);
-    ms_program_view v;
-    if (st == MS_OK && (st = ms_program_get_view(p, &v)) == MS_OK)
+    ms_program_view v = ms_program_get_view(p);
+    if (st == MS_OK)
         st = ms_program_facts_derive(&v, &p->facts, NULL);
     if (st != MS_OK) {
         program_free_parts(p);
@@ -749,14 +749,13 @@ ms_status ms_program_free(ms_program *p)
     return MS_OK;
 }
 
-ms_status ms_program_get_view(const ms_program *p, ms_program_view *out)
+ms_program_view ms_program_get_view(const ms_program *p)
 {
-    if (p == NULL || out == NULL)
-        return MS_EINVAL;
-    *out = (ms_program_view){.ops = p->ops, .n_ops = p->n_ops, .tensors = p->tensors,
+    if (p == NULL)
+        return (ms_program_view){0};
+    return (ms_program_view){.ops = p->ops, .n_ops = p->n_ops, .tensors = p->tensors,
                              .n_tensors = p->n_tensors, .segments = p->segments,
                              .n_segments = p->n_segments, .stage = p->stage,
                              .model_flops = p->model_flops,
                              .facts = p->facts.last_forward_use != NULL ? &p->facts : NULL};
-    return MS_OK;
 }

@@ -125,8 +125,7 @@ static void check_pipeline(check *c, const ms_scenario *sc, int stage)
                 "(%lld x %lld = %lld)", md->num_layers, (long long)pp, (long long)vpp,
                 (long long)(pp * vpp));
     }
-    if (c->st == MS_OK && ms_scenario_chunks(sc, &chunks) != MS_OK)
-        bad(c, MS_EINVAL, "the pipeline layout cannot be read");
+    chunks = ms_scenario_chunks(sc);
     /* forward_backward_pipelining_with_interleaving's own check. */
     if (c->st == MS_OK && chunks > 1 && pc->num_micro_batches % pp != 0)
         bad(c, MS_EINVAL, "the interleaved schedule needs the number of micro-batches "

@@ -150,7 +150,7 @@ static void mg_from(const ms_scenario *sc, mg_args *x)
     x->b = pc->micro_batch_size;
     x->m = pc->num_micro_batches;
     int chunks = 1;
-    ms_scenario_chunks(sc, &chunks);
+    chunks = ms_scenario_chunks(sc);
     x->v = chunks > 1 ? chunks : 0;
     x->swiglu = md->swiglu;
     x->rms = md->normalization == MS_NORM_RMSNORM;

@@ -96,10 +96,7 @@ int wl_global_layer(const wm *m, int local)
 
 ms_status wl_layout(wm *m, const ms_scenario *sc, int stage)
 {
-    int chunks = 1;
-    ms_status st = ms_scenario_chunks(sc, &chunks);
-    if (st != MS_OK)
-        return st;
+    int chunks = ms_scenario_chunks(sc);
     m->chunks = chunks;
     m->chunk_first = calloc((size_t)chunks, sizeof *m->chunk_first);
     m->chunk_count = calloc((size_t)chunks, sizeof *m->chunk_count);
@@ -108,7 +105,8 @@ ms_status wl_layout(wm *m, const ms_scenario *sc, int stage)
         return MS_ENOMEM;
     m->n_layers = m->max_lv = 0;
     for (int c = 0; c < chunks; c++) {
-        st = ms_scenario_chunk_layers(sc, stage, c, &m->chunk_first[c], &m->chunk_count[c]);
+        ms_status st =
+            ms_scenario_chunk_layers(sc, stage, c, &m->chunk_first[c], &m->chunk_count[c]);
         if (st != MS_OK)
             return st;
         if (m->chunk_count[c] < 0 || m->chunk_first[c] < 0 ||

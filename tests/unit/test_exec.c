@@ -162,7 +162,7 @@ START_TEST(frees_at_last_use)
      * together beyond that (op 1: w + x + y = 98). */
     ck_assert_uint_eq(r.peak_allocated, 130 * MiB);
     ms_alloc_stats s;
-    ms_alloc_get_stats(f.alloc, &s);
+    s = ms_alloc_get_stats(f.alloc);
     ck_assert_int_eq(s.allocated_bytes[MS_STAT_ALL].current, (int64_t)(2 * MiB));
     /* Ops ran in order on one stream, each after the last. */
     for (int i = 1; i < 4; i++)
@@ -196,11 +196,11 @@ START_TEST(swap_block_returns_only_after_copy)
     /* The swap-in starts only after the swap-out finished reading... and the
      * consumer (op 2) starts after the swap-in completed. */
     size_t n;
-    ms_record_n_ops(f.rec, &n);
+    n = ms_record_n_ops(f.rec);
     int64_t out_end = -1, in_start = -1, in_end = -1;
     for (size_t i = 0; i < n; i++) {
         const ms_op_row *row;
-        ms_record_op(f.rec, i, &row);
+        row = ms_record_op(f.rec, i);
         if (row->kind == MS_WK_SWAP_OUT)
             out_end = row->end_ns;
         if (row->kind == MS_WK_SWAP_IN) {
@@ -271,7 +271,7 @@ START_TEST(oom_is_a_result_not_a_crash)
     ck_assert_ptr_nonnull(strstr(r.oom_message, "out of memory"));
     /* The step's tensors were released: only the weight stays. */
     ms_alloc_stats s;
-    ms_alloc_get_stats(f.alloc, &s);
+    s = ms_alloc_get_stats(f.alloc);
     ck_assert_int_eq(s.allocated_bytes[MS_STAT_ALL].current, (int64_t)(2 * MiB));
     close_fixture(&f);
 }

@@ -21,7 +21,7 @@ static const char *srcdir(void)
 #define ASSERT_MSG_HAS(d, text) \
     ck_assert_msg(strstr((d).msg, (text)) != NULL, "message \"%s\" lacks \"%s\"", (d).msg, (text))
 
-static ms_status load_rel(const char *rel, const char *const *ov, size_t n, ms_scenario **sc,
+static ms_status load_rel(const char *rel, const char *const *ov, size_t n, const ms_scenario **sc,
                           ms_diag *d)
 {
     char path[4096];
@@ -30,9 +30,9 @@ static ms_status load_rel(const char *rel, const char *const *ov, size_t n, ms_s
     return ms_scenario_load(path, ov, n, sc, d);
 }
 
-static ms_scenario *load_ok(const char *rel, const char *const *ov, size_t n)
+static const ms_scenario *load_ok(const char *rel, const char *const *ov, size_t n)
 {
-    ms_scenario *sc = NULL;
+    const ms_scenario *sc = NULL;
     ms_diag d;
     ms_status st = load_rel(rel, ov, n, &sc, &d);
     ck_assert_msg(st == MS_OK, "%s: %s", rel, d.msg);
@@ -43,7 +43,7 @@ static ms_scenario *load_ok(const char *rel, const char *const *ov, size_t n)
  * attention, TP 2 with SP, micro-batch 1, 2 micro-batches) with `layers`
  * layers on `pp` stages, plus extra parallel keys and top-level keys. */
 static ms_status load_small(int layers, int pp, const char *parallel, const char *top,
-                            ms_scenario **sc, ms_diag *d)
+                            const ms_scenario **sc, ms_diag *d)
 {
     char path[] = "/tmp/memsim-mc-XXXXXX";
     int fd = mkstemp(path);
@@ -65,9 +65,9 @@ static ms_status load_small(int layers, int pp, const char *parallel, const char
     return st;
 }
 
-static ms_scenario *small_ok(int layers, int pp, const char *parallel, const char *top)
+static const ms_scenario *small_ok(int layers, int pp, const char *parallel, const char *top)
 {
-    ms_scenario *sc = NULL;
+    const ms_scenario *sc = NULL;
     ms_diag d;
     ms_status st = load_small(layers, pp, parallel, top, &sc, &d);
     ck_assert_msg(st == MS_OK, "%s", d.msg);
@@ -77,7 +77,7 @@ static ms_scenario *small_ok(int layers, int pp, const char *parallel, const cha
 /* Loading must fail; the message in d. */
 static ms_status small_bad(int layers, int pp, const char *parallel, const char *top, ms_diag *d)
 {
-    ms_scenario *sc = (ms_scenario *)1;
+    const ms_scenario *sc = (const ms_scenario *)1;
     ms_status st = load_small(layers, pp, parallel, top, &sc, d);
     ck_assert_ptr_null(sc);
     ck_assert_int_ne(st, MS_OK);
@@ -98,7 +98,7 @@ static void stages_build(const ms_scenario *sc, stages *s)
     ck_assert_int_le(s->n, 8);
     for (int i = 0; i < s->n; i++) {
         ck_assert_msg(ms_program_build(sc, i, &s->prog[i], &d) == MS_OK, "%s", d.msg);
-        ck_assert_int_eq(ms_program_get_view(s->prog[i], &s->v[i]), MS_OK);
+        s->v[i] = ms_program_get_view(s->prog[i]);
     }
 }
 
@@ -179,7 +179,7 @@ static void assert_lines(const ms_scenario *sc, const char *prefix, const char *
 /* ---- programs and plans ------------------------------------------------------- */
 
 typedef struct built {
-    ms_scenario *sc;
+    const ms_scenario *sc;
     ms_program *prog;
     ms_program_view v;
     ms_plan plan;
@@ -192,7 +192,7 @@ static void plan_pp(built *b, int layers, int pp, const char *parallel, const ch
     ms_diag d = {0};
     b->sc = small_ok(layers, pp, parallel, top);
     ck_assert_int_eq(ms_program_build(b->sc, stage, &b->prog, &d), MS_OK);
-    ck_assert_int_eq(ms_program_get_view(b->prog, &b->v), MS_OK);
+    b->v = ms_program_get_view(b->prog);
     ck_assert_int_eq(ms_plan_init(&b->plan), MS_OK);
     ms_status st = pol_declared_plan(b->sc, &b->v, &b->plan, &d);
     ck_assert_msg(st == MS_OK, "%s", d.msg);
@@ -236,7 +236,7 @@ static void plan_small(built *b, int layers, int pp, const char *top, int stage)
  * stage 0: 1 + 1, stage 1: 1 + 0 -> [[1,1,0,0,0],[1,0,0,0,0]]. */
 START_TEST(formative_48_layers)
 {
-    ms_scenario *sc = load_ok("tests/data/scenarios/mc_formative48.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("tests/data/scenarios/mc_formative48.lua", NULL, 0);
     assert_lines(sc, "Formative ",
                  "Formative layer_recompute: [[2, 1, 0, 0, 0], [1, 0, 0, 0, 0]]\n"
                  "Formative select_recompute: {'feed_forward\\.w1\\.activation\\.silu': "
@@ -250,7 +250,7 @@ START_TEST(formative_48_layers)
     /* The layout: chunk 0 of stage 1 holds layers 4..8 (after stage 0's 4),
      * chunk 1 of stage 0 starts after chunk 0's 4 + 5 x 4 = 24 layers. */
     int first, count, chunks;
-    ck_assert_int_eq(ms_scenario_chunks(sc, &chunks), MS_OK);
+    chunks = ms_scenario_chunks(sc);
     ck_assert_int_eq(chunks, 2);
     ck_assert_int_eq(ms_scenario_chunk_layers(sc, 1, 0, &first, &count), MS_OK);
     ck_assert_int_eq(first, 4);
@@ -294,7 +294,7 @@ static void formative_case(const char *rc, const char *expect_line)
 {
     char top[1024];
     snprintf(top, sizeof top, "recompute_config = { %s },", rc);
-    ms_scenario *sc = small_ok(16, 2, "pp_interleave_num = 2,", top);
+    const ms_scenario *sc = small_ok(16, 2, "pp_interleave_num = 2,", top);
     char *all = printed(sc);
     ck_assert_msg(strstr(all, expect_line) != NULL, "for %s printed:\n%s\nexpected line:\n%s",
                   rc, all, expect_line);
@@ -343,9 +343,9 @@ END_TEST
  * [[3, 1], [2, 1]] -> 0, 1, 2, 4, 8, 9, 12.  Full wins over select. */
 START_TEST(full_layers_and_lines)
 {
-    ms_scenario *sc = small_ok(16, 2, "pp_interleave_num = 2,",
-                               "recompute_config = { recompute = {5, 2}, "
-                               "select_recompute = true, select_comm_recompute = {1, 0} },");
+    const ms_scenario *sc = small_ok(16, 2, "pp_interleave_num = 2,",
+                                     "recompute_config = { recompute = {5, 2}, "
+                                     "select_recompute = true, select_comm_recompute = {1, 0} },");
     ms_diag d;
     for (int l = 0; l < 16; l++) {
         scn_layer_memory lm;
@@ -413,7 +413,7 @@ END_TEST
 
 START_TEST(swap_example_default)
 {
-    ms_scenario *sc = load_ok("scenarios/llama2-7b-swap-default.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b-swap-default.lua", NULL, 0);
     assert_lines(sc, "Set ",
                  "Set op_swap at layer 0: attention.flash_attention, value=10\n"
                  "Set op_swap at layer 1: attention.flash_attention, value=10\n"
@@ -428,7 +428,7 @@ END_TEST
 
 START_TEST(swap_example_layers)
 {
-    ms_scenario *sc = load_ok("scenarios/llama2-7b-layer-swap.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b-layer-swap.lua", NULL, 0);
     assert_lines(sc, "Set ",
                  "Set layer swap at layer 0 and value is: 20\n"
                  "Set layer swap at layer 3 and value is: 20\n");
@@ -448,7 +448,7 @@ static const char *const op_swap_lines =
 
 START_TEST(swap_example_ops)
 {
-    ms_scenario *sc = load_ok("scenarios/llama2-7b-op-swap.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b-op-swap.lua", NULL, 0);
     assert_lines(sc, "Set ", op_swap_lines);
     assert_lines(sc, "Formative op swap",
                  "Formative op swap: {'attention': [{'backward_prefetch': 20, 'layers': "
@@ -460,7 +460,7 @@ END_TEST
 
 START_TEST(swap_example_mixed)
 {
-    ms_scenario *sc = load_ok("scenarios/llama2-7b-swap-recompute.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b-swap-recompute.lua", NULL, 0);
     assert_lines(sc, "Set ",
                  "Set select recompute at layer 0: feed_forward\n"
                  "Set op_swap at layer 0: .attention, value=20\n"
@@ -709,7 +709,7 @@ static void check_fails(const ms_scenario *sc, const char *text)
     ms_program_view v;
     ms_plan plan;
     ck_assert_int_eq(ms_program_build(sc, 0, &prog, &d), MS_OK);
-    ms_program_get_view(prog, &v);
+    v = ms_program_get_view(prog);
     ms_plan_init(&plan);
     ck_assert_int_eq(pol_declared_plan(sc, &v, &plan, &d), MS_EINVAL);
     ASSERT_MSG_HAS(d, text);
@@ -719,8 +719,9 @@ static void check_fails(const ms_scenario *sc, const char *text)
 
 START_TEST(bad_regex_target)
 {
-    ms_scenario *sc = small_ok(2, 1, NULL, "recompute_config = { select_recompute = "
-                                           "{'feed_forward\\\\.w9'} },");
+    const ms_scenario *sc = small_ok(2, 1, NULL,
+                                     "recompute_config = { select_recompute = "
+                                     "{'feed_forward\\\\.w9'} },");
     check_fails(sc, "recompute_config.select_recompute: unknown regex target "
                     "'feed_forward\\.w9'");
     ms_scenario_free(sc);
@@ -802,8 +803,9 @@ START_TEST(bad_swap_mode)
                           "backward_prefetch = 1, layers = {7}} } },", &d);
     ASSERT_MSG_HAS(d, "field 'swap_config.op_swap[1].layers[1]' is layer 7");
     /* In swap mode the counts list {1, 3} is a list of layer indices. */
-    ms_scenario *sc = small_ok(4, 1, NULL, "recompute_config = { recompute = {1, 3} }, "
-                                           "swap_config = { swap = true },");
+    const ms_scenario *sc = small_ok(4, 1, NULL,
+                                     "recompute_config = { recompute = {1, 3} }, "
+                                     "swap_config = { swap = true },");
     scn_layer_memory lm;
     for (int l = 0; l < 4; l++) {
         ck_assert_int_eq(scn_layer_settings(sc, l, &lm, &d), MS_OK);
@@ -818,7 +820,8 @@ END_TEST
  * program built for another layout (here the even one) is refused. */
 START_TEST(uneven_layout)
 {
-    ms_scenario *sc = small_ok(8, 2, "offset = {1, -1},", "recompute_config = { recompute = true },");
+    const ms_scenario *sc =
+        small_ok(8, 2, "offset = {1, -1},", "recompute_config = { recompute = true },");
     int first, count;
     ck_assert_int_eq(ms_scenario_chunk_layers(sc, 0, 0, &first, &count), MS_OK);
     ck_assert_int_eq(first, 0);
@@ -827,13 +830,13 @@ START_TEST(uneven_layout)
     ck_assert_int_eq(first, 5);
     ck_assert_int_eq(count, 3);
     ck_assert_int_eq(ms_scenario_chunk_layers(sc, 2, 0, &first, &count), MS_ERANGE);
-    ms_scenario *even = small_ok(8, 2, NULL, NULL);
+    const ms_scenario *even = small_ok(8, 2, NULL, NULL);
     ms_diag d = {0};
     ms_program *prog;
     ms_program_view v;
     ms_plan plan;
     ck_assert_int_eq(ms_program_build(even, 1, &prog, &d), MS_OK); /* layers 4..7 */
-    ms_program_get_view(prog, &v);
+    v = ms_program_get_view(prog);
     ms_plan_init(&plan);
     ck_assert_int_eq(pol_declared_plan(sc, &v, &plan, &d), MS_EUNSUPPORTED);
     ASSERT_MSG_HAS(d, "the program of stage 1 holds layer 4, which the scenario's pipeline "
@@ -844,7 +847,7 @@ START_TEST(uneven_layout)
     /* The builder follows the layout: stage 1 holds layers 5..7, all
      * recomputed, x 2 micro-batches. */
     ck_assert_int_eq(ms_program_build(sc, 1, &prog, &d), MS_OK);
-    ms_program_get_view(prog, &v);
+    v = ms_program_get_view(prog);
     ms_plan_init(&plan);
     ck_assert_int_eq(pol_declared_plan(sc, &v, &plan, &d), MS_OK);
     ck_assert_uint_eq(plan.n, 6);
@@ -870,7 +873,7 @@ END_TEST
 START_TEST(override_recompute)
 {
     ms_diag d;
-    ms_scenario *sc = load_ok("scenarios/llama2-smartswap-seq16k.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("scenarios/llama2-smartswap-seq16k.lua", NULL, 0);
     scn_layer_memory lm;
     ck_assert_int_eq(scn_layer_settings(sc, 39, &lm, &d), MS_OK);
     ck_assert(lm.full_recompute);
@@ -886,7 +889,7 @@ START_TEST(override_recompute)
     ck_assert(lm.attention_recompute && scn_settings_active(sc));
     ms_scenario_free(sc);
     static const char *const bad[] = {"recompute_config.recompute=maybe"};
-    sc = (ms_scenario *)1;
+    sc = (const ms_scenario *)1;
     ck_assert_int_eq(load_rel("scenarios/llama2-7b.lua", bad, 1, &sc, &d), MS_EINVAL);
     ASSERT_MSG_HAS(d, "the value must be true, false or an integer");
 }
@@ -905,13 +908,13 @@ START_TEST(shipped_scenarios)
         char rel[128];
         ms_diag d = {0};
         snprintf(rel, sizeof rel, "scenarios/%s.lua", files[i]);
-        ms_scenario *sc = load_ok(rel, NULL, 0);
+        const ms_scenario *sc = load_ok(rel, NULL, 0);
         ck_assert_str_eq(sc->name, files[i]);
         ck_assert_msg(check_all(sc, &d) == MS_OK, "%s: %s", files[i], d.msg);
         ms_scenario_free(sc);
     }
     /* seed 001's 16-NPU rows: 16 / (TP 8) = DP 2, 16 / (2 x 2) = 4 micro-batches. */
-    ms_scenario *sc = load_ok("scenarios/llama2-13b-16dev-seq8192.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("scenarios/llama2-13b-16dev-seq8192.lua", NULL, 0);
     ck_assert_int_eq(sc->parallel.data_parallel_size, 2);
     ck_assert_int_eq(sc->parallel.num_micro_batches, 4);
     ms_scenario_free(sc);

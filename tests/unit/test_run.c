@@ -63,7 +63,7 @@ static int run_memsim(const char *args, char *err, size_t errlen)
 
 /* A run with the run record kept; policy NULL: the scenario's own. */
 static ms_run *run_policy(const char *scenario, const char *policy, const char *const *sets,
-                          size_t n_sets, ms_scenario **sc)
+                          size_t n_sets, const ms_scenario **sc)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", srcdir(), scenario);
@@ -76,22 +76,22 @@ static ms_run *run_policy(const char *scenario, const char *policy, const char *
 }
 
 static ms_run *run_with(const char *scenario, const char *const *sets, size_t n_sets,
-                        ms_scenario **sc_out)
+                        const ms_scenario **sc_out)
 {
     return run_policy(scenario, NULL, sets, n_sets, sc_out);
 }
 
 static void run_into(const char *scenario, const char *policy, const char *dir)
 {
-    ms_scenario *sc = NULL;
+    const ms_scenario *sc = NULL;
     ms_run *run = run_policy(scenario, policy, NULL, 0, &sc);
     const ms_run_summary *s;
     const ms_run_record *rec;
     const ms_program_view *views;
     size_t n, nv;
-    ms_run_summaries(run, &s, &n);
-    ms_run_record_get(run, &rec);
-    ms_run_program_views(run, &views, &nv);
+    s = ms_run_summaries(run, &n);
+    rec = ms_run_record_get(run);
+    views = ms_run_program_views(run, &nv);
     ms_diag d = {0};
     ck_assert_msg(ms_report_write_csv(dir, s, n, rec, views, nv, &d) == MS_OK, "%s", d.msg);
     ms_run_free(run);
@@ -283,11 +283,11 @@ START_TEST(pipeline_stages_run_together)
     static const char *const sets[] = {
         "parallel.pipeline_model_parallel_size=4", "parallel.world_size=8",
         "parallel.global_batch_size=16", "model.num_layers=8", "steps=2"};
-    ms_scenario *sc = NULL;
+    const ms_scenario *sc = NULL;
     ms_run *run = run_with("tests/data/cli/tiny-gpt.lua", sets, 5, &sc);
     const ms_run_summary *s;
     size_t n;
-    ms_run_summaries(run, &s, &n);
+    s = ms_run_summaries(run, &n);
     ck_assert_uint_eq(n, 4);
     for (size_t i = 0; i < n; i++) {
         ck_assert(!s[i].oom);
@@ -315,11 +315,11 @@ START_TEST(pipeline_oom_ends_the_run)
     static const char *const sets[] = {
         "parallel.pipeline_model_parallel_size=2", "parallel.world_size=4",
         "model.seq_length=65536", "steps=3"};
-    ms_scenario *sc = NULL;
+    const ms_scenario *sc = NULL;
     ms_run *run = run_with("tests/data/cli/tiny-gpt.lua", sets, 4, &sc);
     const ms_run_summary *s;
     size_t n;
-    ms_run_summaries(run, &s, &n);
+    s = ms_run_summaries(run, &n);
     ck_assert_uint_eq(n, 2);
     ck_assert(s[0].oom);
     ck_assert_int_eq(s[0].oom_step, 0);
@@ -343,44 +343,44 @@ START_TEST(report_detail_selects_the_steps_kept)
     const char *all_sets[] = {"steps=3", "model.num_layers=4"};
     const char *last_sets[] = {"steps=3", "model.num_layers=4", "report.detail=last"};
     const char *none_sets[] = {"steps=3", "model.num_layers=4", "report.detail=none"};
-    ms_scenario *sa, *sl, *sn;
+    const ms_scenario *sa, *sl, *sn;
     ms_run *all = run_with("scenarios/llama2-7b.lua", all_sets, 2, &sa);
     ms_run *last = run_with("scenarios/llama2-7b.lua", last_sets, 3, &sl);
     ms_run *none = run_with("scenarios/llama2-7b.lua", none_sets, 3, &sn);
     const ms_run_record *ra, *rl, *rn;
-    ms_run_record_get(all, &ra);
-    ms_run_record_get(last, &rl);
-    ms_run_record_get(none, &rn);
+    ra = ms_run_record_get(all);
+    rl = ms_run_record_get(last);
+    rn = ms_run_record_get(none);
     ck_assert_ptr_nonnull(ra);
     ck_assert_ptr_nonnull(rl);
     ck_assert_ptr_null(rn);
     size_t na, nl, first = 0;
-    ms_record_n_ops(ra, &na);
-    ms_record_n_ops(rl, &nl);
+    na = ms_record_n_ops(ra);
+    nl = ms_record_n_ops(rl);
     const ms_op_row *r;
-    while (first < na && ms_record_op(ra, first, &r) == MS_OK && r->step < 2)
+    while (first < na && (r = ms_record_op(ra, first)) != NULL && r->step < 2)
         first++;
     ck_assert_uint_gt(nl, 100);
     ck_assert_uint_eq(na - first, nl);
     for (size_t i = 0; i < nl; i++) {
         const ms_op_row *x, *y;
-        ms_record_op(ra, first + i, &x);
-        ms_record_op(rl, i, &y);
+        x = ms_record_op(ra, first + i);
+        y = ms_record_op(rl, i);
         ck_assert_int_eq(y->step, 2);
         ck_assert_msg(memcmp(x, y, sizeof *x) == 0, "op row %zu differs", i);
     }
-    ms_record_n_mem(ra, &na);
-    ms_record_n_mem(rl, &nl);
+    na = ms_record_n_mem(ra);
+    nl = ms_record_n_mem(rl);
     const ms_mem_row *m = NULL;
     for (first = 0; first < na; first++)
-        if (ms_record_mem(ra, first, &m) == MS_OK && m->step == 2)
+        if ((m = ms_record_mem(ra, first)) != NULL && m->step == 2)
             break;
     ck_assert_uint_gt(nl, 100);
     ck_assert_uint_eq(na - first, nl);
     const ms_run_summary *s1, *s2, *s3;
-    ms_run_summary_get(all, &s1);
-    ms_run_summary_get(last, &s2);
-    ms_run_summary_get(none, &s3);
+    s1 = ms_run_summary_get(all);
+    s2 = ms_run_summary_get(last);
+    s3 = ms_run_summary_get(none);
     ck_assert_uint_eq(s1->peak_reserved, s2->peak_reserved);
     ck_assert_uint_eq(s1->peak_reserved, s3->peak_reserved);
     ck_assert_double_eq(s1->step_time_ms, s3->step_time_ms);
@@ -400,13 +400,13 @@ END_TEST
 START_TEST(smart_swap_fits_what_none_cannot)
 {
     static const char *const one_step[] = {"steps=1"};
-    ms_scenario *sc0, *sc1;
+    const ms_scenario *sc0, *sc1;
     ms_run *none = run_policy("scenarios/llama2-smartswap-tp1.lua", "none", one_step, 1, &sc0);
     ms_run *swap = run_policy("scenarios/llama2-smartswap-tp1.lua", "smart_swap", one_step, 1,
                               &sc1);
     const ms_run_summary *a, *b;
-    ms_run_summary_get(none, &a);
-    ms_run_summary_get(swap, &b);
+    a = ms_run_summary_get(none);
+    b = ms_run_summary_get(swap);
     ck_assert(a->oom);
     ck_assert_msg(!b->oom, "%s", b->oom_message);
     ck_assert_uint_gt(b->swapped_bytes, 0);
@@ -422,10 +422,10 @@ END_TEST
 START_TEST(smart_swap_reuses_host_buffers)
 {
     static const char *const sets[] = {"steps=1", "recompute_config.recompute=false"};
-    ms_scenario *sc;
+    const ms_scenario *sc;
     ms_run *run = run_policy("scenarios/llama2-smartswap-seq16k.lua", "smart_swap", sets, 2, &sc);
     const ms_run_summary *s;
-    ms_run_summary_get(run, &s);
+    s = ms_run_summary_get(run);
     ck_assert_msg(!s->oom, "%s", s->oom_message);
     ck_assert_uint_gt(s->swapped_bytes, sc->device.host_pinned_bytes);
     ms_run_free(run);
@@ -447,11 +447,11 @@ START_TEST(pipeline_oom_relaunches_with_new_decisions)
         "parallel.global_batch_size=16", "steps=3"};
     char policy[1024];
     snprintf(policy, sizeof policy, "%s/tests/data/policies/recompute_on_oom.lua", srcdir());
-    ms_scenario *sc;
+    const ms_scenario *sc;
     ms_run *run = run_policy("tests/data/cli/tiny-gpt.lua", policy, sets, 10, &sc);
     const ms_run_summary *s;
     size_t n;
-    ms_run_summaries(run, &s, &n);
+    s = ms_run_summaries(run, &n);
     ck_assert_uint_eq(n, 2);
     ck_assert(s[0].oom);
     ck_assert_int_eq(s[0].oom_step, 0);
@@ -471,11 +471,11 @@ END_TEST
  * their rows still report the activations they held when it was. */
 START_TEST(abandoned_stages_report_their_activations)
 {
-    ms_scenario *sc;
+    const ms_scenario *sc;
     ms_run *run = run_policy("scenarios/gpt-175b-trimmed-tp2pp4vpp2.lua", "none", NULL, 0, &sc);
     const ms_run_summary *s;
     size_t n;
-    ms_run_summaries(run, &s, &n);
+    s = ms_run_summaries(run, &n);
     ck_assert_uint_eq(n, 4);
     ck_assert(s[0].oom);
     for (size_t i = 1; i < n; i++) {
@@ -497,12 +497,12 @@ static void assert_segments_tiled(const ms_run_record *rec, ms_snapshot_when whe
                                   size_t *n_rows)
 {
     size_t n = 0;
-    ms_record_n_segments(rec, &n);
+    n = ms_record_n_segments(rec);
     uint64_t seg = 0, next = 0, end = 0;
     *n_rows = 0;
     for (size_t i = 0; i < n; i++) {
         const ms_segment_row *r;
-        ms_record_segment(rec, i, &r);
+        r = ms_record_segment(rec, i);
         if (r->when != when || r->step != step)
             continue;
         (*n_rows)++;
@@ -523,12 +523,12 @@ static void assert_segments_tiled(const ms_run_record *rec, ms_snapshot_when whe
 START_TEST(segments_at_step_end_and_at_oom)
 {
     static const char *const one_step[] = {"steps=1"};
-    ms_scenario *sc0, *sc1;
+    const ms_scenario *sc0, *sc1;
     ms_run *fits = run_policy("scenarios/llama2-smartswap-tp8.lua", "none", one_step, 1, &sc0);
     ms_run *oom = run_policy("scenarios/llama2-smartswap-tp1.lua", "none", one_step, 1, &sc1);
     const ms_run_record *a, *b;
-    ms_run_record_get(fits, &a);
-    ms_run_record_get(oom, &b);
+    a = ms_run_record_get(fits);
+    b = ms_run_record_get(oom);
     size_t n;
     assert_segments_tiled(a, MS_SNAP_STEP_END, 0, &n);
     ck_assert_uint_gt(n, 10);
@@ -553,12 +553,12 @@ END_TEST
 START_TEST(select_recompute_of_one_op)
 {
     static const char *const none[] = {"recompute_config.select_recompute=false"};
-    ms_scenario *sc0, *sc1;
+    const ms_scenario *sc0, *sc1;
     ms_run *with = run_policy("tests/data/cli/select-op.lua", "none", NULL, 0, &sc0);
     ms_run *without = run_policy("tests/data/cli/select-op.lua", "none", none, 1, &sc1);
     const ms_run_summary *a, *b;
-    ms_run_summary_get(with, &a);
-    ms_run_summary_get(without, &b);
+    a = ms_run_summary_get(with);
+    b = ms_run_summary_get(without);
     ck_assert(!a->oom && !b->oom);
     ck_assert_uint_eq(a->recomputed_ops, 4);
     ck_assert_uint_eq(b->recomputed_ops, 0);
@@ -581,11 +581,11 @@ END_TEST
  * declared recomputes and drops the swaps). */
 START_TEST(policy_replaces_declared_settings)
 {
-    ms_scenario *sc = NULL;
+    const ms_scenario *sc = NULL;
     ms_run *run = run_policy("scenarios/llama2-7b-swap-recompute.lua", NULL, NULL, 0, &sc);
     const ms_run_summary *base;
     size_t n;
-    ms_run_summaries(run, &base, &n);
+    base = ms_run_summaries(run, &n);
     ck_assert_uint_gt(base->swapped_bytes, 0);
     ck_assert_uint_gt(base->recomputed_ops, 0);
     uint64_t recomputed = base->recomputed_ops;
@@ -596,7 +596,7 @@ START_TEST(policy_replaces_declared_settings)
     snprintf(pol, sizeof pol, "%s/tests/data/policies/replace_declared.lua", srcdir());
     run = run_policy("scenarios/llama2-7b-swap-recompute.lua", pol, NULL, 0, &sc);
     const ms_run_summary *s;
-    ms_run_summaries(run, &s, &n);
+    s = ms_run_summaries(run, &n);
     ck_assert_uint_eq(s->swapped_bytes, 0);
     ck_assert_uint_eq(s->recomputed_ops, recomputed);
     ms_run_free(run);
@@ -609,15 +609,15 @@ START_TEST(adaptive_memory_beats_full_recompute)
     static const char *const scen[] = {"scenarios/gpt-175b-trimmed-tp8.lua",
                                        "scenarios/gpt-175b-trimmed-tp2pp4.lua"};
     for (size_t k = 0; k < 2; k++) {
-        ms_scenario *sc0, *sc1, *sc2;
+        const ms_scenario *sc0, *sc1, *sc2;
         ms_run *none = run_policy(scen[k], "none", NULL, 0, &sc0);
         ms_run *full = run_policy(scen[k], "full_recompute", NULL, 0, &sc1);
         ms_run *ad = run_policy(scen[k], "adaptive_memory", NULL, 0, &sc2);
         const ms_run_summary *n, *f, *a;
         size_t stages;
-        ms_run_summary_get(none, &n);
-        ms_run_summary_get(full, &f);
-        ms_run_summaries(ad, &a, &stages);
+        n = ms_run_summary_get(none);
+        f = ms_run_summary_get(full);
+        a = ms_run_summaries(ad, &stages);
         ck_assert(n->oom);
         ck_assert(!f->oom);
         for (size_t i = 0; i < stages; i++)

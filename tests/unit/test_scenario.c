@@ -21,10 +21,10 @@ static const char *src_path(char *buf, size_t size, const char *rel)
     return buf;
 }
 
-static ms_scenario *load_ok(const char *rel, const char *const *ov, size_t n)
+static const ms_scenario *load_ok(const char *rel, const char *const *ov, size_t n)
 {
     char path[4096];
-    ms_scenario *sc = NULL;
+    const ms_scenario *sc = NULL;
     ms_diag d = {0};
     ms_status st = ms_scenario_load(src_path(path, sizeof path, rel), ov, n, &sc, &d);
     ck_assert_msg(st == MS_OK, "%s: %s", rel, d.msg);
@@ -36,7 +36,7 @@ static ms_scenario *load_ok(const char *rel, const char *const *ov, size_t n)
 static ms_status load_bad(const char *rel, const char *const *ov, size_t n, ms_diag *d)
 {
     char path[4096];
-    ms_scenario *sc = (ms_scenario *)1;
+    const ms_scenario *sc = (const ms_scenario *)1;
     memset(d, 0, sizeof *d);
     ms_status st = ms_scenario_load(src_path(path, sizeof path, rel), ov, n, &sc, d);
     ck_assert_ptr_null(sc);
@@ -51,7 +51,7 @@ static ms_status load_bad(const char *rel, const char *const *ov, size_t n, ms_d
 /* scenarios/llama2-7b.lua as seed 001 states it. */
 START_TEST(llama2_7b_fields)
 {
-    ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", NULL, 0);
     ck_assert_str_eq(sc->name, "llama2-7b");
     ck_assert_int_eq(sc->model.arch, MS_ARCH_LLAMA);
     ck_assert_int_eq(sc->model.num_layers, 32);
@@ -99,7 +99,7 @@ END_TEST
 /* gpt-22b leaves most of the model to gpt's (Megatron's) defaults. */
 START_TEST(gpt_22b_defaults)
 {
-    ms_scenario *sc = load_ok("scenarios/gpt-22b.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("scenarios/gpt-22b.lua", NULL, 0);
     ck_assert_int_eq(sc->model.arch, MS_ARCH_GPT);
     ck_assert_int_eq(sc->model.num_query_groups, 64);
     ck_assert(!sc->model.swiglu && !sc->model.untie_embeddings && sc->model.add_bias_linear);
@@ -121,7 +121,7 @@ START_TEST(overrides_apply)
                                      "allocator.conf=expandable_segments:True",
                                      "model.hidden_dropout=0.25", "parallel.global_batch_size=32",
                                      "report.detail=last"};
-    ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 7);
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 7);
     ck_assert_int_eq(sc->report_detail, MS_DETAIL_LAST);
     ck_assert_int_eq(sc->model.seq_length, 8192);
     ck_assert_int_eq(sc->steps, 4);
@@ -243,7 +243,7 @@ START_TEST(other_bad_inputs)
     ck_assert_int_eq(load_bad("tests/data/scenarios/sandbox_escape.lua", NULL, 0, &d),
                      MS_ESCRIPT);
     ASSERT_MSG_HAS(d, "sandbox_escape.lua:2:");
-    ms_scenario *sc = NULL;
+    const ms_scenario *sc = NULL;
     ck_assert_int_eq(ms_scenario_load(NULL, NULL, 0, &sc, &d), MS_EINVAL);
     ck_assert_int_eq(ms_scenario_free(NULL), MS_EINVAL);
 }
@@ -287,7 +287,7 @@ END_TEST
 /* Megatron's MoE arguments: defaults and checks. */
 START_TEST(moe_keys)
 {
-    ms_scenario *sc = load_ok("tests/data/scenarios/moe_small.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("tests/data/scenarios/moe_small.lua", NULL, 0);
     ck_assert_int_eq(sc->model.num_experts, 8);
     ck_assert_int_eq(sc->model.moe_router_topk, 2);           /* Megatron's default */
     ck_assert_int_eq(sc->model.moe_ffn_hidden_size, 768);     /* = ffn_hidden_size: 2/3 x 4 x 256 -> 768 */
@@ -355,7 +355,7 @@ START_TEST(memory_config_bad_inputs)
                       "false or a list of layer indices (got the string \"all\")");
     /* The pattern loads; what it matches needs the op names
      * (ms_memory_config_check, tests/unit/test_memory_config.c). */
-    ms_scenario *sc = load_ok("tests/data/scenarios/mc_unknown_regex.lua", NULL, 0);
+    const ms_scenario *sc = load_ok("tests/data/scenarios/mc_unknown_regex.lua", NULL, 0);
     ms_scenario_free(sc);
     /* Layers must still divide over the stages unless an offset says where. */
     static const char *const pp3[] = {"parallel.pipeline_model_parallel_size=3",

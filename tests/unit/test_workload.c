@@ -57,7 +57,7 @@ static ms_program *build(const ms_scenario *sc, int stage, ms_program_view *v)
     ms_diag d = {0};
     ms_status st = ms_program_build(sc, stage, &p, &d);
     ck_assert_msg(st == MS_OK, "build: %s", d.msg);
-    ck_assert_int_eq(ms_program_get_view(p, v), MS_OK);
+    *v = ms_program_get_view(p);
     return p;
 }
 
@@ -590,7 +590,8 @@ START_TEST(bad_arguments)
     ck_assert_ptr_nonnull(strstr(d.msg, "use_flash_attn"));
     ck_assert_ptr_null(p);
     ck_assert_int_eq(ms_program_free(NULL), MS_EINVAL);
-    ck_assert_int_eq(ms_program_get_view(NULL, NULL), MS_EINVAL);
+    ck_assert_uint_eq(ms_program_get_view(NULL).n_ops, 0);
+    ck_assert_ptr_null(ms_program_get_view(NULL).facts);
     ck_assert_str_eq(ms_tensor_kind_name(MS_TK_OPTIMIZER_STATE), "optimizer_state");
     ck_assert_str_eq(ms_phase_name(MS_PHASE_BACKWARD), "backward");
 }
