@@ -10,7 +10,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "memsim/exec.h"
+#include "memsim/run.h"
 #include "memsim/scenario.h"
 
 static double now_s(void)

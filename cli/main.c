@@ -1,18 +1,11 @@
-/* memsim: the command line.  Subcommands dispatch to one function each. */
+/* memsim: the command line.  Each subcommand is a file of its own
+ * (commands.h); this one dispatches. */
 #include "config.h"
 
-#include <getopt.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 
-#include "memsim/exec.h"
-#include "memsim/report.h"
-#include "memsim/scenario.h"
-#include "replay.h"
-
-#define MAX_POLICIES 16
-#define MAX_SETS 64
+#include "commands.h"
 
 static void usage(FILE *out)
 {
@@ -34,149 +27,6 @@ static void usage(FILE *out)
             "         (memsim replay --help for its options)\n");
 }
 
-typedef struct run_args {
-    const char *scenario;
-    const char *policies[MAX_POLICIES];
-    int n_policies;
-    const char *sets[MAX_SETS];
-    int n_sets;
-    const char *out;
-    const char *backend;
-    bool quiet;
-} run_args;
-
-static int parse_run_args(int argc, char **argv, run_args *a)
-{
-    static const struct option opts[] = {
-        {"policy", required_argument, NULL, 'p'}, {"out", required_argument, NULL, 'o'},
-        {"set", required_argument, NULL, 's'},    {"backend", required_argument, NULL, 'b'},
-        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
-        {NULL, 0, NULL, 0},
-    };
-    memset(a, 0, sizeof *a);
-    optind = 1;
-    int c;
-    while ((c = getopt_long(argc, argv, "p:o:s:b:qh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'p':
-            if (a->n_policies == MAX_POLICIES) {
-                fprintf(stderr, "memsim run: at most %d --policy flags\n", MAX_POLICIES);
-                return 2;
-            }
-            a->policies[a->n_policies++] = optarg;
-            break;
-        case 's':
-            if (a->n_sets == MAX_SETS) {
-                fprintf(stderr, "memsim run: at most %d --set flags\n", MAX_SETS);
-                return 2;
-            }
-            a->sets[a->n_sets++] = optarg;
-            break;
-        case 'o': a->out = optarg; break;
-        case 'b': a->backend = optarg; break;
-        case 'q': a->quiet = true; break;
-        case 'h': usage(stdout); return -1;
-        default: usage(stderr); return 2;
-        }
-    }
-    if (optind != argc - 1) {
-        fprintf(stderr, "memsim run: expected exactly one SCENARIO file\n");
-        usage(stderr);
-        return 2;
-    }
-    a->scenario = argv[optind];
-    return 0;
-}
-
-static int fail(const char *what, ms_status st, const ms_diag *d)
-{
-    fprintf(stderr, "memsim: %s: %s\n", what, d->msg[0] ? d->msg : ms_strerror(st));
-    return 1;
-}
-
-static int cmd_run(int argc, char **argv)
-{
-    run_args a;
-    int rc = parse_run_args(argc, argv, &a);
-    if (rc != 0)
-        return rc < 0 ? 0 : rc;
-    ms_diag d = {0};
-    const ms_scenario *sc = NULL;
-    ms_status st = ms_scenario_load(a.scenario, a.sets, (size_t)a.n_sets, &sc, &d);
-    if (st != MS_OK)
-        return fail("scenario", st, &d);
-    int n = a.n_policies ? a.n_policies : 1;
-    ms_run_summary *sums = NULL;
-    char dir[4096];
-    rc = 0;
-    size_t n_rows = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
-        /* The first run prints the normalised recompute/swap settings, as
-         * MindFormers logs them. */
-        ms_run_options opt = {.policy = a.n_policies ? a.policies[i] : NULL,
-                              .backend = a.backend, .record = true,
-                              .settings_out = a.quiet || i > 0 ? NULL : stdout};
-        ms_run *run = NULL;
-        st = ms_run_execute(sc, &opt, &run, &d);
-        if (st != MS_OK) {
-            rc = fail("run", st, &d);
-            break;
-        }
-        const ms_run_summary *s;
-        const ms_run_record *rec;
-        const ms_program_view *views;
-        size_t n_stages, n_views;
-        s = ms_run_summaries(run, &n_stages);
-        rec = ms_run_record_get(run);
-        views = ms_run_program_views(run, &n_views);
-        ms_run_summary *grown = realloc(sums, (n_rows + n_stages) * sizeof *sums);
-        if (grown == NULL) {
-            ms_run_free(run);
-            rc = fail("run", MS_ENOMEM, &d);
-            break;
-        }
-        sums = grown;
-        memcpy(sums + n_rows, s, n_stages * sizeof *s);
-        n_rows += n_stages;
-        if (n == 1 && a.out)
-            snprintf(dir, sizeof dir, "%s", a.out);
-        else if (n == 1)
-            snprintf(dir, sizeof dir, "results/%s-%s", sc->name, s->policy);
-        else if (a.out)
-            snprintf(dir, sizeof dir, "%s/%s", a.out, s->policy);
-        else
-            snprintf(dir, sizeof dir, "results/%s-compare/%s", sc->name, s->policy);
-        st = ms_report_write_csv(dir, s, n_stages, rec, views, n_views, &d);
-        if (st != MS_OK)
-            rc = fail("report", st, &d);
-        else if (!a.quiet) {
-            for (size_t k = 0; k < n_stages; k++)
-                ms_report_print_summary(stdout, &s[k]);
-            if (rec != NULL)
-                printf("wrote           %s/{summary,ops,memory,tensors,segments}.csv, trace.json, "
-                       "{memory,timeline}.svg%s\n",
-                       dir, sc->report_detail == MS_DETAIL_LAST ? " (last step)" : "");
-            else
-                printf("wrote           %s/summary.csv (report.detail = \"none\")\n", dir);
-        }
-        ms_run_free(run);
-    }
-    if (rc == 0 && n > 1) {
-        if (a.out)
-            snprintf(dir, sizeof dir, "%s/summary.csv", a.out);
-        else
-            snprintf(dir, sizeof dir, "results/%s-compare/summary.csv", sc->name);
-        st = ms_report_write_summary_csv(dir, sums, n_rows, &d);
-        if (st != MS_OK)
-            rc = fail("report", st, &d);
-        else if (!a.quiet)
-            printf("compared        %d policies in %s\n", n, dir);
-    }
-    free(sums);
-    ms_scenario_free(sc);
-    return rc;
-}
-
 int main(int argc, char **argv)
 {
     if (argc < 2) {
@@ -193,9 +43,9 @@ int main(int argc, char **argv)
         return 0;
     }
     if (strcmp(argv[1], "run") == 0)
-        return cmd_run(argc - 1, argv + 1);
+        return cli_run(argc - 1, argv + 1);
     if (strcmp(argv[1], "replay") == 0)
-        return ms_cli_replay(argc - 1, argv + 1);
+        return cli_replay(argc - 1, argv + 1);
     fprintf(stderr, "memsim: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

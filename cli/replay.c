@@ -2,7 +2,7 @@
  * the caching-allocator model, report how closely the model reproduces the
  * recorded segment traffic, peak and OOM, and compare other allocator
  * settings on the same trace (docs/replay.md). */
-#include "replay.h"
+#include "commands.h"
 
 #include <errno.h>
 #include <getopt.h>
@@ -364,7 +364,7 @@ static int run_all(const replay_args *a, const ms_snapshot *s, ms_replay_result 
     return 0;
 }
 
-int ms_cli_replay(int argc, char **argv)
+int cli_replay(int argc, char **argv)
 {
     replay_args a;
     int rc = parse_args(argc, argv, &a);

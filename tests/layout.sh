@@ -35,7 +35,7 @@ if [ ! -s "$tmp/declared" ]; then
 fi
 
 leaks=$(cd "$src" && grep -rlE '#include "(sim/|backend_mock/)' --include='*.c' --include='*.h' \
-    lib cli bridge_torch backend_npu 2>/dev/null)
+    include lib cli bridge_torch backend_npu 2>/dev/null)
 if [ -n "$leaks" ]; then
     echo "FAIL: these include the mock's or the simulator's headers:"
     echo "$leaks"

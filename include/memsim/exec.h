@@ -81,34 +81,6 @@ MS_API ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_p
  * and the activation peak reached so far.  Other fields are left alone. */
 MS_API ms_status ms_exec_partial_peaks(const ms_exec *e, ms_step_result *res);
 
-/* A whole run: scenario + policy -> summary (+ record for reports). */
-typedef struct ms_run_options {
-    const char *policy;        /* path or shipped name; NULL: the scenario's */
-    const char *policy_dir;    /* shipped policies directory; NULL: found */
-    const char *backend;       /* "mock" (default) */
-    bool record;               /* keep the run record for CSV reports */
-    /* Where to print the scenario's recompute and swap settings as
-     * MindFormers logs them, once the programs are built; NULL: nowhere. */
-    FILE *settings_out;
-} ms_run_options;
-
-typedef struct ms_run ms_run;
-
-MS_API ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,
-                         ms_diag *d);
-MS_API ms_status ms_run_free(ms_run *r);
-/* One summary per pipeline stage (n == pipeline_model_parallel_size). */
-MS_API const ms_run_summary *ms_run_summaries(const ms_run *r, size_t *n);
-MS_API const ms_run_summary *ms_run_summary_get(const ms_run *r); /* stage 0 */
-/* NULL when the run kept no record (report.detail = "none"). */
-MS_API const ms_run_record *ms_run_record_get(const ms_run *r);
-/* The step program of every stage, indexed by device. */
-MS_API const ms_program_view *ms_run_program_views(const ms_run *r, size_t *n);
-
-/* Find a shipped data directory ("policies_lua", "scenarios/devices"):
- * $MEMSIM_DATADIR/sub, then the source tree, then the installed pkgdatadir. */
-MS_API ms_status ms_data_path(const char *sub, char *buf, size_t n);
-
 #ifdef __cplusplus
 }
 #endif

@@ -63,6 +63,10 @@ MS_API ms_status ms_diag_prefix(ms_diag *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 MS_API ms_status ms_diag_clear(ms_diag *d);
 
+/* Find a shipped data directory ("policies_lua", "scenarios/devices"):
+ * $MEMSIM_DATADIR/sub, then the source tree, then the installed pkgdatadir. */
+MS_API ms_status ms_data_path(const char *sub, char *buf, size_t n);
+
 #ifdef __cplusplus
 }
 #endif

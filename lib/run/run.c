@@ -7,37 +7,16 @@
  * the simulation, not a formula.  Devices are reached through backend.h only.  Before every step the policy's
  * plan() sees each stage's last profile (SmartSwap's outer loop in general
  * form); an OOM ends the run unless the decisions change. */
+#include "memsim/run.h"
+
 #include "memsim/exec.h"
 
 #include <gsl/gsl_statistics_double.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "lib/policy/declared.h"
-
-static bool is_dir(const char *path)
-{
-    struct stat st;
-    return stat(path, &st) == 0 && S_ISDIR(st.st_mode);
-}
-
-ms_status ms_data_path(const char *sub, char *buf, size_t n)
-{
-    if (sub == NULL || buf == NULL || n == 0)
-        return MS_EINVAL;
-    const char *roots[] = {getenv("MEMSIM_DATADIR"), MS_SRCDIR, MS_DATADIR};
-    for (size_t i = 0; i < sizeof roots / sizeof roots[0]; i++) {
-        if (roots[i] == NULL || roots[i][0] == '\0')
-            continue;
-        if ((size_t)snprintf(buf, n, "%s/%s", roots[i], sub) >= n)
-            continue;
-        if (is_dir(buf))
-            return MS_OK;
-    }
-    return MS_ENOENT;
-}
 
 /* ---- devices ------------------------------------------------------------ */
 

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include "memsim/exec.h"
+#include "memsim/run.h"
 #include "memsim/report.h"
 #include "memsim/scenario.h"
 
