@@ -449,9 +449,10 @@ static ms_status run_decide(ms_policy *p, const char *hook, const ms_profile *pr
     ms_policy_ctx c = {
         .hook = hook, .prog = &p->program, .dv = p->dv, .plan = plan,
         .max_decisions = pol_ctx_max_decisions(&p->program),
-        .sim = sim, .sim_user = sim_user,
+        .sim = sim, .sim_user = sim_user, .declared = prof->declared,
     };
     ms_plan_init(&c.scratch);
+    ms_plan_init(&c.sim_plan);
     hook_call hc = {.p = p, .prof = prof, .req = req};
     p->ctx = &c;
     p->ctx_gen++;
@@ -460,6 +461,7 @@ static ms_status run_decide(ms_policy *p, const char *hook, const ms_profile *pr
     st = call_protected(p, 1, 0, d);
     p->ctx = NULL;
     ms_plan_free(&c.scratch);
+    ms_plan_free(&c.sim_plan);
     if (st != MS_OK)
         ms_diag_prefix(d, "policy '%s' %s(): ", p->name, hook);
     else if (req == NULL && !c.replace_declared)

@@ -290,6 +290,24 @@ static void set_field_int(lua_State *L, const char *k, lua_Integer v)
     lua_setfield(L, -2, k);
 }
 
+/* What the step would run with this candidate: the scenario's declared
+ * decisions follow it, as they follow the plan, unless the policy replaced
+ * them. */
+static const ms_plan *with_declared(lua_State *L, ms_policy_ctx *c, const ms_plan *cand)
+{
+    if (c->replace_declared || c->declared == NULL || c->declared->n == 0)
+        return cand;
+    ms_plan_clear(&c->sim_plan);
+    ms_status st = MS_OK;
+    for (uint32_t i = 0; st == MS_OK && i < cand->n; i++)
+        st = ms_plan_add(&c->sim_plan, &cand->items[i]);
+    for (uint32_t i = 0; st == MS_OK && i < c->declared->n; i++)
+        st = ms_plan_add(&c->sim_plan, &c->declared->items[i]);
+    if (st != MS_OK)
+        luaL_error(L, "ctx:simulate: %s", ms_strerror(st));
+    return &c->sim_plan;
+}
+
 static int ctx_simulate(lua_State *L)
 {
     ms_policy_ctx *c = writable_ctx(L, "simulate");
@@ -301,6 +319,7 @@ static int ctx_simulate(lua_State *L)
         read_candidate(L, c, 2);
         cand = &c->scratch;
     }
+    cand = with_declared(L, c, cand);
     ms_sim_result res = {0};
     ms_diag d = {0};
     c->simulating = true;

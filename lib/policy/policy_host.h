@@ -26,6 +26,8 @@ typedef struct ms_policy_ctx {
     ms_plan *plan;
     uint32_t max_decisions;      /* a runaway loop of ctx:swap stops here */
     ms_plan scratch;             /* candidate of ctx:simulate, freed by the host */
+    ms_plan sim_plan;            /* the candidate with the declared decisions after it */
+    const ms_plan *declared;     /* the scenario's decisions for this program, or NULL */
     ms_simulate_fn sim;
     void *sim_user;
     size_t logged;               /* bytes ctx:log wrote in this call */

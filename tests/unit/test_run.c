@@ -605,6 +605,24 @@ START_TEST(policy_replaces_declared_settings)
 }
 END_TEST
 
+/* ctx:simulate runs what the step would: the declared decisions follow the
+ * candidate until the policy replaces them. */
+START_TEST(simulate_sees_declared_settings)
+{
+    char err[8192], args[1024];
+    snprintf(args, sizeof args,
+             "run scenarios/llama2-7b-swap-recompute.lua --policy "
+             "tests/data/policies/simulate_declared.lua --quiet --out %s/sd", tmpdir);
+    ck_assert_int_eq(run_memsim(args, err, sizeof err), 0);
+    const char *line = strstr(err, "declared=");
+    ck_assert_msg(line != NULL, "stderr: %s", err);
+    unsigned long long n = 0, with = 0, without = 0;
+    ck_assert_int_eq(sscanf(line, "declared=%llu with=%llu without=%llu", &n, &with, &without), 3);
+    ck_assert_uint_gt(n, 0);
+    ck_assert_uint_gt(without, with); /* recompute and swap lower the peak */
+}
+END_TEST
+
 START_TEST(adaptive_memory_beats_full_recompute)
 {
     static const char *const scen[] = {"scenarios/gpt-175b-trimmed-tp8.lua",
@@ -659,6 +677,7 @@ static Suite *run_suite(void)
     tcase_add_test(tc, select_recompute_of_one_op);
     tcase_add_test(tc, adaptive_memory_beats_full_recompute);
     tcase_add_test(tc, policy_replaces_declared_settings);
+    tcase_add_test(tc, simulate_sees_declared_settings);
     suite_add_tcase(s, tc);
     return s;
 }
