@@ -103,6 +103,26 @@ static int sandbox_load(lua_State *L)
     return lua_gettop(L);
 }
 
+/* setmetatable without finalizers.  Lua runs a __gc metamethod with hooks
+ * switched off (GCTM clears allowhook), so the instruction budget cannot stop
+ * one that never returns, and lua_close runs every pending finalizer: a
+ * script's __gc could hang memsim at any collection or at exit.  Lua marks an
+ * object for finalization only when its metatable has __gc at the moment
+ * setmetatable is called (a field added later is ignored, reference manual
+ * 2.5.3), so refusing it here is enough. */
+static int sandbox_setmetatable(lua_State *L)
+{
+    lua_pushliteral(L, "__gc");
+    if (lua_type(L, 2) == LUA_TTABLE && lua_rawget(L, 2) != LUA_TNIL)
+        return luaL_error(L, "setmetatable: a metatable with __gc (a finalizer) is not allowed "
+                             "in memsim scripts: finalizers run outside the instruction budget");
+    lua_settop(L, 2);
+    lua_getfield(L, LUA_REGISTRYINDEX, "memsim.raw_setmetatable");
+    lua_insert(L, 1);
+    lua_call(L, 2, 1);
+    return 1;
+}
+
 static bool valid_module_name(const char *name)
 {
     if (*name == '\0')
@@ -182,12 +202,30 @@ static void open_safe_libs(lua_State *L)
     lua_setfield(L, LUA_REGISTRYINDEX, "memsim.raw_load");
     lua_pushcfunction(L, sandbox_load);
     lua_setglobal(L, "load");
+    lua_getglobal(L, "setmetatable");
+    lua_setfield(L, LUA_REGISTRYINDEX, "memsim.raw_setmetatable");
+    lua_pushcfunction(L, sandbox_setmetatable);
+    lua_setglobal(L, "setmetatable");
     lua_pushcfunction(L, sandbox_print);
     lua_setglobal(L, "print");
     lua_pushcfunction(L, sandbox_require);
     lua_setglobal(L, "require");
     lua_newtable(L);
     lua_setfield(L, LUA_REGISTRYINDEX, REQUIRE_CACHE);
+}
+
+/* Lua seeds math.random from the clock and addresses at every start: a
+ * script drawing from it would give another report each run.  Same inputs,
+ * same results: a fixed seed (a script may still choose its own with
+ * math.randomseed). */
+static bool seed_random(lua_State *L)
+{
+    lua_getglobal(L, LUA_MATHLIBNAME);
+    lua_getfield(L, -1, "randomseed");
+    lua_pushinteger(L, 0);
+    bool ok = lua_pcall(L, 1, 0, 0) == LUA_OK;
+    lua_settop(L, 0);
+    return ok;
 }
 
 ms_status base_sandbox_create(const ms_sandbox_limits *lim, ms_sandbox **out)
@@ -207,6 +245,11 @@ ms_status base_sandbox_create(const ms_sandbox_limits *lim, ms_sandbox **out)
         return MS_ENOMEM;
     }
     open_safe_libs(sb->L);
+    if (!seed_random(sb->L)) {
+        lua_close(sb->L);
+        free(sb);
+        return MS_ENOMEM;
+    }
     lua_sethook(sb->L, budget_hook, LUA_MASKCOUNT, HOOK_EVERY);
     *out = sb;
     return MS_OK;

@@ -2,7 +2,9 @@
  *
  * Scenario files and policies are downloaded and shared, so they run with
  * only the pure libraries (base without file loading, string without dump,
- * table, math, utf8, coroutine), text chunks only (no bytecode), a require
+ * table, math, utf8, coroutine), text chunks only (no bytecode), no
+ * finalizers (setmetatable refuses a __gc: Lua runs them with hooks off, out of
+ * the budget's reach), a require
  * confined to one directory, an instruction budget per call and a heap cap.
  * Every failure comes back as an ms_status with "file:line: message". */
 #ifndef MEMSIM_LUA_SANDBOX_H

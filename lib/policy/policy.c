@@ -107,36 +107,54 @@ static bool read_pool_flag(lua_State *L, ms_policy *p, int opts, const char *poo
     return v;
 }
 
-static void read_pool(lua_State *L, ms_policy *p, ms_pool_decl *decl)
+/* The declaration of `name`; the options table is on top of the stack. */
+static void read_pool(lua_State *L, ms_policy *p, const char *name, size_t len, ms_pool_decl *decl)
 {
-    size_t len;
-    const char *name = lua_tolstring(L, -2, &len);
     if (!valid_pool_name(name, len) || strcmp(name, "default") == 0)
         fail(L, p, "pools: '%s' is not a usable pool name (letters, digits, '_', at most 63, "
                    "not \"default\")", name);
     if (!lua_istable(L, -1))
         fail(L, p, "pools.%s must be a table of options, got a %s", name, luaL_typename(L, -1));
     int opts = lua_gettop(L);
+    int unknown = 0;
+    const char *example = NULL;
     lua_pushnil(L);
     while (lua_next(L, opts) != 0) {
         lua_pop(L, 1);
-        const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : "?";
-        if (strcmp(key, "exact_segments") != 0 && strcmp(key, "lendable") != 0)
-            fail(L, p, "pools.%s: unknown option '%s' (expected exact_segments, lendable)",
-                 name, key);
+        const char *key = lua_type(L, -1) == LUA_TSTRING ? lua_tostring(L, -1) : NULL;
+        if (key != NULL && (strcmp(key, "exact_segments") == 0 || strcmp(key, "lendable") == 0))
+            continue;
+        unknown++;
+        /* The smallest unknown name, whatever order next() gives. */
+        if (key != NULL && (example == NULL || strcmp(key, example) < 0))
+            example = key;
     }
+    if (unknown > 0)
+        fail(L, p, "pools.%s: %d unknown option%s%s%s%s (expected exact_segments, lendable)", name,
+             unknown, unknown > 1 ? "s" : "", example ? " such as '" : " (not strings)",
+             example ? example : "", example ? "'" : "");
     memcpy(decl->name, name, len + 1);
     decl->exact_segments = read_pool_flag(L, p, opts, name, "exact_segments");
     decl->lendable = read_pool_flag(L, p, opts, name, "lendable");
 }
 
-static int compare_pools(const void *a, const void *b)
+typedef struct pool_key {
+    const char *s;
+    size_t len;
+} pool_key;
+
+static int compare_keys(const void *a, const void *b)
 {
-    return strcmp(((const ms_pool_decl *)a)->name, ((const ms_pool_decl *)b)->name);
+    const pool_key *x = a, *y = b;
+    size_t n = x->len < y->len ? x->len : y->len;
+    int c = memcmp(x->s, y->s, n);
+    return c != 0 ? c : (x->len > y->len) - (x->len < y->len);
 }
 
-/* Declarations sorted by name: pairs() order follows Lua's per-state hash
- * seed, and the executor creates pools in this order. */
+/* Declarations read in name order, so which one is checked first (and so
+ * which error a policy with several bad ones gets) never follows next()'s
+ * order, which depends on Lua's per-state hash seed and on addresses; the
+ * executor creates pools in this order too. */
 static void read_pools(lua_State *L, ms_policy *p, int module)
 {
     int type = lua_getfield(L, module, "pools");
@@ -148,24 +166,41 @@ static void read_pools(lua_State *L, ms_policy *p, int module)
         fail(L, p, "'pools' is a %s, expected a table of pool declarations",
              lua_typename(L, type));
     int pools = lua_gettop(L);
-    uint32_t n = 0;
+    uint32_t n = 0, bad = 0;
     lua_pushnil(L);
     while (lua_next(L, pools) != 0) {
         lua_pop(L, 1);
-        if (lua_type(L, -1) != LUA_TSTRING)
-            fail(L, p, "pools: keys must be pool names, got a %s", luaL_typename(L, -1));
-        n++;
+        if (lua_type(L, -1) == LUA_TSTRING)
+            n++;
+        else
+            bad++;
     }
+    if (bad > 0)
+        fail(L, p, "pools: keys must be pool names (strings); %d key%s not", (int)bad,
+             bad > 1 ? "s are" : " is");
+    /* A userdata, so the buffer is collected if a check below fails. */
+    pool_key *keys = lua_newuserdatauv(L, (n ? n : 1) * sizeof *keys, 0);
+    uint32_t k = 0;
+    lua_pushnil(L);
+    while (lua_next(L, pools) != 0) {
+        lua_pop(L, 1);
+        /* Anchored as keys of `pools`, which nothing changes meanwhile. */
+        if (k < n) {
+            keys[k].s = lua_tolstring(L, -1, &keys[k].len);
+            k++;
+        }
+    }
+    qsort(keys, n, sizeof *keys, compare_keys);
     p->pools = calloc(n ? n : 1, sizeof *p->pools);
     if (p->pools == NULL)
         luaL_error(L, "out of memory");
-    lua_pushnil(L);
-    while (p->n_pools < n && lua_next(L, pools) != 0) {
-        read_pool(L, p, &p->pools[p->n_pools++]);
+    for (uint32_t i = 0; i < n; i++) {
+        lua_pushlstring(L, keys[i].s, keys[i].len);
+        lua_rawget(L, pools);
+        read_pool(L, p, keys[i].s, keys[i].len, &p->pools[p->n_pools++]);
         lua_pop(L, 1);
     }
-    qsort(p->pools, p->n_pools, sizeof *p->pools, compare_pools);
-    lua_pop(L, 1);
+    lua_pop(L, 2);
 }
 
 static void read_hooks(lua_State *L, ms_policy *p, int module)
@@ -460,6 +495,8 @@ static ms_status run_decide(ms_policy *p, const char *hook, const ms_profile *pr
     lua_pushlightuserdata(p->L, &hc);
     st = call_protected(p, 1, 0, d);
     p->ctx = NULL;
+    free(c.swap_call);
+    free(c.swap_where);
     ms_plan_free(&c.scratch);
     ms_plan_free(&c.sim_plan);
     if (st != MS_OK)

@@ -7,9 +7,12 @@
  * the program, and errors carry the script's file:line (luaL_error level 1). */
 #include "policy_host.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
+
+#include "lib/base/growable.h"
 
 #define CTX_TYPE "memsim.policy.ctx"
 #define LOG_LINE_MAX 1024          /* bytes of one ctx:log message */
@@ -180,6 +183,36 @@ static void add_decision(lua_State *L, ms_policy_ctx *c, const ms_decision *dec,
         luaL_error(L, "%s: out of memory", what);
 }
 
+/* A tensor has one way off the device and back: a second ctx:swap of it
+ * would leave the executor two copies out and two in to choose from, so it
+ * is an error that names both calls. */
+static void note_swap_call(lua_State *L, ms_policy_ctx *c, uint32_t tensor)
+{
+    if (c->swap_call == NULL && (c->swap_call = calloc(c->prog->n_tensors ? c->prog->n_tensors : 1,
+                                                       sizeof *c->swap_call)) == NULL)
+        luaL_error(L, "ctx:swap: out of memory");
+    luaL_where(L, 1);
+    size_t len;
+    const char *here = lua_tolstring(L, -1, &len);
+    if (len >= 2 && here[len - 2] == ':')
+        len -= 2; /* "file:line: " -> "file:line" */
+    if (c->swap_call[tensor] != 0) {
+        const ms_tensor *t = &c->prog->tensors[tensor];
+        char msg[512];
+        snprintf(msg, sizeof msg,
+                 "ctx:swap: tensor %d ('%s') swapped twice: first at %s, again at %.*s (a tensor "
+                 "is swapped at most once per %s() call)",
+                 (int)tensor, t->name ? t->name : "?", c->swap_where[c->swap_call[tensor] - 1],
+                 (int)len, here, c->hook);
+        luaL_error(L, "%s", msg);
+    }
+    if (!MS_GROW(c->swap_where, c->n_swap_where, c->cap_swap_where, 64))
+        luaL_error(L, "ctx:swap: out of memory");
+    snprintf(c->swap_where[c->n_swap_where], sizeof c->swap_where[0], "%.*s", (int)len, here);
+    c->swap_call[tensor] = ++c->n_swap_where;
+    lua_pop(L, 1);
+}
+
 static int ctx_swap(lua_State *L)
 {
     ms_policy_ctx *c = writable_ctx(L, "swap");
@@ -192,6 +225,7 @@ static int ctx_swap(lua_State *L)
         read_swap_options(L, c, 3, &dec, "ctx:swap");
     }
     check_swap(L, c, &dec, "ctx:swap");
+    note_swap_call(L, c, dec.tensor);
     add_decision(L, c, &dec, "ctx:swap");
     return 0;
 }
@@ -264,6 +298,43 @@ static void read_decision(lua_State *L, ms_policy_ctx *c, int idx, ms_decision *
     lua_pop(L, 1);
 }
 
+typedef struct swap_entry {
+    uint32_t tensor;
+    uint32_t index; /* 1-based, as the script numbers its candidate */
+} swap_entry;
+
+static int cmp_swap_entry(const void *a, const void *b)
+{
+    const swap_entry *x = a, *y = b;
+    if (x->tensor != y->tensor)
+        return x->tensor < y->tensor ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* The candidate's swaps, each tensor at most once (see note_swap_call). */
+static void check_candidate_swaps(lua_State *L, const ms_plan *cand)
+{
+    uint32_t n = 0;
+    for (uint32_t i = 0; i < cand->n; i++)
+        n += cand->items[i].kind == MS_DEC_SWAP;
+    if (n < 2)
+        return;
+    /* A userdata, so the buffer is collected if the error below unwinds. */
+    swap_entry *e = lua_newuserdatauv(L, n * sizeof *e, 0);
+    n = 0;
+    for (uint32_t i = 0; i < cand->n; i++)
+        if (cand->items[i].kind == MS_DEC_SWAP)
+            e[n++] = (swap_entry){cand->items[i].tensor, i + 1};
+    qsort(e, n, sizeof *e, cmp_swap_entry);
+    for (uint32_t i = 1; i < n; i++)
+        if (e[i].tensor == e[i - 1].tensor)
+            luaL_error(L,
+                       "ctx:simulate: decisions %d and %d both swap tensor %d: a plan may "
+                       "swap a tensor once",
+                       (int)e[i - 1].index, (int)e[i].index, (int)e[i].tensor);
+    lua_pop(L, 1);
+}
+
 static void read_candidate(lua_State *L, ms_policy_ctx *c, int arr)
 {
     ms_plan_clear(&c->scratch);
@@ -282,6 +353,7 @@ static void read_candidate(lua_State *L, ms_policy_ctx *c, int arr)
         if (ms_plan_add(&c->scratch, &dec) != MS_OK)
             luaL_error(L, "ctx:simulate: out of memory");
     }
+    check_candidate_swaps(L, &c->scratch);
 }
 
 static void set_field_int(lua_State *L, const char *k, lua_Integer v)

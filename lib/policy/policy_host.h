@@ -34,6 +34,12 @@ typedef struct ms_policy_ctx {
     bool log_capped;
     bool simulating;             /* the simulator is reading plan: no changes */
     bool replace_declared;       /* plan(): the scenario's declared decisions are not added */
+    /* Where this call's ctx:swap calls were made, to name both calls of a
+     * tensor swapped twice: swap_call[t] is 1 + the index into swap_where
+     * of its first call, 0 if none.  Owned here, freed by the host. */
+    uint32_t *swap_call;
+    char (*swap_where)[96];
+    uint32_t n_swap_where, cap_swap_where;
 } ms_policy_ctx;
 
 struct ms_policy {

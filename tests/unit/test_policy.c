@@ -735,6 +735,43 @@ START_TEST(test_ctx_simulate)
 }
 END_TEST
 
+/* Swapping a tensor twice is an error naming both calls (file:line). */
+START_TEST(test_ctx_swap_twice)
+{
+    ms_policy *p = load_fixture("cases", NULL);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_diag d = {0};
+    ck_assert_int_eq(run_case(p, 22, &plan, &d), MS_ESCRIPT);
+    int first = line_of("cases", "cases[22] =") + 1;
+    char where[128];
+    snprintf(where, sizeof where, "tensor 3 ('%s') swapped twice: first at ", fx.tensors[3].name);
+    assert_has(d.msg, where);
+    snprintf(where, sizeof where, "cases.lua:%d, again at ", first);
+    assert_has(d.msg, where);
+    snprintf(where, sizeof where,
+             "cases.lua:%d (a tensor is swapped at most once per plan() "
+             "call)",
+             first + 1);
+    assert_has(d.msg, where);
+    ck_assert_uint_eq(plan.n, 0);
+    /* The next call starts afresh: one swap of tensor 3 is fine. */
+    ck_assert_int_eq(run_case(p, 0, &plan, &d), MS_OK);
+    /* A ctx:simulate candidate is checked the same way, by entry. */
+    sim_spy spy = {.policy = p};
+    for (int i = 0; i < 4; i++)
+        ms_plan_init(&spy.seen[i]);
+    fx.prof.step = 23;
+    ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
+    assert_has(d.msg, "ctx:simulate: decisions 1 and 3 both swap tensor 3");
+    ck_assert_int_eq(spy.calls, 0);
+    for (int i = 0; i < 4; i++)
+        ms_plan_free(&spy.seen[i]);
+    ms_plan_free(&plan);
+    ms_policy_free(p);
+}
+END_TEST
+
 /* ---- on_oom ---- */
 
 START_TEST(test_on_oom)
@@ -777,6 +814,20 @@ START_TEST(test_on_oom)
 END_TEST
 
 /* ---- load errors ---- */
+
+/* Pool declarations are checked in name order: the same policy gets the same
+ * verdict and message in every Lua state, whatever order next() takes. */
+START_TEST(test_pools_checked_deterministically)
+{
+    for (int i = 0; i < 8; i++) {
+        ms_diag d = {0};
+        ck_assert_int_eq(load_status("bad_pools_many", &d), MS_ESCRIPT);
+        assert_has(d.msg, "pools: keys must be pool names (strings); 1 key is not");
+        ck_assert_int_eq(load_status("bad_pools_names", &d), MS_ESCRIPT);
+        assert_has(d.msg, "pools: 'a a' is not a usable pool name");
+    }
+}
+END_TEST
 
 START_TEST(test_load_errors)
 {
@@ -1007,6 +1058,7 @@ static Suite *policy_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_ctx_swap);
     tcase_add_test(tc, test_ctx_validation);
+    tcase_add_test(tc, test_ctx_swap_twice);
     tcase_add_test(tc, test_ctx_expires);
     tcase_add_test(tc, test_ctx_stable_readonly_log);
     tcase_add_test(tc, test_ctx_simulate);
@@ -1015,6 +1067,7 @@ static Suite *policy_suite(void)
     tc = tcase_create("errors");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_load_errors);
+    tcase_add_test(tc, test_pools_checked_deterministically);
     tcase_add_test(tc, test_runtime_error);
     tcase_add_test(tc, test_unknown_pool);
     tcase_add_test(tc, test_bad_arguments);

@@ -122,6 +122,53 @@ START_TEST(memory_cap)
 }
 END_TEST
 
+/* Lua runs finalizers with hooks off, so a __gc that never returns would
+ * hang memsim at the next collection or at lua_close: refused. */
+START_TEST(finalizers_refused)
+{
+    ms_diag d = {0};
+    ck_assert_int_eq(run("setmetatable({}, {__gc = function() while true do end end})\n"
+                         "collectgarbage()\nreturn 1",
+                         &d, NULL),
+                     MS_ESCRIPT);
+    ck_assert_ptr_nonnull(strstr(d.msg, "script.lua:1:"));
+    ck_assert_ptr_nonnull(strstr(d.msg, "__gc"));
+    /* A __gc added after setmetatable never marks the object: no hang. */
+    ck_assert_int_eq(run("local mt = {}\nlocal t = setmetatable({}, mt)\n"
+                         "mt.__gc = function() while true do end end\nt = nil\n"
+                         "collectgarbage()\nreturn 1",
+                         &d, NULL),
+                     MS_OK);
+    /* Ordinary metatables still work. */
+    ck_assert_int_eq(run("local t = setmetatable({}, {__index = function() return 7 end})\n"
+                         "assert(t.x == 7)\nreturn getmetatable(t) ~= nil",
+                         &d, NULL),
+                     MS_OK);
+}
+END_TEST
+
+/* math.random draws the same numbers in every state (Lua would seed it from
+ * the clock and addresses). */
+START_TEST(random_is_seeded)
+{
+    double first = 0;
+    for (int i = 0; i < 3; i++) {
+        ms_sandbox *sb = NULL;
+        ck_assert_int_eq(base_sandbox_create(NULL, &sb), MS_OK);
+        const char *path = write_script("rand.lua", "return math.random()");
+        ms_diag d = {0};
+        ck_assert_int_eq(base_sandbox_dofile(sb, path, 1, &d), MS_OK);
+        lua_State *L;
+        base_sandbox_state(sb, &L);
+        double v = lua_tonumber(L, -1);
+        if (i == 0)
+            first = v;
+        ck_assert(v == first);
+        base_sandbox_destroy(sb);
+    }
+}
+END_TEST
+
 START_TEST(require_confined)
 {
     write_script("helper.lua", "return { twice = function(x) return 2 * x end }");
@@ -152,6 +199,8 @@ static Suite *sandbox_suite(void)
     tcase_add_test(tc, instruction_budget);
     tcase_add_test(tc, memory_cap);
     tcase_add_test(tc, require_confined);
+    tcase_add_test(tc, finalizers_refused);
+    tcase_add_test(tc, random_is_seeded);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -33,6 +33,14 @@ cases[19] = function(p, ctx)
 end
 cases[20] = function(p, ctx) ctx:log("%d", "nope") end
 cases[21] = function(p, ctx) for i = 1, 1e9 do ctx:keep(0) end end
+cases[22] = function(p, ctx)
+  ctx:swap(3)
+  ctx:swap(3, { in_before = 8 })
+end
+cases[23] = function(p, ctx)
+  ctx:simulate({ { kind = "swap", tensor = 3 }, { kind = "keep", tensor = 4 },
+                 { kind = "swap", tensor = 3, in_before = 8 } })
+end
 
 return {
   plan = function(profile, ctx)
