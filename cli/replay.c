@@ -296,7 +296,10 @@ static void whatif_row(const char *name, const ms_replay_result *runs, int n_run
         uint64_t seg = 0;
         for (int j = 0; j < 4; j++)
             seg += r->seg[j].predicted;
-        if (which == 0)
+        if (which == 4)
+            snprintf(cell, sizeof cell, "%s%s", human(r->capacity, b),
+                     r->capacity_known ? "" : " (assumed)");
+        else if (which == 0)
             snprintf(cell, sizeof cell, "%s", human(r->peak_reserved_predicted, b));
         else if (which == 1)
             snprintf(cell, sizeof cell, "%s", human(r->fragmentation_at_peak, b));
@@ -323,6 +326,14 @@ static void print_whatif(const ms_replay_result *runs, int n_runs, const replay_
         whatif_row("fragmentation at peak", runs, n_runs, i, 1);
         whatif_row("segment events", runs, n_runs, i, 2);
         whatif_row("oom", runs, n_runs, i, 3);
+        whatif_row("capacity", runs, n_runs, i, 4);
+        bool assumed = false;
+        for (int k = 0; k < n_runs; k++)
+            assumed |= !runs[k].dev[i].capacity_known;
+        if (assumed)
+            printf("  (assumed: the trace has no oom that tells the device's capacity, so the "
+                   "replays ran with the capacity shown; an OOM there proves nothing about the "
+                   "real device: pass --capacity BYTES)\n");
     }
 }
 

@@ -1183,13 +1183,48 @@ static ms_status step(decoder *dc)
     }
 }
 
+/* Input that does not start with PROTO: say what it is, as far as its first
+ * bytes tell, rather than call every such file an old pickle. */
+static ms_status not_protocol_2(decoder *dc)
+{
+    const uint8_t *p = dc->p;
+    size_t n = dc->len;
+    size_t i = 0;
+    while (i < n && (p[i] == ' ' || p[i] == '\t' || p[i] == '\r' || p[i] == '\n'))
+        i++;
+    if (n == 0)
+        return ms_diag_set(dc->d, MS_EPARSE, "not a pickle: the input is empty");
+    if (i < n && (p[i] == '{' || p[i] == '[' || p[i] == '"'))
+        return ms_diag_set(dc->d, MS_EPARSE,
+                           "not a pickle: the input looks like JSON (it starts with '%c'); "
+                           "memsim reads the pickle torch.cuda.memory._dump_snapshot() writes",
+                           p[i]);
+    if (n >= 4 && p[0] == 'P' && p[1] == 'K' && p[2] == 3 && p[3] == 4)
+        return ms_diag_set(dc->d, MS_EPARSE,
+                           "not a pickle: the input is a zip archive (torch.save writes those); "
+                           "memsim reads the pickle torch.cuda.memory._dump_snapshot() writes");
+    if (n >= 2 && p[0] == 0x1f && p[1] == 0x8b)
+        return ms_diag_set(dc->d, MS_EPARSE,
+                           "not a pickle: the input is gzip-compressed; decompress it first");
+    /* A protocol 0 or 1 pickle starts with an opcode and ends with STOP. */
+    if (opcode_names[p[0]] != NULL && p[n - 1] == OP_STOP)
+        return ms_diag_set(dc->d, MS_EUNSUPPORTED,
+                           "pickle: protocol 0 or 1 (no PROTO opcode 0x80 at offset 0), which "
+                           "memsim does not read: pickle it again with protocol 2 to 5");
+    char hex[3 * 8 + 1] = "";
+    for (size_t k = 0, at = 0; k < n && k < 8; k++)
+        at += (size_t)snprintf(hex + at, sizeof hex - at, "%s%02x", k ? " " : "", p[k]);
+    return ms_diag_set(dc->d, MS_EPARSE,
+                       "not a pickle: a pickle starts with the PROTO opcode 0x80, this input "
+                       "with the bytes %s",
+                       hex);
+}
+
 static ms_status run(decoder *dc)
 {
     if (dc->len == 0 || dc->p[0] != OP_PROTO) {
         dc->op = dc->len ? dc->p[0] : 0;
-        return ms_diag_set(dc->d, MS_EUNSUPPORTED,
-                           "pickle: expected the PROTO opcode (0x80) at offset 0: protocol 0 and "
-                           "1 pickles are not supported (memsim reads protocols 2 to 5)");
+        return not_protocol_2(dc);
     }
     while (dc->pos < dc->len) {
         dc->op_off = dc->pos;

@@ -406,6 +406,24 @@ static bool is_release(ms_trace_action a)
     return a == MS_TA_SEGMENT_FREE || a == MS_TA_SEGMENT_UNMAP;
 }
 
+/* Whether the segments released in [gs, i) before the alloc at i are the
+ * allocator's own retry.  PyTorch releases cached segments itself only after
+ * a device malloc failed (malloc: alloc_block fails, then
+ * release_available_cached_blocks or release_cached_blocks, then alloc_block
+ * again), so a retry ends with the new memory it could then get, and that
+ * memory did not fit beside what was reserved before the release.  Anything
+ * else - no new memory, or memory that fitted anyway - is the user's
+ * torch.cuda.empty_cache() followed by an allocation. */
+static bool is_retry(const rctx *c, size_t gs, size_t i)
+{
+    uint64_t before = gs > 0 ? c->start.reserved_after[gs - 1] : c->start.reserved;
+    uint64_t grown = 0;
+    for (size_t k = gs; k < i; k++)
+        if (c->ev[k].action == MS_TA_SEGMENT_ALLOC || c->ev[k].action == MS_TA_SEGMENT_MAP)
+            grown += c->ev[k].size;
+    return grown > 0 && before + grown > c->res->capacity;
+}
+
 /* Replay trace event i (i == n: the end), whose recorded segment events
  * are [gs, i). */
 static ms_status replay_point(rctx *c, size_t gs, size_t i, ms_alloc_flavour flavour,
@@ -423,11 +441,11 @@ static ms_status replay_point(rctx *c, size_t gs, size_t i, ms_alloc_flavour fla
         return ms_diag_set(c->d, st, "out of host memory");
     c->nb = 0;
     /* Segments released where nothing is served are an empty_cache(); where
-     * an alloc follows they are the allocator's own retry after a failed
-     * device malloc, which the model must find itself, given the capacity.
-     * Without a known capacity it cannot: the release is taken from the
-     * trace. */
-    if (release && (!serves || !c->res->capacity_known)) {
+     * an alloc follows they may be the allocator's own retry after a failed
+     * device malloc (is_retry), which the model must find itself, given the
+     * capacity.  Without a known capacity it cannot: the release is taken
+     * from the trace. */
+    if (release && (!serves || !c->res->capacity_known || !is_retry(c, gs, i))) {
         c->res->release_points++;
         st = ms_alloc_empty_cache(c->a);
         if (st != MS_OK)

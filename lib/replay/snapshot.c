@@ -581,6 +581,29 @@ static bool ends_with(const char *s, const char *suffix)
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
+/* Input read as a CSV trace that plainly is none (empty, JSON, binary) is
+ * named for what it is, before libcsv reports a puzzling line 1. */
+static ms_status not_a_csv_trace(const uint8_t *b, size_t len, ms_diag *d)
+{
+    static const char expected[] = "expected the pickle torch.cuda.memory._dump_snapshot() "
+                                   "writes or a CSV trace (action,addr,size,stream,time_us)";
+    if (len == 0)
+        return ms_diag_set(d, MS_EPARSE, "the file is empty: %s", expected);
+    size_t i = 0;
+    while (i < len && (b[i] == ' ' || b[i] == '\t' || b[i] == '\r' || b[i] == '\n'))
+        i++;
+    if (i < len && (b[i] == '{' || b[i] == '['))
+        return ms_diag_set(d, MS_EPARSE, "the file looks like JSON (it starts with '%c'): %s", b[i],
+                           expected);
+    for (size_t k = 0; k < len && k < 4096; k++)
+        if (b[k] == 0 || (b[k] < 0x20 && b[k] != '\t' && b[k] != '\r' && b[k] != '\n'))
+            return ms_diag_set(d, MS_EPARSE,
+                               "binary data (byte 0x%02x at offset %zu) that is no pickle (a "
+                               "pickle starts with 0x80): %s",
+                               b[k], k, expected);
+    return MS_OK;
+}
+
 ms_status ms_snapshot_load_buffer(const void *data, size_t len, const char *name,
                                   ms_snapshot **out, ms_diag *d)
 {
@@ -595,7 +618,9 @@ ms_status ms_snapshot_load_buffer(const void *data, size_t len, const char *name
     const uint8_t *b = data;
     bool pickle = (len > 0 && b[0] == 0x80) || ends_with(name, ".pickle") ||
                   ends_with(name, ".pkl");
-    ms_status st = pickle ? from_pickle(data, len, s, d) : from_csv(data, len, s, d);
+    ms_status st = pickle ? from_pickle(data, len, s, d) : not_a_csv_trace(b, len, d);
+    if (st == MS_OK && !pickle)
+        st = from_csv(data, len, s, d);
     if (st != MS_OK) {
         ms_diag_prefix(d, "%s: ", name);
         ms_snapshot_free(s);

@@ -296,7 +296,7 @@ END_TEST
 START_TEST(truncated_everywhere)
 {
     /* Every proper prefix of a valid pickle fails cleanly (and ASan/valgrind
-     * see no bad access): offset 0 has no PROTO, every later cut is a
+     * see no bad access): offset 0 is empty input, every later cut is a
      * truncation. */
     static const char b5[] = "\x80\x05\x95\x36\x00\x00\x00\x00\x00\x00\x00\x28\x28\x4b\x03\x91"
                              "\x94\x8f\x94\x28\x4b\x05\x90\x43\x02\x00\x01\x94\x96\x01\x00\x00"
@@ -314,7 +314,7 @@ START_TEST(truncated_everywhere)
             ms_diag d = {0};
             decode_err(cut, k, &d);
             if (k == 0)
-                ck_assert_ptr_nonnull(strstr(d.msg, "PROTO"));
+                ck_assert_ptr_nonnull(strstr(d.msg, "the input is empty"));
             else
                 ck_assert_msg(strstr(d.msg, "truncated") != NULL, "cut %zu: %s", k, d.msg);
             free(cut);
@@ -333,7 +333,26 @@ START_TEST(wrong_protocol)
     ck_assert_ptr_nonnull(strstr(d.msg, "protocol 6"));
     /* Protocol 0 has no PROTO opcode at all. */
     ck_assert_int_eq(decode_err("N.", 2, &d), MS_EUNSUPPORTED);
-    ck_assert_ptr_nonnull(strstr(d.msg, "offset 0"));
+    ck_assert_ptr_nonnull(strstr(d.msg, "protocol 0 or 1 (no PROTO opcode 0x80 at offset 0)"));
+}
+END_TEST
+
+/* Input that is no pickle at all is not called an old pickle. */
+START_TEST(not_a_pickle)
+{
+    ms_diag d = {0};
+    ck_assert_int_eq(decode_err("", 0, &d), MS_EPARSE);
+    ck_assert_ptr_nonnull(strstr(d.msg, "not a pickle: the input is empty"));
+    static const char json[] = " {\"segments\": [], \"device_traces\": []}";
+    ck_assert_int_eq(decode_err(json, LEN(json), &d), MS_EPARSE);
+    ck_assert_ptr_nonnull(strstr(d.msg, "not a pickle: the input looks like JSON"));
+    static const char zip[] = "PK\x03\x04\x14\x00";
+    ck_assert_int_eq(decode_err(zip, LEN(zip), &d), MS_EPARSE);
+    ck_assert_ptr_nonnull(strstr(d.msg, "zip archive"));
+    static const char junk[] = "\x13\x37\xc0\xde\x01\x02\x03\x04\x05";
+    ck_assert_int_eq(decode_err(junk, LEN(junk), &d), MS_EPARSE);
+    ck_assert_ptr_nonnull(strstr(d.msg, "with the bytes 13 37 c0 de 01 02 03 04"));
+    ck_assert_ptr_null(strstr(d.msg, "protocol"));
 }
 END_TEST
 
@@ -496,6 +515,7 @@ static Suite *pickle_suite(void)
     tcase_add_test(tc, big_dict_lookup);
     tcase_add_test(tc, truncated_everywhere);
     tcase_add_test(tc, wrong_protocol);
+    tcase_add_test(tc, not_a_pickle);
     tcase_add_test(tc, code_opcodes_refused);
     tcase_add_test(tc, stack_errors);
     tcase_add_test(tc, limits);

@@ -95,6 +95,35 @@ START_TEST(basic_csv)
 }
 END_TEST
 
+/* With a known capacity, a release before an alloc is the allocator's own
+ * retry only if that alloc could not have been served without it; else it is
+ * the user's empty_cache(), taken from the trace. */
+START_TEST(empty_cache_is_not_a_retry)
+{
+    ms_replay_options o;
+    ms_replay_result r;
+    ms_diag d = {0};
+    ms_snapshot *s = load(data("empty-cache.csv"));
+    ms_replay_options_default(&o);
+    o.capacity = 80ULL << 30;
+    ck_assert_int_eq(ms_replay_run(s, &o, &r, &d), MS_OK);
+    ck_assert(r.dev[0].capacity_known);
+    assert_count(&r.dev[0].seg[SEG_FREE], 1, 1, 1);
+    assert_count(&r.dev[0].seg[SEG_ALLOC], 2, 2, 2);
+    ck_assert_msg(r.dev[0].agreement_pct == 100.0, "%s", r.dev[0].first.what);
+    ck_assert_uint_eq(r.dev[0].release_points, 1);
+    ms_replay_result_free(&r);
+    ms_snapshot_free(s);
+    s = load(data("retry.csv"));
+    o.capacity = 40ULL << 20;
+    ck_assert_int_eq(ms_replay_run(s, &o, &r, &d), MS_OK);
+    ck_assert_msg(r.dev[0].agreement_pct == 100.0, "%s", r.dev[0].first.what);
+    ck_assert_uint_eq(r.dev[0].release_points, 0); /* the model released by itself */
+    ms_replay_result_free(&r);
+    ms_snapshot_free(s);
+}
+END_TEST
+
 /* A free completed later (record_stream) keeps its block busy meanwhile:
  * freeing it at free_requested would move the alloc at event 3. */
 START_TEST(deferred_free)
@@ -342,6 +371,15 @@ START_TEST(csv_errors)
     ck_assert_ptr_nonnull(strstr(d.msg, "field addr"));
     ck_assert_int_eq(load_text("alloc,\"16,512,0,0\n", "t.csv", &d), MS_EPARSE);
     ck_assert_ptr_nonnull(strstr(d.msg, "t.csv: line 1"));
+    /* Not a trace at all: said so, not a puzzling CSV line. */
+    ck_assert_int_eq(load_text("", "t.csv", &d), MS_EPARSE);
+    ck_assert_ptr_nonnull(strstr(d.msg, "t.csv: the file is empty: expected the pickle"));
+    ck_assert_int_eq(load_text("{\"segments\": []}", "t.json", &d), MS_EPARSE);
+    ck_assert_ptr_nonnull(strstr(d.msg, "t.json: the file looks like JSON"));
+    ck_assert_int_eq(load_text("ab\x01\x02", "t.bin", &d), MS_EPARSE);
+    ck_assert_ptr_nonnull(strstr(d.msg, "binary data (byte 0x01 at offset 2) that is no pickle"));
+    ck_assert_int_eq(load_text("[1, 2]", "t.pickle", &d), MS_EPARSE);
+    ck_assert_ptr_nonnull(strstr(d.msg, "t.pickle: not a pickle: the input looks like JSON"));
     /* A segment_free of more than is reserved. */
     ms_snapshot *s = NULL;
     const char *bad = "segment_free,0x200000,2097152,0,0\n";
@@ -493,6 +531,7 @@ int main(void)
     TCase *syn = tcase_create("synthetic");
     tcase_add_test(syn, basic_csv);
     tcase_add_test(syn, deferred_free);
+    tcase_add_test(syn, empty_cache_is_not_a_retry);
     tcase_add_test(syn, oom_reproduced);
     tcase_add_test(syn, oom_avoided_by_expandable_segments);
     tcase_add_test(syn, unknown_address_free);
