@@ -65,6 +65,10 @@ typedef struct ms_step_result {
     int64_t start_ns;          /* host clock when the step began */
     int64_t end_ns;            /* host clock when the device finished it */
     int64_t compute_busy_ns;   /* device time the compute stream was busy */
+    /* Device time the compute stream sat idle waiting for a pipeline
+     * receive: in each gap before a kernel, the part until the p2p receive
+     * of one of its inputs completed.  The pipeline bubble inside the step. */
+    int64_t pipeline_wait_ns;
 } ms_step_result;
 
 /* Create the executor: streams, and the persistent tensors (weights, grads,

@@ -48,7 +48,9 @@ typedef struct ms_op_row {
 typedef struct ms_mem_row {
     int step;
     int device;
-    int64_t time_ns;      /* host time of the allocator event */
+    int64_t time_ns;      /* host time of the allocator event (the allocator runs
+                             on the host: its clock); the reports place it on
+                             device time too (docs/csv-schemas.md, memory.csv) */
     int action;           /* ms_alloc_action */
     uint64_t addr;
     uint64_t bytes;
@@ -56,6 +58,8 @@ typedef struct ms_mem_row {
     uint64_t reserved;
     uint64_t active;
     uint64_t by_kind[MS_TK_COUNT]; /* live requested bytes per tensor kind */
+    uint32_t tensor;               /* alloc / free_requested: the tensor; else UINT32_MAX */
+    uint64_t stream_id;            /* the allocator event's stream */
 } ms_mem_row;
 
 typedef struct ms_tensor_row {
@@ -105,13 +109,22 @@ typedef struct ms_run_summary {
     double model_flops_per_step; /* per device */
     bool oom;
     int oom_step;
+    int32_t oom_op;      /* the op whose allocation failed; -1: at setup */
+    uint32_t oom_tensor; /* the tensor it could not get; UINT32_MAX: unknown */
+    uint64_t oom_bytes;  /* its size */
     char oom_message[MS_DIAG_MAX];
     int64_t num_alloc_retries;
     int64_t num_ooms;
     uint64_t swapped_bytes;    /* D2H bytes per step */
     uint32_t recomputed_ops;   /* per step */
     int stage;                 /* pipeline stage (= device) this row is of */
-    double bubble_fraction;    /* idle share of this stage's compute stream */
+    /* Pipeline idle share of the step: this stage's compute stream waiting
+     * for p2p receives, plus the pipeline's step time before the stage
+     * starts and after it is done (0 without a pipeline). */
+    double bubble_fraction;
+    /* The --set overrides the scenario ran with, "key=value" joined by ';'
+     * in the order given ("" for none); set by the caller. */
+    char overrides[1024];
 } ms_run_summary;
 
 typedef struct ms_run_record ms_run_record;
@@ -137,14 +150,67 @@ MS_API const ms_tensor_row *ms_record_tensor(const ms_run_record *r, size_t i);
 MS_API size_t ms_record_n_segments(const ms_run_record *r);
 MS_API const ms_segment_row *ms_record_segment(const ms_run_record *r, size_t i);
 
+/* Which clock memory is drawn on (memory.svg, trace.json's memory counter).
+ * DEVICE (default): each allocator event when the device first or last
+ * touches its block, on the same axis as the kernels; HOST: when the host
+ * issued it (the allocator's own clock, ahead of the device). */
+typedef enum ms_memory_clock { MS_CLOCK_DEVICE = 0, MS_CLOCK_HOST } ms_memory_clock;
+
+MS_API const char *ms_memory_clock_name(ms_memory_clock c); /* "device", "host" */
+
+typedef struct ms_report_options {
+    ms_memory_clock memory_clock;
+} ms_report_options;
+
 /* Write summary.csv (one row per summary), and with a record ops.csv,
- * memory.csv, tensors.csv, segments.csv and trace.json, into dir (created
- * if missing).  Files are written whole to a
- * temporary name and renamed, so a failed run never leaves a partial CSV
- * that looks complete. */
+ * memory.csv, tensors.csv, segments.csv, trace.json, memory.svg and
+ * timeline.svg, into dir (created if missing).  Each file is written whole
+ * to a temporary name and renamed, and summary.csv goes last, so a failed
+ * run never leaves a partial file that looks complete; errors name the file
+ * and the cause (errno text).  opt NULL: the defaults.  For a whole run
+ * directory that appears at once, write into ms_report_dir_path of a staged
+ * directory (below). */
+MS_API ms_status ms_report_write_run(const char *dir, const ms_run_summary *summaries,
+                                     size_t n_summaries, const ms_run_record *record,
+                                     const ms_program_view *programs, size_t n_programs,
+                                     const ms_report_options *opt, ms_diag *d);
+/* ms_report_write_run with the default options. */
 MS_API ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
                               const ms_run_record *record, const ms_program_view *programs,
                               size_t n_programs, ms_diag *d);
+
+/* A run directory written whole or not at all.  ms_report_dir_open makes a
+ * staging directory beside final_dir (".NAME.memsim-tmp-PID"); the caller
+ * writes into ms_report_dir_path; commit puts it in final_dir's place (an
+ * existing final_dir is replaced only then), abort removes it.  Either
+ * frees rd.  A staging directory left by a process that died is removed by
+ * the next open in the same parent. */
+typedef struct ms_report_dir ms_report_dir;
+
+MS_API ms_status ms_report_dir_open(const char *final_dir, ms_report_dir **rd, ms_diag *d);
+MS_API const char *ms_report_dir_path(const ms_report_dir *rd);
+MS_API ms_status ms_report_dir_commit(ms_report_dir *rd, ms_diag *d);
+MS_API ms_status ms_report_dir_abort(ms_report_dir *rd);
+/* Remove a directory tree (staging directories; a signal handler's
+ * cleanup goes through its own async-signal-safe path). */
+MS_API ms_status ms_report_remove_tree(const char *path);
+
+/* The run's allocator history as a PyTorch memory snapshot: the pickle
+ * torch.cuda.memory._dump_snapshot() writes (protocol 4), so PyTorch's
+ * memory viewer (pytorch.org/memory_viz) opens it and memsim replay reads it
+ * back.  Per device, device_traces holds the allocator events of the last
+ * step in the record (up to its OOM, if it ran out), with the op and tensor
+ * of each allocation as its frame; segments hold the allocator's blocks at
+ * that moment; allocator_settings the configuration.  Written whole to a
+ * temporary name and renamed. */
+typedef struct ms_snapshot_export {
+    const char *alloc_conf; /* PYTORCH_CUDA_ALLOC_CONF-style; NULL or "": defaults */
+    ms_alloc_flavour flavour;
+} ms_snapshot_export;
+
+MS_API ms_status ms_report_write_snapshot(const char *path, const ms_run_record *record,
+                                          const ms_program_view *programs, size_t n_programs,
+                                          const ms_snapshot_export *opt, ms_diag *d);
 MS_API ms_status ms_report_write_summary_csv(const char *path, const ms_run_summary *summaries, size_t n,
                                       ms_diag *d);
 /* trace.json: Chrome Trace Event Format (open in Perfetto). */

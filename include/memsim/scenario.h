@@ -112,6 +112,11 @@ MS_API ms_status ms_scenario_load(const char *path, const char *const *overrides
                                   size_t n_overrides, const ms_scenario **out, ms_diag *d);
 MS_API ms_status ms_scenario_free(const ms_scenario *sc);
 
+/* The keys a scenario table has and --set overrides ("steps",
+ * "model.seq_length", ...): key i of ms_scenario_key_count() into buf. */
+MS_API size_t ms_scenario_key_count(void);
+MS_API ms_status ms_scenario_key(size_t i, char *buf, size_t n);
+
 /* Load one device file into spec. */
 MS_API ms_status ms_device_load(const char *path, ms_device_spec *spec, ms_diag *d);
 

@@ -82,6 +82,7 @@ struct ms_exec {
     ms_op_profile *profile;  /* caller's buffer during a step */
     /* Memory accounting seen through the allocator observer. */
     ms_tensor_kind cur_kind;
+    uint32_t cur_tensor; /* the tensor being allocated or freed */
     uint64_t by_kind[MS_TK_COUNT];
     uint64_t peak_alloc_seen;
     uint64_t gap_at_peak;
@@ -165,6 +166,9 @@ static void on_alloc_event(void *user, const ms_alloc_event *ev)
         .allocated = allocated,
         .reserved = reserved,
         .active = ev->active,
+        .tensor = ev->action == MS_AA_ALLOC || ev->action == MS_AA_FREE_REQUESTED ? e->cur_tensor
+                                                                                  : UINT32_MAX,
+        .stream_id = ev->stream_id,
     };
     memcpy(row.by_kind, e->by_kind, sizeof row.by_kind);
     /* The observer cannot fail the allocation; the step reports it. */
@@ -241,6 +245,7 @@ static ms_status tensor_alloc(ms_exec *e, uint32_t t, int stream, uint32_t at_op
     const ms_tensor *tn = &e->p->tensors[t];
     ms_tensor_rt *r = &e->rt[t];
     e->cur_kind = tn->kind;
+    e->cur_tensor = t;
     ms_diag ad = {0};
     uint64_t bytes = tn->bytes ? tn->bytes : 1;
     ms_status st = ms_alloc_malloc(e->cfg.alloc, bytes, e->streams[stream], r->pool, &r->addr,
@@ -277,6 +282,7 @@ static ms_status tensor_free(ms_exec *e, uint32_t t)
             return ms_diag_set(e->diag, st, "record_stream of tensor %u failed", t);
     }
     e->cur_kind = e->p->tensors[t].kind;
+    e->cur_tensor = t;
     ms_status st = ms_alloc_free(e->cfg.alloc, r->addr);
     if (st != MS_OK)
         return ms_diag_set(e->diag, st, "freeing tensor %u (%s) failed: %s", t,
@@ -729,6 +735,9 @@ ms_status ms_exec_destroy(ms_exec *e)
 {
     if (e == NULL)
         return MS_EINVAL;
+    /* Tearing down is no part of any step: its frees stay out of the record
+     * (they would show as the last step's memory dropping to nothing). */
+    e->cfg.record = NULL;
     e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
     if (e->rt != NULL) {
         for (uint32_t t = 0; t < e->p->n_tensors; t++) {
@@ -799,6 +808,44 @@ ms_status ms_exec_partial_peaks(const ms_exec *e, ms_step_result *res)
     return MS_OK;
 }
 
+/* The latest completion of a p2p receive that produced an input of op, or
+ * -1 (device time, as the rows hold it before finish_step shifts them). */
+static int64_t recv_done(const ms_exec *e, uint32_t op)
+{
+    const ms_op *o = &e->p->ops[op];
+    int64_t done = -1;
+    for (uint32_t i = 0; i < o->n_inputs; i++) {
+        int32_t prod = e->p->tensors[o->inputs[i]].producer;
+        if (prod == MS_NONE || e->p->ops[prod].kernel.comm != MS_COMM_RECV)
+            continue;
+        int32_t r = e->kernel_row[prod];
+        if (r >= 0 && e->rows[r].end_ns > done)
+            done = e->rows[r].end_ns;
+    }
+    return done;
+}
+
+/* Compute-stream idle time spent waiting for pipeline receives: gaps the
+ * receive of a kernel's input kept open.  Idle time with any other cause
+ * (the host issuing late, copies, the step's end) is not the pipeline's. */
+static int64_t pipeline_wait(const ms_exec *e)
+{
+    int64_t wait = 0, idle_since = e->step_start;
+    for (size_t i = 0; i < e->n_rows; i++) {
+        const ms_op_row *r = &e->rows[i];
+        if (r->stream_id != e->stream_ids[ST_COMPUTE] || r->start_ns < 0)
+            continue;
+        if (r->start_ns > idle_since && r->kind == MS_WK_KERNEL) {
+            int64_t done = recv_done(e, r->op);
+            if (done > idle_since)
+                wait += (done < r->start_ns ? done : r->start_ns) - idle_since;
+        }
+        if (r->end_ns > idle_since)
+            idle_since = r->end_ns;
+    }
+    return wait;
+}
+
 static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result *res)
 {
     ms_status st = e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
@@ -812,6 +859,7 @@ static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result 
     for (size_t i = 0; i < e->n_rows; i++)
         if (e->rows[i].stream_id == e->stream_ids[ST_COMPUTE] && e->rows[i].start_ns >= 0)
             res->compute_busy_ns += e->rows[i].end_ns - e->rows[i].start_ns;
+    res->pipeline_wait_ns = pipeline_wait(e);
     ms_exec_partial_peaks(e, res);
     res->swapped_bytes = e->swapped_bytes;
     res->recomputed_ops = e->recomputed_ops;

@@ -1,5 +1,6 @@
 /* CSV output through libcsv: see csv_out.h for the file discipline. */
 #include "csv_out.h"
+#include "report_internal.h"
 #include "lib/base/decimal.h"
 
 #include <csv.h>
@@ -113,25 +114,40 @@ ms_status rep_csv_end_row(ms_csv_out *w)
     return MS_OK;
 }
 
+ms_status rep_file_commit(FILE *f, const char *tmp, const char *path, ms_diag *d)
+{
+    /* A failed buffered write leaves its errno behind (nothing between it
+     * and here sets errno on success). */
+    int err = 0;
+    if (fflush(f) != 0)
+        err = errno;
+    else if (ferror(f))
+        err = errno != 0 ? errno : EIO;
+    if (fclose(f) != 0 && err == 0)
+        err = errno;
+    if (err != 0) {
+        remove(tmp);
+        return ms_diag_set(d, MS_EIO, "%s: write failed: %s", path, strerror(err));
+    }
+    if (rename(tmp, path) != 0) {
+        err = errno;
+        remove(tmp);
+        return ms_diag_set(d, MS_EIO, "%s: cannot rename %s into place: %s", path, tmp,
+                           strerror(err));
+    }
+    return MS_OK;
+}
+
 ms_status rep_csv_close(ms_csv_out *w, ms_diag *d)
 {
     if (w == NULL || w->f == NULL)
         return MS_EINVAL;
-    bool bad = ferror(w->f) != 0;
-    bad |= fclose(w->f) != 0;
+    FILE *f = w->f;
     w->f = NULL;
-    free(w->buf);
+    ms_status st = rep_file_commit(f, w->tmp, w->path, d);
+    free(w->buf); /* after fclose: it was the stream's buffer */
     w->buf = NULL;
-    if (bad) {
-        remove(w->tmp);
-        return ms_diag_set(d, MS_EIO, "%s: write failed", w->path);
-    }
-    if (rename(w->tmp, w->path) != 0) {
-        int err = errno;
-        remove(w->tmp);
-        return ms_diag_set(d, MS_EIO, "%s: cannot rename into place: %s", w->path, strerror(err));
-    }
-    return MS_OK;
+    return st;
 }
 
 ms_status rep_csv_abort(ms_csv_out *w)

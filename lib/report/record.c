@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "lib/base/growable.h"
+#include "report_internal.h"
 
 /* Room for one more row of table f. */
 #define ROOM(r, f) (MS_GROW((r)->f, (r)->n_##f, (r)->cap_##f, 1024) ? MS_OK : MS_ENOMEM)
@@ -18,6 +19,10 @@ struct ms_run_record {
     size_t n_tensors, cap_tensors;
     ms_segment_row *segments;
     size_t n_segments, cap_segments;
+    /* Per device, the last memory row of the steps ms_record_clear_steps
+     * dropped: the allocator state the kept rows start from. */
+    ms_mem_row *carry;
+    size_t n_carry, cap_carry;
 };
 
 static const char *const work_kind_names[] = {"kernel", "recompute", "swap_out", "swap_in"};
@@ -45,6 +50,7 @@ ms_status ms_record_free(ms_run_record *r)
     free(r->mem);
     free(r->tensors);
     free(r->segments);
+    free(r->carry);
     free(r);
     return MS_OK;
 }
@@ -59,10 +65,40 @@ ms_status ms_record_free(ms_run_record *r)
         (n) = k_;                                                                       \
     } while (0)
 
+/* Remember each device's last row of a step before the steps go. */
+static ms_status keep_carry(ms_run_record *r)
+{
+    for (size_t i = 0; i < r->n_mem; i++) {
+        const ms_mem_row *m = &r->mem[i];
+        if (m->step < 0 || m->device < 0)
+            continue;
+        size_t dev = (size_t)m->device;
+        if (dev >= r->n_carry) {
+            if (!MS_GROW_TO(r->carry, dev + 1, r->cap_carry, 8))
+                return MS_ENOMEM;
+            for (size_t k = r->n_carry; k <= dev; k++)
+                r->carry[k] = (ms_mem_row){.step = -1, .device = -1};
+            r->n_carry = dev + 1;
+        }
+        r->carry[dev] = *m;
+    }
+    return MS_OK;
+}
+
+const ms_mem_row *rep_record_carry(const ms_run_record *r, int device)
+{
+    if (r == NULL || device < 0 || (size_t)device >= r->n_carry || r->carry[device].device < 0)
+        return NULL;
+    return &r->carry[device];
+}
+
 ms_status ms_record_clear_steps(ms_run_record *r)
 {
     if (r == NULL)
         return MS_EINVAL;
+    ms_status st = keep_carry(r);
+    if (st != MS_OK)
+        return st;
     KEEP_SETUP_ROWS(r->ops, r->n_ops);
     KEEP_SETUP_ROWS(r->mem, r->n_mem);
     KEEP_SETUP_ROWS(r->tensors, r->n_tensors);

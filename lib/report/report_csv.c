@@ -5,23 +5,48 @@
 
 #include <errno.h>
 #include <inttypes.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "memsim/allocator.h"
 #include "csv_out.h"
+#include "report_internal.h"
 #include "report_svg.h"
 
 #define NCOLS(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 static const char *const summary_cols[] = {
-    "scenario", "policy", "device", "devices", "steps", "capacity_bytes",
-    "peak_allocated_bytes", "peak_reserved_bytes", "peak_active_bytes",
-    "reserved_minus_allocated_at_peak_bytes", "weights_bytes", "grads_bytes",
-    "optimizer_state_bytes", "peak_activation_bytes", "step_time_ms", "step_time_mean_ms",
-    "step_time_sd_ms", "model_tflops_per_device", "mfu", "model_flops_per_step", "oom",
-    "oom_step", "num_alloc_retries", "num_ooms", "swapped_bytes_per_step",
-    "recomputed_ops_per_step", "oom_message", "stage", "bubble_fraction",
+    "scenario",
+    "policy",
+    "device",
+    "devices",
+    "steps",
+    "capacity_bytes",
+    "peak_allocated_bytes",
+    "peak_reserved_bytes",
+    "peak_active_bytes",
+    "reserved_minus_allocated_at_peak_bytes",
+    "weights_bytes",
+    "grads_bytes",
+    "optimizer_state_bytes",
+    "peak_activation_bytes",
+    "step_time_ms",
+    "step_time_mean_ms",
+    "step_time_sd_ms",
+    "model_tflops_per_device",
+    "mfu",
+    "model_flops_per_step",
+    "oom",
+    "oom_step",
+    "num_alloc_retries",
+    "num_ooms",
+    "swapped_bytes_per_step",
+    "recomputed_ops_per_step",
+    "oom_message",
+    "stage",
+    "bubble_fraction",
+    "overrides",
 };
 
 static ms_status summary_row(ms_csv_out *w, const ms_run_summary *s)
@@ -57,6 +82,7 @@ static ms_status summary_row(ms_csv_out *w, const ms_run_summary *s)
     S(rep_csv_str(w, s->oom_message));
     S(rep_csv_i64(w, s->stage));
     S(rep_csv_f64(w, s->bubble_fraction, 4));
+    S(rep_csv_str(w, s->overrides));
     S(rep_csv_end_row(w));
 #undef S
     return st;
@@ -75,8 +101,9 @@ ms_status ms_report_write_summary_csv(const char *path, const ms_run_summary *su
     for (size_t i = 0; i < n && st == MS_OK; i++)
         st = summary_row(&w, &summaries[i]);
     if (st != MS_OK) {
+        int err = errno;
         rep_csv_abort(&w);
-        return ms_diag_set(d, st, "%s: write failed", path);
+        return ms_diag_set(d, st, "%s: write failed: %s", path, strerror(err));
     }
     return rep_csv_close(&w, d);
 }
@@ -119,9 +146,24 @@ static ms_status ops_row(ms_csv_out *w, const ms_op_row *r, const ms_program_vie
 }
 
 static const char *const mem_cols[] = {
-    "step", "device", "time_ns", "action", "addr", "bytes", "allocated_bytes", "reserved_bytes",
-    "active_bytes", "weight_bytes", "grad_bytes", "optimizer_state_bytes", "activation_bytes",
-    "temp_bytes", "comm_buffer_bytes",
+    "step",
+    "device",
+    "time_ns",
+    "action",
+    "addr",
+    "bytes",
+    "allocated_bytes",
+    "reserved_bytes",
+    "active_bytes",
+    "weight_bytes",
+    "grad_bytes",
+    "optimizer_state_bytes",
+    "activation_bytes",
+    "temp_bytes",
+    "comm_buffer_bytes",
+    "device_time_ns",
+    "tensor",
+    "stream",
 };
 
 static ms_status hex(ms_csv_out *w, uint64_t v)
@@ -131,7 +173,7 @@ static ms_status hex(ms_csv_out *w, uint64_t v)
     return rep_csv_str(w, buf);
 }
 
-static ms_status mem_row(ms_csv_out *w, const ms_mem_row *r)
+static ms_status mem_row(ms_csv_out *w, const ms_mem_row *r, int64_t device_ns)
 {
     ms_status st = MS_OK;
 #define S(x) if (st == MS_OK) st = (x)
@@ -146,6 +188,9 @@ static ms_status mem_row(ms_csv_out *w, const ms_mem_row *r)
     S(rep_csv_u64(w, r->active));
     for (int k = 0; k < MS_TK_COUNT; k++)
         S(rep_csv_u64(w, r->by_kind[k]));
+    S(rep_csv_i64(w, device_ns));
+    S(rep_csv_i64(w, r->tensor == UINT32_MAX ? -1 : (int64_t)r->tensor));
+    S(rep_csv_u64(w, r->stream_id));
     S(rep_csv_end_row(w));
 #undef S
     return st;
@@ -216,7 +261,7 @@ static const ms_program_view *program_of(const ms_program_view *programs, size_t
 
 static ms_status write_table(const char *dir, const char *file, table_kind kind,
                              const ms_run_record *rec, const ms_program_view *programs,
-                             size_t n_programs, ms_diag *d)
+                             size_t n_programs, const int64_t *device_times, ms_diag *d)
 {
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, file);
@@ -239,7 +284,7 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
         for (size_t i = 0; i < n && st == MS_OK; i++) {
             const ms_mem_row *r;
             r = ms_record_mem(rec, i);
-            st = mem_row(&w, r);
+            st = mem_row(&w, r, device_times != NULL ? device_times[i] : -1);
         }
     } else if (kind == TABLE_SEGMENTS) {
         st = rep_csv_header(&w, segment_cols, NCOLS(segment_cols));
@@ -259,55 +304,60 @@ static ms_status write_table(const char *dir, const char *file, table_kind kind,
         }
     }
     if (st != MS_OK) {
+        int err = errno;
         rep_csv_abort(&w);
-        return ms_diag_set(d, st, "%s: write failed", path);
+        return ms_diag_set(d, st, "%s: write failed: %s", path, strerror(err));
     }
     return rep_csv_close(&w, d);
 }
 
-static ms_status make_dirs(const char *dir, ms_diag *d)
+const char *ms_memory_clock_name(ms_memory_clock c)
 {
-    char buf[4096];
-    if (strlen(dir) >= sizeof buf)
-        return ms_diag_set(d, MS_EINVAL, "%s: path too long", dir);
-    snprintf(buf, sizeof buf, "%s", dir);
-    for (char *p = buf + 1; *p; p++) {
-        if (*p != '/')
-            continue;
-        *p = '\0';
-        if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-            return ms_diag_set(d, MS_EIO, "%s: cannot create directory: %s", buf, strerror(errno));
-        *p = '/';
-    }
-    if (mkdir(buf, 0777) != 0 && errno != EEXIST)
-        return ms_diag_set(d, MS_EIO, "%s: cannot create directory: %s", buf, strerror(errno));
-    return MS_OK;
+    return c == MS_CLOCK_HOST ? "host" : c == MS_CLOCK_DEVICE ? "device" : "?";
 }
 
-ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
+static ms_status write_details(const char *dir, uint64_t capacity, const ms_run_record *record,
+                               const ms_program_view *programs, size_t n_programs,
+                               const ms_report_options *opt, ms_diag *d)
+{
+    int64_t *times = NULL;
+    ms_status st = rep_mem_device_times(record, programs, n_programs, &times);
+    if (st != MS_OK)
+        return ms_diag_set(d, st, "%s: placing memory events on the device clock: %s", dir,
+                           ms_strerror(st));
+    st = write_table(dir, "ops.csv", TABLE_OPS, record, programs, n_programs, NULL, d);
+    if (st == MS_OK)
+        st = write_table(dir, "memory.csv", TABLE_MEM, record, programs, n_programs, times, d);
+    if (st == MS_OK)
+        st = write_table(dir, "tensors.csv", TABLE_TENSORS, record, programs, n_programs, NULL, d);
+    if (st == MS_OK)
+        st =
+            write_table(dir, "segments.csv", TABLE_SEGMENTS, record, programs, n_programs, NULL, d);
+    char path[4096];
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    if (st == MS_OK)
+        st = rep_write_trace(path, record, programs, n_programs, times, opt->memory_clock, d);
+    rep_svg_options so = {
+        .capacity = capacity, .memory_clock = opt->memory_clock, .device_times = times};
+    if (st == MS_OK)
+        st = rep_write_svg_opts(dir, record, programs, n_programs, &so, d);
+    free(times);
+    return st;
+}
+
+ms_status ms_report_write_run(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
                               const ms_run_record *record, const ms_program_view *programs,
-                              size_t n_programs, ms_diag *d)
+                              size_t n_programs, const ms_report_options *opt, ms_diag *d)
 {
     if (dir == NULL || summaries == NULL || n_summaries == 0 ||
         (record != NULL && (programs == NULL || n_programs == 0)))
         return MS_EINVAL;
-    ms_status st = make_dirs(dir, d);
-    if (st == MS_OK && record != NULL) {
-        st = write_table(dir, "ops.csv", TABLE_OPS, record, programs, n_programs, d);
-        if (st == MS_OK)
-            st = write_table(dir, "memory.csv", TABLE_MEM, record, programs, n_programs, d);
-        if (st == MS_OK)
-            st = write_table(dir, "tensors.csv", TABLE_TENSORS, record, programs, n_programs, d);
-        if (st == MS_OK)
-            st = write_table(dir, "segments.csv", TABLE_SEGMENTS, record, programs, n_programs, d);
-        char path[4096];
-        snprintf(path, sizeof path, "%s/trace.json", dir);
-        if (st == MS_OK)
-            st = ms_report_write_chrome_trace(path, record, programs, n_programs, d);
-        if (st == MS_OK)
-            st =
-                rep_write_svg_capacity(dir, record, programs, n_programs, summaries[0].capacity, d);
-    }
+    ms_report_options defaults = {.memory_clock = MS_CLOCK_DEVICE};
+    if (opt == NULL)
+        opt = &defaults;
+    ms_status st = rep_make_dirs(dir, d);
+    if (st == MS_OK && record != NULL)
+        st = write_details(dir, summaries[0].capacity, record, programs, n_programs, opt, d);
     /* The summary goes last: its presence says the others are complete. */
     if (st == MS_OK) {
         char path[4096];
@@ -315,6 +365,13 @@ ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, 
         st = ms_report_write_summary_csv(path, summaries, n_summaries, d);
     }
     return st;
+}
+
+ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
+                              const ms_run_record *record, const ms_program_view *programs,
+                              size_t n_programs, ms_diag *d)
+{
+    return ms_report_write_run(dir, summaries, n_summaries, record, programs, n_programs, NULL, d);
 }
 
 static double gib(uint64_t b)

@@ -3,6 +3,7 @@
  * and for the layout the coordinates follow. */
 #include "report_svg.h"
 #include "lib/base/growable.h"
+#include "report_internal.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -27,10 +28,11 @@ static const char *const work_colour[N_WORK] = {"#0072B2", "#E69F00", "#D55E00",
 
 /* ---- what the plots cover ------------------------------------------- */
 
-/* A device, or a (device, stream) lane. */
+/* A device, or a (device, stream, work kind) lane. */
 typedef struct key {
     int device;
     uint64_t stream;
+    int kind;
 } key;
 
 typedef struct key_set {
@@ -44,6 +46,8 @@ static int key_cmp(const key *a, const key *b)
         return a->device < b->device ? -1 : 1;
     if (a->stream != b->stream)
         return a->stream < b->stream ? -1 : 1;
+    if (a->kind != b->kind)
+        return a->kind < b->kind ? -1 : 1;
     return 0;
 }
 
@@ -82,13 +86,6 @@ static ms_status key_add(key_set *s, key k)
     return MS_OK;
 }
 
-static const ms_mem_row *mem_at(const ms_run_record *rec, size_t i)
-{
-    const ms_mem_row *r = NULL;
-    r = ms_record_mem(rec, i);
-    return r;
-}
-
 static const ms_op_row *op_at(const ms_run_record *rec, size_t i)
 {
     const ms_op_row *r = NULL;
@@ -103,35 +100,48 @@ static bool op_ran(const ms_op_row *r)
 }
 
 /* The last step in the record (one step for both plots) and the time axis
- * of a plot: from the step start to its last memory event (host time) or
- * its last op end (device time).  Separate axes, because the host can run
- * far ahead of the device: memory in host time would otherwise be squeezed
- * into the start of a device-time axis. */
+ * of a plot: from the step start to its last op end (device time), or, for
+ * memory on the host clock, to its last memory event (host time: the host
+ * can run far ahead of the device, so memory in host time would otherwise
+ * be squeezed into the start of a device-time axis).  On the device clock
+ * memory and timeline share one axis. */
 typedef struct span {
     int step;      /* -1: no row of any step */
     int64_t t_max; /* ns, > 0 */
 } span;
 
-static span find_span(const ms_run_record *rec, bool of_memory)
+static int last_step(const ms_run_record *rec)
 {
-    size_t n_ops = 0, n_mem = 0;
-    n_ops = ms_record_n_ops(rec);
-    n_mem = ms_record_n_mem(rec);
-    span sp = {.step = -1, .t_max = 1};
-    for (size_t i = 0; i < n_mem; i++)
-        if (mem_at(rec, i)->step > sp.step)
-            sp.step = mem_at(rec, i)->step;
-    for (size_t i = 0; i < n_ops; i++)
-        if (op_ran(op_at(rec, i)) && op_at(rec, i)->step > sp.step)
-            sp.step = op_at(rec, i)->step;
-    for (size_t i = 0; of_memory && i < n_mem; i++)
-        if (mem_at(rec, i)->step == sp.step && mem_at(rec, i)->time_ns > sp.t_max)
-            sp.t_max = mem_at(rec, i)->time_ns;
-    for (size_t i = 0; !of_memory && i < n_ops; i++) {
+    int step = -1;
+    for (size_t i = 0; i < ms_record_n_mem(rec); i++)
+        if (ms_record_mem(rec, i)->step > step)
+            step = ms_record_mem(rec, i)->step;
+    for (size_t i = 0; i < ms_record_n_ops(rec); i++)
+        if (op_ran(op_at(rec, i)) && op_at(rec, i)->step > step)
+            step = op_at(rec, i)->step;
+    return step;
+}
+
+static span ops_span(const ms_run_record *rec, int step)
+{
+    span sp = {.step = step, .t_max = 1};
+    for (size_t i = 0; i < ms_record_n_ops(rec); i++) {
         const ms_op_row *r = op_at(rec, i);
-        if (op_ran(r) && r->step == sp.step && r->end_ns > sp.t_max)
+        if (op_ran(r) && r->step == step && r->end_ns > sp.t_max)
             sp.t_max = r->end_ns;
     }
+    return sp;
+}
+
+/* The memory axis: the timeline's on the device clock (widened to the last
+ * event, should one fall after every kernel), else to the last event. */
+static span memory_span(const ms_run_record *rec, int step, const rep_mem_series *series,
+                        ms_memory_clock clock)
+{
+    span sp = clock == MS_CLOCK_DEVICE ? ops_span(rec, step) : (span){.step = step, .t_max = 1};
+    for (size_t i = 0; i < series->n; i++)
+        if (series->rows[i].time_ns > sp.t_max)
+            sp.t_max = series->rows[i].time_ns;
     return sp;
 }
 
@@ -244,7 +254,9 @@ typedef struct mem_peaks {
 } mem_peaks;
 
 typedef struct mem_plot {
-    const ms_run_record *rec;
+    const ms_mem_row *rows; /* the step's rows on the plot's clock, in time order */
+    size_t n_rows;
+    ms_memory_clock clock;
     const ms_program_view *programs;
     size_t n_programs;
     uint64_t capacity;
@@ -267,7 +279,7 @@ static uint64_t requested_total(const ms_mem_row *r)
 static void mem_take_row(mem_plot *mp, const ms_mem_row *r, size_t i)
 {
     bool found;
-    size_t p = key_find(&mp->devices, (key){r->device, 0}, &found);
+    size_t p = key_find(&mp->devices, (key){r->device, 0, 0}, &found);
     mem_col *c = &mp->cols[p * MS_SVG_PLOT_W + column_of(r->time_ns, &mp->sp)];
     mem_peaks *pk = &mp->peaks[p];
     uint64_t total = requested_total(r);
@@ -309,12 +321,11 @@ static void mem_plot_free(mem_plot *mp)
 
 static ms_status mem_plot_build(mem_plot *mp)
 {
-    size_t n = 0;
-    n = ms_record_n_mem(mp->rec);
+    size_t n = mp->n_rows;
     for (size_t i = 0; i < n; i++) {
-        const ms_mem_row *r = mem_at(mp->rec, i);
+        const ms_mem_row *r = &mp->rows[i];
         if (r->step == mp->sp.step && mp->sp.step >= 0 &&
-            key_add(&mp->devices, (key){r->device, 0}) != MS_OK)
+            key_add(&mp->devices, (key){r->device, 0, 0}) != MS_OK)
             return MS_ENOMEM;
     }
     size_t nd = mp->devices.n;
@@ -326,7 +337,7 @@ static ms_status mem_plot_build(mem_plot *mp)
         mp->peaks[p].total_ns = mp->peaks[p].allocated_ns = mp->peaks[p].reserved_ns = -1;
     double top = (double)mp->capacity;
     for (size_t i = 0; i < n; i++) {
-        const ms_mem_row *r = mem_at(mp->rec, i);
+        const ms_mem_row *r = &mp->rows[i];
         if (r->step != mp->sp.step || mp->sp.step < 0)
             continue;
         mem_take_row(mp, r, i);
@@ -368,10 +379,10 @@ static void mem_resolve(const mem_plot *mp, size_t p, mem_val *v)
         uint64_t alloc = carry ? carry->allocated : 0, resv = carry ? carry->reserved : 0;
         if (cols[c].used) {
             if (top == NULL || cols[c].top_total >= requested_total(top))
-                top = mem_at(mp->rec, cols[c].top_row);
+                top = &mp->rows[cols[c].top_row];
             alloc = cols[c].allocated > alloc ? cols[c].allocated : alloc;
             resv = cols[c].reserved > resv ? cols[c].reserved : resv;
-            carry = mem_at(mp->rec, cols[c].last_row);
+            carry = &mp->rows[cols[c].last_row];
         }
         v[c].valid = top != NULL;
         if (top == NULL)
@@ -526,10 +537,11 @@ static ms_status mem_put(FILE *f, const void *ctx)
 {
     const mem_plot *mp = ctx;
     size_t nd = mp->devices.n;
-    char title[160];
-    snprintf(title, sizeof title, "memsim: live device memory by tensor kind, step %d (the last "
-                                  "in the record), host time",
-             mp->sp.step);
+    char title[200];
+    snprintf(title, sizeof title,
+             "memsim: live device memory by tensor kind, step %d (the last "
+             "in the record), %s time",
+             mp->sp.step, mp->clock == MS_CLOCK_HOST ? "host issue" : "device");
     if (nd == 0) {
         put_header(f, MS_SVG_TOP + 40, "memsim: live device memory by tensor kind");
         put_no_data(f);
@@ -544,9 +556,19 @@ static ms_status mem_put(FILE *f, const void *ctx)
     for (size_t p = 0; p < nd; p++)
         mem_put_panel(f, mp, p, v);
     free(v);
-    fprintf(f, "<text class=\"m\" x=\"%d\" y=\"%d\">host time since the step start (ms); "
-               "stacked: live requested bytes by tensor kind</text>\n</svg>\n",
-            MS_SVG_LEFT + MS_SVG_PLOT_W / 2, height - 6);
+    if (mp->clock == MS_CLOCK_HOST)
+        fprintf(f,
+                "<text class=\"m\" x=\"%d\" y=\"%d\">host issue time since the step start "
+                "(ms): when the allocator ran, ahead of the device; stacked: live requested "
+                "bytes by tensor kind</text>\n</svg>\n",
+                MS_SVG_LEFT + MS_SVG_PLOT_W / 2, height - 6);
+    else
+        fprintf(f,
+                "<text class=\"m\" x=\"%d\" y=\"%d\">device time since the step start (ms), "
+                "the timeline's axis: a block from the start of the first kernel that "
+                "writes it to the end of the last that reads it; stacked: live requested "
+                "bytes by tensor kind</text>\n</svg>\n",
+                MS_SVG_LEFT + MS_SVG_PLOT_W / 2, height - 6);
     return MS_OK;
 }
 
@@ -557,6 +579,10 @@ typedef struct lane_info {
     int64_t busy_ns;
 } lane_info;
 
+/* One lane per (device, stream, work kind): a compute stream that also
+ * replays recomputed ops gets a lane of its own for them, so a minority
+ * kind shows however thinly it is spread (a lane colouring each pixel
+ * column by its majority kind hid 194,560 recomputed ops a step on 70B). */
 typedef struct timeline {
     const ms_run_record *rec;
     const ms_program_view *programs;
@@ -567,27 +593,16 @@ typedef struct timeline {
     double *cover;    /* lanes.n x MS_SVG_PLOT_W x N_WORK: columns covered, in pixels */
 } timeline;
 
-static const char *stream_role(const ms_op_row *r, const ms_program_view *programs, size_t n)
-{
-    if (r->kind == MS_WK_SWAP_OUT)
-        return "swap-out D2H";
-    if (r->kind == MS_WK_SWAP_IN)
-        return "swap-in H2D";
-    if (r->device < 0 || (size_t)r->device >= n || r->op >= programs[r->device].n_ops)
-        return "";
-    const ms_op *op = &programs[r->device].ops[r->op];
-    if (op->stream != MS_SR_COMM)
-        return "compute";
-    if (op->kernel.comm == MS_COMM_SEND)
-        return "p2p send";
-    return op->kernel.comm == MS_COMM_RECV ? "p2p recv" : "collectives";
-}
-
 static void timeline_free(timeline *tl)
 {
     free(tl->lanes.k);
     free(tl->info);
     free(tl->cover);
+}
+
+static int work_kind_of(const ms_op_row *r)
+{
+    return (unsigned)r->kind < N_WORK ? (int)r->kind : MS_WK_KERNEL;
 }
 
 /* Spread an op over the columns it touches, by the share of each it covers. */
@@ -596,7 +611,7 @@ static void timeline_cover(timeline *tl, size_t lane, const ms_op_row *r)
     double scale = (double)MS_SVG_PLOT_W / (double)tl->sp.t_max;
     double x0 = (double)r->start_ns * scale, x1 = (double)r->end_ns * scale;
     int c = column_of(r->start_ns, &tl->sp);
-    unsigned kind = (unsigned)r->kind < N_WORK ? (unsigned)r->kind : MS_WK_KERNEL;
+    unsigned kind = work_kind_of(r);
     double *cov = &tl->cover[lane * MS_SVG_PLOT_W * N_WORK];
     for (; c < MS_SVG_PLOT_W; c++) {
         double lo = fmax(x0, c), hi = fmin(x1, c + 1.0);
@@ -614,7 +629,7 @@ static ms_status timeline_build(timeline *tl)
     for (size_t i = 0; i < n; i++) {
         const ms_op_row *r = op_at(tl->rec, i);
         if (op_ran(r) && r->step == tl->sp.step &&
-            key_add(&tl->lanes, (key){r->device, r->stream_id}) != MS_OK)
+            key_add(&tl->lanes, (key){r->device, r->stream_id, work_kind_of(r)}) != MS_OK)
             return MS_ENOMEM;
     }
     size_t nl = tl->lanes.n;
@@ -627,9 +642,9 @@ static ms_status timeline_build(timeline *tl)
         if (!op_ran(r) || r->step != tl->sp.step)
             continue;
         bool found;
-        size_t l = key_find(&tl->lanes, (key){r->device, r->stream_id}, &found);
+        size_t l = key_find(&tl->lanes, (key){r->device, r->stream_id, work_kind_of(r)}, &found);
         if (tl->info[l].role == NULL)
-            tl->info[l].role = stream_role(r, tl->programs, tl->n_programs);
+            tl->info[l].role = rep_stream_role(r, tl->programs, tl->n_programs);
         tl->info[l].busy_ns += r->end_ns - r->start_ns;
         if (r->end_ns > r->start_ns)
             timeline_cover(tl, l, r);
@@ -697,18 +712,34 @@ static void timeline_put_cell(FILE *f, const timeline *tl, int cell)
         fputs("\"/>\n", f);
 }
 
+static bool same_stream(const key *a, const key *b)
+{
+    return a->device == b->device && a->stream == b->stream;
+}
+
 static void timeline_put_lanes(FILE *f, const timeline *tl)
 {
     for (size_t l = 0; l < tl->lanes.n; l++) {
         int y = lane_y(tl, l);
         const key *k = &tl->lanes.k[l];
-        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>"
-                   "<text class=\"r\" x=\"%d\" y=\"%d\">dev %d stream %" PRIu64 "%s%s</text>"
-                   "<text x=\"%d\" y=\"%d\">busy %.1f%%</text>\n",
-                MS_SVG_LEFT, y, MS_SVG_PLOT_W, MS_SVG_LANE_H, MS_SVG_LEFT - 6, y + 13, k->device,
-                k->stream, *tl->info[l].role ? " " : "", tl->info[l].role,
-                MS_SVG_LEFT + MS_SVG_PLOT_W + 6, y + 13,
-                100.0 * (double)tl->info[l].busy_ns / (double)tl->sp.t_max);
+        /* A stream with several kinds names the kind of each of its lanes;
+         * the lanes after its first only that (they sit right below it). */
+        bool shared = (l > 0 && same_stream(&tl->lanes.k[l - 1], k)) ||
+                      (l + 1 < tl->lanes.n && same_stream(&tl->lanes.k[l + 1], k));
+        bool first = l == 0 || !same_stream(&tl->lanes.k[l - 1], k);
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"#f4f4f4\"/>",
+                MS_SVG_LEFT, y, MS_SVG_PLOT_W, MS_SVG_LANE_H);
+        if (first)
+            fprintf(f,
+                    "<text class=\"r\" x=\"%d\" y=\"%d\">dev %d stream %" PRIu64 "%s%s%s%s</text>",
+                    MS_SVG_LEFT - 6, y + 13, k->device, k->stream, *tl->info[l].role ? " " : "",
+                    tl->info[l].role, shared ? ": " : "",
+                    shared ? ms_work_kind_name((ms_work_kind)k->kind) : "");
+        else
+            fprintf(f, "<text class=\"r\" x=\"%d\" y=\"%d\">stream %" PRIu64 ": %s</text>",
+                    MS_SVG_LEFT - 6, y + 13, k->stream, ms_work_kind_name((ms_work_kind)k->kind));
+        fprintf(f, "<text x=\"%d\" y=\"%d\">busy %.1f%%</text>\n", MS_SVG_LEFT + MS_SVG_PLOT_W + 6,
+                y + 13, 100.0 * (double)tl->info[l].busy_ns / (double)tl->sp.t_max);
     }
 }
 
@@ -740,9 +771,10 @@ static ms_status timeline_put(FILE *f, const void *ctx)
     put_time_axis(f, &tl->sp, MS_SVG_TOP, bottom);
     for (int cell = 0; cell < N_WORK * LEVELS; cell++)
         timeline_put_cell(f, tl, cell);
-    fprintf(f, "<text class=\"m\" x=\"%d\" y=\"%d\">device time since the step start (ms); a "
-               "pixel column is %.3f ms, in the kind covering most of it, paler where the "
-               "stream is busy for at most 3/4, 1/2 or 1/4 of it</text>\n</svg>\n",
+    fprintf(f,
+            "<text class=\"m\" x=\"%d\" y=\"%d\">device time since the step start (ms); a "
+            "pixel column is %.3f ms; a lane per stream and kind of work, paler where it "
+            "is busy for at most 3/4, 1/2 or 1/4 of a column</text>\n</svg>\n",
             MS_SVG_LEFT + MS_SVG_PLOT_W / 2, height - 8,
             (double)tl->sp.t_max / 1e6 / MS_SVG_PLOT_W);
     return MS_OK;
@@ -763,34 +795,36 @@ static ms_status write_file(const char *dir, const char *name,
     if (f == NULL)
         return ms_diag_set(d, MS_EIO, "%s: cannot write: %s", tmp, strerror(errno));
     ms_status st = put(f, ctx);
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (st != MS_OK || bad) {
+    if (st != MS_OK) {
+        fclose(f);
         remove(tmp);
-        if (st != MS_OK)
-            return ms_diag_set(d, st, "%s: %s", path, ms_strerror(st));
-        return ms_diag_set(d, MS_EIO, "%s: write failed", path);
+        return ms_diag_set(d, st, "%s: %s", path, ms_strerror(st));
     }
-    if (rename(tmp, path) != 0) {
-        int e = errno;
-        remove(tmp);
-        return ms_diag_set(d, MS_EIO, "%s: cannot rename %s: %s", path, tmp, strerror(e));
-    }
-    return MS_OK;
+    return rep_file_commit(f, tmp, path, d);
 }
 
 static ms_status write_memory(const char *dir, const ms_run_record *rec,
                               const ms_program_view *programs, size_t n_programs,
-                              uint64_t capacity, span sp, ms_diag *d)
+                              const rep_svg_options *opt, int step, ms_diag *d)
 {
-    mem_plot mp = {.rec = rec, .programs = programs, .n_programs = n_programs,
-                   .capacity = capacity, .sp = sp};
-    ms_status st = mem_plot_build(&mp);
+    rep_mem_series series;
+    ms_status st = rep_mem_series_build(rec, opt->device_times, opt->memory_clock, step, &series);
+    if (st != MS_OK)
+        return ms_diag_set(d, st, "%s/memory.svg: %s", dir, ms_strerror(st));
+    mem_plot mp = {.rows = series.rows,
+                   .n_rows = series.n,
+                   .clock = opt->memory_clock,
+                   .programs = programs,
+                   .n_programs = n_programs,
+                   .capacity = opt->capacity,
+                   .sp = memory_span(rec, step, &series, opt->memory_clock)};
+    st = mem_plot_build(&mp);
     if (st != MS_OK)
         st = ms_diag_set(d, st, "%s/memory.svg: %s", dir, ms_strerror(st));
     else
         st = write_file(dir, "memory.svg", mem_put, &mp, d);
     mem_plot_free(&mp);
+    rep_mem_series_free(&series);
     return st;
 }
 
@@ -808,23 +842,31 @@ static ms_status write_timeline(const char *dir, const ms_run_record *rec,
     return st;
 }
 
-ms_status rep_write_svg_capacity(const char *dir, const ms_run_record *record,
-                                 const ms_program_view *programs, size_t n_programs,
-                                 uint64_t capacity, ms_diag *d)
+ms_status rep_write_svg_opts(const char *dir, const ms_run_record *record,
+                             const ms_program_view *programs, size_t n_programs,
+                             const rep_svg_options *opt, ms_diag *d)
 {
     if (dir == NULL || record == NULL || programs == NULL || n_programs == 0)
         return ms_diag_set(d, MS_EINVAL, "svg report: %s is missing",
                            dir == NULL ? "the directory" : record == NULL ? "the run record"
                                                                           : "the programs");
-    ms_status st = write_memory(dir, record, programs, n_programs, capacity,
-                                find_span(record, true), d);
+    rep_svg_options o = opt != NULL ? *opt : (rep_svg_options){0};
+    int64_t *own = NULL;
+    if (o.memory_clock == MS_CLOCK_DEVICE && o.device_times == NULL) {
+        if (rep_mem_device_times(record, programs, n_programs, &own) != MS_OK)
+            return ms_diag_set(d, MS_ENOMEM, "%s/memory.svg: out of memory", dir);
+        o.device_times = own;
+    }
+    int step = last_step(record);
+    ms_status st = write_memory(dir, record, programs, n_programs, &o, step, d);
     if (st == MS_OK)
-        st = write_timeline(dir, record, programs, n_programs, find_span(record, false), d);
+        st = write_timeline(dir, record, programs, n_programs, ops_span(record, step), d);
+    free(own);
     return st;
 }
 
 ms_status rep_write_svg(const char *dir, const ms_run_record *record,
                         const ms_program_view *programs, size_t n_programs, ms_diag *d)
 {
-    return rep_write_svg_capacity(dir, record, programs, n_programs, 0, d);
+    return rep_write_svg_opts(dir, record, programs, n_programs, NULL, d);
 }

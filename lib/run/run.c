@@ -171,6 +171,8 @@ static void fill_static_summary(ms_run *r, int i, const char *policy_name)
     s->stage = i;
     s->capacity = sc->device.hbm_bytes;
     s->oom_step = -1;
+    s->oom_op = -1;
+    s->oom_tensor = UINT32_MAX;
     for (uint32_t t = 0; t < v->n_tensors; t++) {
         const ms_tensor *tn = &v->tensors[t];
         if (!tn->persistent)
@@ -200,6 +202,9 @@ static void note_step(ms_run_summary *s, const ms_step_result *res, int step)
     if (res->oom && !s->oom) {
         s->oom = true;
         s->oom_step = step;
+        s->oom_op = res->oom_op;
+        s->oom_tensor = res->oom_tensor;
+        s->oom_bytes = res->oom_bytes;
         snprintf(s->oom_message, sizeof s->oom_message, "%s", res->oom_message);
     }
 }
@@ -356,6 +361,18 @@ static ms_status relaunch_pipeline(ms_run *r, ms_diag *d)
     return st;
 }
 
+/* The pipeline bubble of a stage: its compute stream's wait for receives
+ * (ms_step_result.pipeline_wait_ns) plus the time the pipeline's step runs
+ * before this stage starts and after it is done.  Without a pipeline it is
+ * 0: idle time from host overhead or copies is no bubble. */
+static double bubble_fraction(const ms_step_result *res, int64_t start, int64_t end)
+{
+    if (end <= start)
+        return 0.0;
+    int64_t idle = res->pipeline_wait_ns + (res->start_ns - start) + (end - res->end_ns);
+    return (double)idle / (double)(end - start);
+}
+
 static ms_status run_steps(ms_run *r, ms_diag *d)
 {
     bool stable = false;
@@ -366,8 +383,9 @@ static ms_status run_steps(ms_run *r, ms_diag *d)
             return st;
         if (!go)
             break;
-        if (r->record != NULL && r->sc->report_detail == MS_DETAIL_LAST)
-            ms_record_clear_steps(r->record);
+        if (r->record != NULL && r->sc->report_detail == MS_DETAIL_LAST &&
+            (st = ms_record_clear_steps(r->record)) != MS_OK)
+            return ms_diag_set(d, st, "keeping the last step's record: %s", ms_strerror(st));
         if ((st = execute_stages(r, step, d)) != MS_OK)
             return st;
         bool oom = false;
@@ -402,8 +420,7 @@ static ms_status run_steps(ms_run *r, ms_diag *d)
             const ms_step_result *res = &r->stages[i].res;
             s->swapped_bytes = res->swapped_bytes;
             s->recomputed_ops = res->recomputed_ops;
-            s->bubble_fraction = step_ms > 0 ? 1.0 - (double)res->compute_busy_ns / 1e6 / step_ms
-                                             : 0.0;
+            s->bubble_fraction = bubble_fraction(res, start, end);
         }
     }
     return MS_OK;
@@ -415,6 +432,13 @@ static void fill_times(ms_run *r)
     for (int i = 0; i < r->n; i++) {
         ms_run_summary *s = &r->summaries[i];
         s->steps = n;
+        /* Counted whether or not a step completed: a run that ran out of
+         * memory in its first step did run out. */
+        if (r->stages[i].alloc != NULL) {
+            ms_alloc_stats st = ms_alloc_get_stats(r->stages[i].alloc);
+            s->num_alloc_retries = st.num_alloc_retries + r->stages[i].earlier_retries;
+            s->num_ooms = st.num_ooms + r->stages[i].earlier_ooms;
+        }
         if (n == 0)
             continue;
         s->step_time_ms = r->times_ms[n - 1];
@@ -426,9 +450,6 @@ static void fill_times(ms_run *r)
         s->model_tflops = s->model_flops_per_step / (s->step_time_ms * 1e-3) / 1e12;
         double peak = r->sc->device.peak_flops[r->sc->model.dtype];
         s->mfu = peak > 0 ? s->model_tflops * 1e12 / peak : 0.0;
-        ms_alloc_stats st = ms_alloc_get_stats(r->stages[i].alloc);
-        s->num_alloc_retries = st.num_alloc_retries + r->stages[i].earlier_retries;
-        s->num_ooms = st.num_ooms + r->stages[i].earlier_ooms;
     }
 }
 

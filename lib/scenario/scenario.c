@@ -84,6 +84,21 @@ const st_schema *scn_schema(void)
     return &schema;
 }
 
+/* The keys --set accepts, for a command line's "did you mean". */
+size_t ms_scenario_key_count(void)
+{
+    return SC_COUNT;
+}
+
+ms_status ms_scenario_key(size_t i, char *buf, size_t n)
+{
+    if (i >= SC_COUNT || buf == NULL || n == 0)
+        return MS_EINVAL;
+    const st_field *f = &fields[i];
+    int len = snprintf(buf, n, "%s%s%s", f->section, f->section[0] ? "." : "", f->key);
+    return len >= 0 && (size_t)len < n ? MS_OK : MS_ERANGE;
+}
+
 void scn_base_name(const char *path, char *out, size_t size)
 {
     const char *base = strrchr(path, '/');

@@ -14,6 +14,7 @@
 #include "memsim/report.h"
 #include "memsim/workload.h"
 
+#include "lib/report/report_internal.h"
 #include "lib/report/report_svg.h"
 
 #define GIB 1073741824ull
@@ -52,6 +53,15 @@ static ms_program_view programs[2] = {
     {.ops = prog_ops, .n_ops = 2, .stage = 0},
     {.ops = prog_ops, .n_ops = 2, .stage = 1},
 };
+
+/* Memory on the host clock: these records hold memory rows without the
+ * kernels that would place them on the device clock. */
+static ms_status write_host(const ms_run_record *r, size_t n_programs, uint64_t capacity,
+                            ms_diag *d)
+{
+    rep_svg_options o = {.capacity = capacity, .memory_clock = MS_CLOCK_HOST};
+    return rep_write_svg_opts(dir, r, programs, n_programs, &o, d);
+}
 
 static void add_mem(ms_run_record *r, int step, int dev, int64_t t, uint64_t weight,
                     uint64_t act, uint64_t temp, uint64_t alloc, uint64_t resv)
@@ -180,9 +190,10 @@ START_TEST(stack_top_at_peak)
 {
     ms_run_record *r = one_device_record();
     ms_diag d = {0};
-    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, &d), MS_OK);
+    ck_assert_int_eq(write_host(r, 1, 0, &d), MS_OK);
     char *svg = read_file(dir, "memory.svg");
     assert_svg(svg);
+    ck_assert_ptr_nonnull(strstr(svg, "host issue time since the step start (ms)"));
     /* The largest value is reserved, 4 GiB: ticks of 1 GiB (4 / 5 = 0.8 ->
      * 1), axis 0..4 GiB.  Panel 0's plot spans y 104..324, so bytes b sit
      * at 324 - b / 4 GiB * 220: 1 GiB 269.0, 2 GiB 214.0, 2.5 GiB 186.5,
@@ -210,7 +221,7 @@ END_TEST
 START_TEST(capacity_line)
 {
     ms_run_record *r = one_device_record();
-    ck_assert_int_eq(rep_write_svg_capacity(dir, r, programs, 1, 8 * GIB, NULL), MS_OK);
+    ck_assert_int_eq(write_host(r, 1, 8 * GIB, NULL), MS_OK);
     char *svg = read_file(dir, "memory.svg");
     assert_svg(svg);
     /* 8 GiB / 5 = 1.6 -> ticks of 2 GiB, axis 0..8 GiB: the capacity line
@@ -235,7 +246,7 @@ START_TEST(downsampling_keeps_the_spike)
         uint64_t act = i == 54321 ? 3 * GIB : 1 * GIB;
         add_mem(r, 0, 0, (int64_t)i * 10, 0, act, 0, act, 4 * GIB);
     }
-    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, NULL), MS_OK);
+    ck_assert_int_eq(write_host(r, 1, 0, NULL), MS_OK);
     char *svg = read_file(dir, "memory.svg");
     assert_svg(svg);
     assert_path(svg, "dev0-comm_buffer", "M200 324V269.0H743V159.0H744V269.0H1200V324Z");
@@ -247,8 +258,9 @@ START_TEST(downsampling_keeps_the_spike)
 }
 END_TEST
 
-/* Lanes of device 0: stream 7 (compute) at y 72, stream 8 (swap-out) at
- * y 94.  The last op ends at 4 ms: a column is 4 us. */
+/* Lanes of device 0: stream 7's kernels at y 72, its recompute at y 94
+ * (a lane per kind of work), stream 8 (swap-out) at y 116.  The last op
+ * ends at 4 ms: a column is 4 us. */
 START_TEST(timeline_lanes_and_merging)
 {
     ms_run_record *r = one_device_record();
@@ -267,34 +279,38 @@ START_TEST(timeline_lanes_and_merging)
      * of 4 (25%) and column 125 100 ns of 4 us: the palest shade, "-25". */
     assert_path(svg, "kernel-100", "M200 72h250v18h-250zM1199 72h1v18h-1z");
     assert_path(svg, "kernel-25", "M950 72h1v18h-1z");
-    assert_path(svg, "recompute-100", "M450 72h250v18h-250z");
-    assert_path(svg, "swap_out-25", "M325 94h1v18h-1z");
+    assert_path(svg, "recompute-100", "M450 94h250v18h-250z");
+    assert_path(svg, "swap_out-25", "M325 116h1v18h-1z");
     ck_assert_ptr_null(strstr(svg, "id=\"swap_in"));
     ck_assert_ptr_null(strstr(svg, "-50\""));
     ck_assert_ptr_null(strstr(svg, "-75\""));
-    ck_assert_ptr_nonnull(strstr(svg, ">dev 0 stream 7 compute</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">dev 0 stream 7 compute: kernel</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">stream 7: recompute</text>"));
     ck_assert_ptr_nonnull(strstr(svg, ">dev 0 stream 8 swap-out D2H</text>"));
-    /* 2 ms + 100 x 10 ns + 4 us busy of 4 ms: 50.125%. */
-    ck_assert_ptr_nonnull(strstr(svg, ">busy 50.1%</text>"));
+    /* Kernels: 1 ms + 100 x 10 ns + 4 us busy of 4 ms: 25.125%; recompute
+     * 1 ms of 4. */
+    ck_assert_ptr_nonnull(strstr(svg, ">busy 25.1%</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, ">busy 25.0%</text>"));
     ck_assert_ptr_nonnull(strstr(svg, "step 0 (the last in the record)"));
     free(svg);
     ms_record_free(r);
 }
 END_TEST
 
-/* Memory runs on host time, the timeline on device time, each axis to its
- * own last row: memory events up to 1 ms (ticks of 0.1 ms, 1.0 at x 1200),
- * ops up to 4 ms (ticks of 0.5 ms, 1.0 at x 450). */
-START_TEST(separate_time_axes)
+/* Memory on the host clock has an axis of its own, to its last event:
+ * memory events up to 1 ms (ticks of 0.1 ms, 1.0 at x 1200), ops up to 4 ms
+ * (ticks of 0.5 ms, 1.0 at x 450). */
+START_TEST(host_clock_has_its_own_axis)
 {
     ms_run_record *r = NULL;
     ck_assert_int_eq(ms_record_create(&r), MS_OK);
     add_mem(r, 0, 0, 0, 1 * GIB, 0, 0, 1 * GIB, 1 * GIB);
     add_mem(r, 0, 0, 1 * MS, 1 * GIB, 0, 0, 1 * GIB, 1 * GIB);
     add_op(r, 0, 0, 7, MS_WK_KERNEL, 0, 0, 4 * MS);
-    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, NULL), MS_OK);
+    ck_assert_int_eq(write_host(r, 1, 0, NULL), MS_OK);
     char *svg = read_file(dir, "memory.svg");
     ck_assert_ptr_nonnull(strstr(svg, "x=\"1200.0\" y=\"338\">1.0</text>"));
+    ck_assert_ptr_nonnull(strstr(svg, "host issue time"));
     free(svg);
     svg = read_file(dir, "timeline.svg");
     ck_assert_ptr_nonnull(strstr(svg, "x=\"450.0\" y=\"108\">1.0</text>"));
@@ -317,7 +333,7 @@ START_TEST(two_devices_two_panels)
     add_op(r, 1, 1, 3, MS_WK_KERNEL, 1, 0, 4 * MS);
     add_op(r, 1, 0, 5, MS_WK_KERNEL, 0, 0, 1 * MS);
     add_op(r, 0, 0, 5, MS_WK_KERNEL, 0, 0, 9 * MS); /* step 0: not drawn */
-    ck_assert_int_eq(rep_write_svg(dir, r, programs, 2, NULL), MS_OK);
+    ck_assert_int_eq(write_host(r, 2, 0, NULL), MS_OK);
     char *svg = read_file(dir, "memory.svg");
     assert_svg(svg);
     ck_assert_int_eq(count(svg, "class=\"frame\""), 2);
@@ -416,6 +432,220 @@ START_TEST(failed_rename_leaves_nothing)
 }
 END_TEST
 
+/* ---- the device clock ---------------------------------------------- */
+
+/* Three ops on stream 7 and a swap-out of x on stream 8; the host issues
+ * everything within 25 us while the device takes 5 ms:
+ *   op 0 writes x        issued 0      runs 0 .. 1 ms
+ *   op 1 reads x, writes a  issued 10 us  runs 1 .. 3 ms
+ *   swap-out of x        issued 12 us  runs 1 .. 5 ms (stream 8)
+ *   op 2 reads a, writes b  issued 20 us  runs 3 .. 4 ms
+ * Allocator events (host time): alloc x 0, alloc a 5 us, free x 15 us
+ * (after its swap-out was issued), alloc b 18 us, free a 25 us.  On the
+ * device clock: x from 0, a from 1 ms, b from 3 ms, a freed at 4 ms (end of
+ * op 2), x at 5 ms (end of its copy): 4 GiB are held from 3 to 4 ms, which
+ * the host clock never shows (its order frees x before b exists). */
+static uint32_t in1[] = {0}, out0[] = {0}, out1[] = {1}, in2[] = {1}, out2[] = {2};
+static ms_op clock_ops[3] = {
+    {.id = 0, .name = "make_x", .stream = MS_SR_COMPUTE, .outputs = out0, .n_outputs = 1},
+    {.id = 1,
+     .name = "x_to_a",
+     .stream = MS_SR_COMPUTE,
+     .inputs = in1,
+     .n_inputs = 1,
+     .outputs = out1,
+     .n_outputs = 1},
+    {.id = 2,
+     .name = "a_to_b",
+     .stream = MS_SR_COMPUTE,
+     .inputs = in2,
+     .n_inputs = 1,
+     .outputs = out2,
+     .n_outputs = 1},
+};
+static ms_tensor clock_tensors[3] = {
+    {.id = 0, .name = "x", .kind = MS_TK_ACTIVATION, .bytes = GIB},
+    {.id = 1, .name = "a", .kind = MS_TK_ACTIVATION, .bytes = 2 * GIB},
+    {.id = 2, .name = "b", .kind = MS_TK_ACTIVATION, .bytes = GIB},
+};
+static ms_program_view clock_program = {
+    .ops = clock_ops, .n_ops = 3, .tensors = clock_tensors, .n_tensors = 3};
+
+static void add_issued(ms_run_record *r, uint64_t stream, ms_work_kind kind, uint32_t op,
+                       uint32_t tensor, int64_t issue, int64_t start, int64_t end)
+{
+    ms_op_row o = {.step = 0,
+                   .device = 0,
+                   .kind = kind,
+                   .op = op,
+                   .tensor = tensor,
+                   .stream_id = stream,
+                   .issue_ns = issue,
+                   .start_ns = start,
+                   .end_ns = end};
+    ck_assert_int_eq(ms_record_add_op(r, &o), MS_OK);
+}
+
+static void add_event(ms_run_record *r, int action, uint32_t tensor, int64_t t, uint64_t act)
+{
+    ms_mem_row m = {.step = 0,
+                    .device = 0,
+                    .time_ns = t,
+                    .action = action,
+                    .tensor = tensor,
+                    .allocated = act,
+                    .reserved = 8 * GIB};
+    m.by_kind[MS_TK_ACTIVATION] = act;
+    ck_assert_int_eq(ms_record_add_mem(r, &m), MS_OK);
+}
+
+static ms_run_record *clock_record(void)
+{
+    ms_run_record *r = NULL;
+    ck_assert_int_eq(ms_record_create(&r), MS_OK);
+    add_issued(r, 7, MS_WK_KERNEL, 0, UINT32_MAX, 0, 0, 1 * MS);
+    add_issued(r, 7, MS_WK_KERNEL, 1, UINT32_MAX, 10000, 1 * MS, 3 * MS);
+    add_issued(r, 8, MS_WK_SWAP_OUT, 1, 0, 12000, 1 * MS, 5 * MS);
+    add_issued(r, 7, MS_WK_KERNEL, 2, UINT32_MAX, 20000, 3 * MS, 4 * MS);
+    add_event(r, MS_AA_ALLOC, 0, 0, 1 * GIB);
+    add_event(r, MS_AA_ALLOC, 1, 5000, 3 * GIB);
+    add_event(r, MS_AA_FREE_REQUESTED, 0, 15000, 2 * GIB);
+    add_event(r, MS_AA_ALLOC, 2, 18000, 3 * GIB);
+    add_event(r, MS_AA_FREE_REQUESTED, 1, 25000, 1 * GIB);
+    return r;
+}
+
+START_TEST(device_clock_follows_the_kernels)
+{
+    ms_run_record *r = clock_record();
+    int64_t *t = NULL;
+    ck_assert_int_eq(rep_mem_device_times(r, &clock_program, 1, &t), MS_OK);
+    static const int64_t want[5] = {0, 1 * MS, 5 * MS, 3 * MS, 4 * MS};
+    for (int i = 0; i < 5; i++)
+        ck_assert_msg(t[i] == want[i], "row %d at %lld ns, expected %lld", i, (long long)t[i],
+                      (long long)want[i]);
+    /* The series in device order, summed again: 1, 3, 4, 2, 1 GiB. */
+    rep_mem_series ser;
+    ck_assert_int_eq(rep_mem_series_build(r, t, MS_CLOCK_DEVICE, 0, &ser), MS_OK);
+    ck_assert_uint_eq(ser.n, 5);
+    static const uint64_t held[5] = {1, 3, 4, 2, 1};
+    for (int i = 0; i < 5; i++) {
+        ck_assert_uint_eq(ser.rows[i].allocated, held[i] * GIB);
+        ck_assert_uint_eq(ser.rows[i].by_kind[MS_TK_ACTIVATION], held[i] * GIB);
+    }
+    rep_mem_series_free(&ser);
+    free(t);
+    ck_assert_int_eq(rep_write_svg(dir, r, &clock_program, 1, NULL), MS_OK);
+    char *mem = read_file(dir, "memory.svg"), *tl = read_file(dir, "timeline.svg");
+    assert_svg(mem);
+    ck_assert_ptr_nonnull(strstr(mem, "peak allocated 4.00 GiB at 3.000 ms"));
+    ck_assert_ptr_nonnull(strstr(mem, "device time since the step start (ms), the timeline's"));
+    ck_assert_ptr_nonnull(strstr(mem, "step 0 (the last in the record), device time"));
+    /* One axis for both plots, 0 .. 5 ms: the 1.0 ms tick at x 400. */
+    ck_assert_ptr_nonnull(strstr(mem, "x=\"400.0\" y=\"338\">1.0</text>"));
+    ck_assert_ptr_nonnull(strstr(tl, "x=\"400.0\""));
+    ck_assert_ptr_nonnull(strstr(tl, ">1.0</text>"));
+    /* Allocated: 1 GiB from x 200, 3 from 400 (1 ms), 4 from 800 (3 ms),
+     * 2 from 1000 (4 ms); the free at 5 ms, the axis end, falls in the last
+     * column, which keeps its largest value (peaks are never averaged
+     * away).  Axis 0..8 GiB (reserved): y = 324 - b / 8 GiB * 220. */
+    assert_path(mem, "dev0-allocated", "M200 296.5H400V241.5H800V214.0H1000V269.0H1200");
+    free(mem);
+    free(tl);
+    /* The host clock keeps the allocator's order and time. */
+    rep_svg_options o = {.memory_clock = MS_CLOCK_HOST};
+    ck_assert_int_eq(rep_write_svg_opts(dir, r, &clock_program, 1, &o, NULL), MS_OK);
+    mem = read_file(dir, "memory.svg");
+    ck_assert_ptr_nonnull(strstr(mem, "peak allocated 3.00 GiB at 0.005 ms"));
+    free(mem);
+    ms_record_free(r);
+}
+END_TEST
+
+/* A step without work that ran has no device time: its memory rows are
+ * left out of the device-clock plot (and say -1 in memory.csv). */
+START_TEST(device_clock_without_kernels)
+{
+    ms_run_record *r = one_device_record();
+    int64_t *t = NULL;
+    ck_assert_int_eq(rep_mem_device_times(r, programs, 1, &t), MS_OK);
+    for (size_t i = 0; i < ms_record_n_mem(r); i++)
+        ck_assert_int_eq(t[i], -1);
+    free(t);
+    ck_assert_int_eq(rep_write_svg(dir, r, programs, 1, NULL), MS_OK);
+    char *mem = read_file(dir, "memory.svg");
+    assert_svg(mem);
+    ck_assert_ptr_null(strstr(mem, "id=\"dev0-allocated\""));
+    free(mem);
+    ms_record_free(r);
+}
+END_TEST
+
+/* ---- trace.json ------------------------------------------------------ */
+
+static int count_in(const char *s, const char *needle)
+{
+    return count(s, needle);
+}
+
+/* 1100 steps (more than the 1024 the trace once kept), process and thread
+ * names, and a counter event per change of memory only. */
+START_TEST(trace_keeps_every_step_and_names_its_tracks)
+{
+    ms_run_record *r = NULL;
+    ck_assert_int_eq(ms_record_create(&r), MS_OK);
+    for (int step = 0; step < 1100; step++) {
+        ms_op_row o = {.step = step,
+                       .device = 0,
+                       .kind = MS_WK_KERNEL,
+                       .op = 0,
+                       .tensor = UINT32_MAX,
+                       .stream_id = 7,
+                       .issue_ns = 0,
+                       .start_ns = 0,
+                       .end_ns = 1000};
+        ck_assert_int_eq(ms_record_add_op(r, &o), MS_OK);
+        /* alloc then free: the free repeats nothing, the second alloc of
+         * the same instant replaces the first. */
+        ms_mem_row m = {.step = step,
+                        .device = 0,
+                        .time_ns = 0,
+                        .action = MS_AA_ALLOC,
+                        .tensor = 0,
+                        .allocated = 512,
+                        .reserved = 2048};
+        ck_assert_int_eq(ms_record_add_mem(r, &m), MS_OK);
+        m.allocated = 1024;
+        ck_assert_int_eq(ms_record_add_mem(r, &m), MS_OK);
+        m.action = MS_AA_FREE_REQUESTED;
+        m.time_ns = 1;
+        m.allocated = 0;
+        ck_assert_int_eq(ms_record_add_mem(r, &m), MS_OK);
+    }
+    char path[128];
+    snprintf(path, sizeof path, "%s/trace.json", dir);
+    ms_diag d = {0};
+    ck_assert_int_eq(ms_report_write_chrome_trace(path, r, &clock_program, 1, &d), MS_OK);
+    char *t = read_file(dir, "trace.json");
+    ck_assert_int_eq(count_in(t, "\"ph\":\"X\""), 1100);
+    ck_assert_ptr_nonnull(strstr(t, "\"args\":{\"step\":1099,"));
+    ck_assert_ptr_nonnull(strstr(t, "\"name\":\"process_name\",\"args\":{\"name\":\"device 0"));
+    ck_assert_ptr_nonnull(strstr(t, "\"tid\":7,\"name\":\"thread_name\",\"args\":{\"name\":"
+                                    "\"stream 7 compute\"}"));
+    ck_assert_ptr_nonnull(strstr(t, "\"memory_clock\":\"device\""));
+    /* Per step: 1024 at the op's start (the 512 of the same instant is
+     * superseded), 0 at its end; never the same value twice in a row. */
+    ck_assert_int_eq(count_in(t, "\"ph\":\"C\""), 2200);
+    ck_assert_int_eq(count_in(t, "\"allocated\":512"), 0);
+    /* Steps of 1 us laid end to end: step 1099 starts at 1099 us. */
+    ck_assert_ptr_nonnull(strstr(t, "\"ts\":1099.000,\"name\":\"memory\",\"args\":{"
+                                    "\"allocated\":1024,"));
+    free(t);
+    remove_in(dir, "trace.json");
+    ms_record_free(r);
+}
+END_TEST
+
 static Suite *svg_suite(void)
 {
     Suite *s = suite_create("report_svg");
@@ -426,12 +656,15 @@ static Suite *svg_suite(void)
     tcase_add_test(tc, capacity_line);
     tcase_add_test(tc, downsampling_keeps_the_spike);
     tcase_add_test(tc, timeline_lanes_and_merging);
-    tcase_add_test(tc, separate_time_axes);
+    tcase_add_test(tc, host_clock_has_its_own_axis);
     tcase_add_test(tc, two_devices_two_panels);
     tcase_add_test(tc, byte_identical);
     tcase_add_test(tc, empty_record_says_no_data);
     tcase_add_test(tc, bad_arguments);
     tcase_add_test(tc, failed_rename_leaves_nothing);
+    tcase_add_test(tc, device_clock_follows_the_kernels);
+    tcase_add_test(tc, device_clock_without_kernels);
+    tcase_add_test(tc, trace_keeps_every_step_and_names_its_tracks);
     suite_add_tcase(s, tc);
     return s;
 }
