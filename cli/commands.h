@@ -1,10 +1,149 @@
-/* The memsim subcommands, one file each (private to cli/).  argv[0] is the
- * subcommand's own word.  Each returns the process exit status: 0 done,
- * 1 an error (message on stderr), 2 a usage error. */
+/* The memsim subcommands, one file each, and what they share (private to
+ * cli/).  argv[0] is the subcommand's own word.  Each returns the process
+ * exit status (memsim.1, EXIT STATUS). */
 #ifndef MEMSIM_CLI_COMMANDS_H
 #define MEMSIM_CLI_COMMANDS_H
 
-int cli_run(int argc, char **argv);    /* cli/run.c */
-int cli_replay(int argc, char **argv); /* cli/replay.c */
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#include "memsim/report.h"
+#include "memsim/run.h"
+#include "memsim/scenario.h"
+
+/* 0 done; 1 an error (message on stderr); 2 a usage error; 3 the run ran
+ * out of memory (memsim run), or no configuration fitted (compare, sweep). */
+enum { CLI_OK = 0, CLI_ERROR = 1, CLI_USAGE = 2, CLI_OOM = 3 };
+
+#define CLI_MAX_SETS 64
+#define CLI_MAX_POLICIES 16
+
+int cli_run(int argc, char **argv);     /* cli/run.c */
+int cli_replay(int argc, char **argv);  /* cli/replay.c */
+int cli_compare(int argc, char **argv); /* cli/compare.c */
+int cli_sweep(int argc, char **argv);   /* cli/sweep.c */
+int cli_list(int argc, char **argv);    /* cli/list.c */
+
+/* ---- cli/suggest.c: what ships, and "did you mean" -------------------- */
+
+#define CLI_MAX_NAMES 256
+
+/* The *.lua files of a shipped data directory ("policies_lua", "scenarios",
+ * "scenarios/devices"), without the suffix, sorted. */
+typedef struct cli_names {
+    char *name[CLI_MAX_NAMES];
+    size_t n;
+    char dir[4096];
+} cli_names;
+
+ms_status cli_names_list(const char *sub, cli_names *out);
+void cli_names_free(cli_names *n);
+/* The candidate nearest word (edit distance at most a third of its length,
+ * or the same last dotted part), or NULL. */
+const char *cli_closest(const char *word, const char *const *cands, size_t n);
+/* Add "did you mean" to a message about an unknown --set key, or name the
+ * shipped policies when a policy given by name is not one of them. */
+void cli_explain(ms_diag *d, const char *policy);
+
+/* ---- cli/execute.c: one scenario under one policy --------------------- */
+
+typedef struct cli_job {
+    const char *scenario;    /* path */
+    const char *policy;      /* name or path; NULL: the scenario's own */
+    const char *const *sets; /* --set KEY=VALUE overrides */
+    size_t n_sets;
+    const char *backend; /* NULL: mock */
+    bool record;         /* keep the run record for the reports */
+    FILE *settings_out;  /* MindFormers' settings lines; NULL: none */
+} cli_job;
+
+typedef struct cli_outcome {
+    const ms_scenario *sc;
+    ms_run *run;
+    ms_run_summary *rows; /* one per stage, overrides filled in */
+    size_t n_rows;
+} cli_outcome;
+
+/* Load the scenario and run it.  On failure d says why, prefixed with
+ * "scenario: " or "run: " and with "did you mean" where it helps, and out
+ * holds nothing to free. */
+ms_status cli_execute(const cli_job *job, cli_outcome *out, ms_diag *d);
+void cli_outcome_free(cli_outcome *o);
+bool cli_outcome_oom(const cli_outcome *o);
+/* The overrides as summary.csv records them: "k=v;k=v" in the order given. */
+void cli_join_sets(const char *const *sets, size_t n, char *buf, size_t len);
+/* results/<scenario>-<tag>, plus the overrides when there are any, so runs
+ * of one scenario with different --set never share a folder. */
+void cli_default_dir(const char *scenario, const char *tag, const char *const *sets, size_t n,
+                     char *buf, size_t len);
+/* Split "a,b,c" in place; -1 when there are more than max items or an item
+ * is empty. */
+int cli_split_list(char *s, const char **items, int max);
+/* A positive count ("-j 4"); 0 when s is not one. */
+int cli_parse_count(const char *s);
+/* Online CPUs, at least 1. */
+int cli_cpus(void);
+
+/* ---- cli/signals.c: no staging directory left by a signal ------------- */
+
+/* While set, SIGINT, SIGTERM and SIGHUP remove the directory before the
+ * process dies of the signal; NULL: nothing to remove. */
+void cli_cleanup_on_signal(const char *dir);
+/* In a worker process: die of those signals without cleaning up (the
+ * parent owns the directory). */
+void cli_cleanup_forget(void);
+
+/* ---- cli/configs.c: many runs, in worker processes -------------------- */
+
+/* One configuration of a sweep or a what-if: a policy and overrides. */
+typedef struct cli_config {
+    const char *policy;
+    const char *sets[CLI_MAX_SETS];
+    size_t n_sets;
+} cli_config;
+
+/* What a configuration gave, over all its pipeline stages: a plain struct,
+ * so that worker processes and MPI ranks pass it as bytes. */
+typedef struct cli_result {
+    int32_t status; /* MS_OK: the figures hold; else error says why */
+    char error[MS_DIAG_MAX];
+    char policy[128]; /* the policy's own name */
+    int32_t stages;
+    uint8_t oom;
+    int32_t oom_stage, oom_step;
+    uint64_t capacity;
+    uint64_t peak_allocated, peak_reserved, peak_activation; /* the largest stage's */
+    uint64_t fragmentation; /* reserved - allocated at the allocated peak */
+    double step_time_ms;
+    double tokens_per_s;    /* global batch x sequence per step time */
+    double mfu;             /* the lowest stage's */
+    double bubble_fraction; /* the largest stage's */
+    uint64_t swapped_bytes; /* per step, summed over stages */
+    uint64_t recomputed_ops;
+    int64_t num_ooms, num_alloc_retries;
+} cli_result;
+
+/* Run cfgs[i] of the scenario into out[i] with `jobs` worker processes (1:
+ * in this process); each run keeps no record.  `only` (NULL: all) picks
+ * the configurations to run here (MPI ranks split a sweep).  A progress bar
+ * goes to stderr when progress is set.  Configurations that fail to load or
+ * run are results with their error, not failures of the call. */
+ms_status cli_run_configs(const char *scenario, const char *backend, const cli_config *cfgs,
+                          size_t n, const bool *only, int jobs, bool progress, cli_result *out,
+                          ms_diag *d);
+/* The index of the best configuration that fits (most tokens per second;
+ * then the least peak reserved; then the first), or -1. */
+long cli_best_fit(const cli_result *r, size_t n);
+
+/* ---- cli/oom_report.c ------------------------------------------------- */
+
+/* Why a run ran out of memory: the op and tensor that failed, the largest
+ * live tensors and the fragmentation at that instant, from the run's record;
+ * with `advice`, which shipped policy or allocator setting would have
+ * fitted, found by simulating each (with `jobs` workers). */
+ms_status cli_oom_report(FILE *out, const cli_job *job, const cli_outcome *o, bool advice, int jobs,
+                         ms_diag *d);
 
 #endif

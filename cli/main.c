@@ -10,43 +10,59 @@
 static void usage(FILE *out)
 {
     fprintf(out,
-            "usage: memsim run SCENARIO [--policy FILE|NAME]... [--out DIR] [--set KEY=VALUE]...\n"
-            "                  [--backend mock] [--quiet]\n"
-            "       memsim replay TRACE [--allocator-conf STR] [--csv OUT] ...\n"
+            "usage: memsim run SCENARIO [--policy FILE|NAME]... [--set KEY=VALUE]... [--out DIR]\n"
+            "       memsim compare SCENARIO --policies A,B,... [--set KEY=VALUE]... [-j N]\n"
+            "       memsim sweep SCENARIO --vary KEY=V1,V2,... [--policies A,B] [-j N]\n"
+            "       memsim replay TRACE [--allocator-conf STR] [--capacity BYTES] ...\n"
+            "       memsim list [scenarios|devices|policies|keys]\n"
             "       memsim --help | --version\n"
             "\n"
             "run      simulate training steps of a scenario file (scenarios/*.lua) under a\n"
-            "         memory policy (policies_lua/*.lua, or a path); writes summary.csv,\n"
-            "         ops.csv, memory.csv, tensors.csv, segments.csv, trace.json and\n"
-            "         {memory,timeline}.svg to results/<scenario>-<policy>/ (which steps:\n"
-            "         --set report.detail=all|last|none).\n"
-            "         Several --policy flags compare policies: one summary.csv row each\n"
-            "         in results/<scenario>-compare/, details in one folder per policy.\n"
-            "         --set overrides a scenario field: --set model.seq_length=8192\n"
+            "         memory policy and write the reports (CSV, Perfetto trace, SVG plots)\n"
+            "compare  several policies on one scenario: one table, one CSV\n"
+            "sweep    a grid of overrides (and policies), in parallel or over MPI, into one\n"
+            "         sweep.csv that marks the best configuration that fits\n"
             "replay   replay a PyTorch memory snapshot through the allocator model\n"
-            "         (memsim replay --help for its options)\n");
+            "list     the shipped scenarios, devices and policies\n"
+            "\n"
+            "memsim COMMAND --help shows each command's options and examples; man memsim\n"
+            "has them all.\n"
+            "\n"
+            "Exit status: 0 done, 1 error, 2 usage error, 3 out of memory (run: the run ran\n"
+            "out; compare and sweep: no configuration fits).\n");
 }
 
 int main(int argc, char **argv)
 {
+    static const struct {
+        const char *name;
+        int (*fn)(int, char **);
+    } commands[] = {
+        {"run", cli_run},       {"compare", cli_compare}, {"sweep", cli_sweep},
+        {"replay", cli_replay}, {"list", cli_list},
+    };
     if (argc < 2) {
         usage(stderr);
-        return 2;
+        return CLI_USAGE;
     }
     if (strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0 ||
         strcmp(argv[1], "help") == 0) {
         usage(stdout);
-        return 0;
+        return CLI_OK;
     }
     if (strcmp(argv[1], "--version") == 0) {
         printf("memsim %s\n", PACKAGE_VERSION);
-        return 0;
+        return CLI_OK;
     }
-    if (strcmp(argv[1], "run") == 0)
-        return cli_run(argc - 1, argv + 1);
-    if (strcmp(argv[1], "replay") == 0)
-        return cli_replay(argc - 1, argv + 1);
-    fprintf(stderr, "memsim: unknown command '%s'\n", argv[1]);
+    const char *names[sizeof commands / sizeof commands[0]];
+    for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++) {
+        if (strcmp(argv[1], commands[i].name) == 0)
+            return commands[i].fn(argc - 1, argv + 1);
+        names[i] = commands[i].name;
+    }
+    const char *near = cli_closest(argv[1], names, sizeof names / sizeof names[0]);
+    fprintf(stderr, "memsim: unknown command '%s'%s%s%s\n", argv[1], near ? "; did you mean '" : "",
+            near ? near : "", near ? "'?" : "");
     usage(stderr);
-    return 2;
+    return CLI_USAGE;
 }

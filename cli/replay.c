@@ -22,6 +22,7 @@ typedef struct replay_args {
     int device;
     uint64_t capacity;
     ms_alloc_flavour flavour;
+    bool flavour_given;
 } replay_args;
 
 static void usage(FILE *out)
@@ -45,7 +46,17 @@ static void usage(FILE *out)
             "  --device N            replay only device N (default: every device with events)\n"
             "  --capacity BYTES      device memory the allocator may use (suffix K/M/G/T for\n"
             "                        KiB..TiB); default: derived from the trace's oom event\n"
-            "  --flavour cuda|npu    CUDACachingAllocator (default) or NPUCachingAllocator\n");
+            "  --flavour cuda|npu    CUDACachingAllocator (default, unless a memsim snapshot\n"
+            "                        names its own) or NPUCachingAllocator\n"
+            "\n"
+            "Exit status: 0 done, 1 error (the file is no snapshot, or cannot be replayed),\n"
+            "2 usage.\n"
+            "\n"
+            "Examples:\n"
+            "  memsim replay snapshot.pickle --compare expandable_segments:True\n"
+            "  memsim replay snapshot.pickle --capacity 80G --csv series.csv\n"
+            "  memsim run scenarios/llama2-7b.lua --set steps=1 --snapshot s.pickle && "
+            "memsim replay s.pickle\n");
 }
 
 static int parse_size(const char *s, uint64_t *out)
@@ -113,6 +124,7 @@ static int parse_option(replay_args *a, int c, const char **conf)
         }
         return 0;
     case 'f':
+        a->flavour_given = true;
         if (strcmp(optarg, "cuda") == 0) {
             a->flavour = MS_ALLOC_CUDA;
         } else if (strcmp(optarg, "npu") == 0) {
@@ -387,6 +399,10 @@ int cli_replay(int argc, char **argv)
         fprintf(stderr, "memsim replay: %s\n", d.msg);
         return 1;
     }
+    /* Without --flavour, the allocator the snapshot says wrote it. */
+    const ms_snapshot_settings *set = ms_snapshot_settings_get(s);
+    if (!a.flavour_given && set->has_flavour)
+        a.flavour = set->flavour;
     ms_replay_result runs[MAX_WHATIF + 1];
     memset(runs, 0, sizeof runs);
     int n_runs = 0;

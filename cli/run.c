@@ -4,83 +4,142 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "commands.h"
 #include "memsim/report.h"
 #include "memsim/run.h"
 #include "memsim/scenario.h"
 
-#define MAX_POLICIES 16
-#define MAX_SETS 64
-
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: memsim run SCENARIO [--policy FILE|NAME]... [--out DIR] [--set KEY=VALUE]...\n"
-            "                  [--backend NAME] [--quiet]\n"
-            "\n"
-            "Simulates training steps of a scenario file (scenarios/*.lua) under a memory\n"
-            "policy (policies_lua/*.lua, or a path) and writes summary.csv, ops.csv,\n"
-            "memory.csv, tensors.csv, segments.csv, trace.json and {memory,timeline}.svg to\n"
-            "results/<scenario>-<policy>/ (which steps: --set report.detail=all|last|none).\n"
-            "\n"
-            "  --policy FILE|NAME  a shipped policy name or a file; several compare policies:\n"
-            "                      one summary.csv row each in results/<scenario>-compare/\n"
-            "  --set KEY=VALUE     override a scenario field: --set model.seq_length=8192\n"
-            "  --out DIR           write the reports here\n"
-            "  --backend NAME      the device backend (default mock)\n"
-            "  --quiet             print nothing but errors\n");
+    fprintf(
+        out,
+        "usage: memsim run SCENARIO [--policy FILE|NAME]... [--out DIR] [--set KEY=VALUE]...\n"
+        "                  [--memory-clock device|host] [--snapshot FILE.pickle]\n"
+        "                  [--no-advice] [-j N] [--backend NAME] [--quiet]\n"
+        "\n"
+        "Simulates training steps of a scenario file (scenarios/*.lua) under a memory\n"
+        "policy (policies_lua/*.lua, or a path) and writes summary.csv, ops.csv,\n"
+        "memory.csv, tensors.csv, segments.csv, trace.json and {memory,timeline}.svg to\n"
+        "results/<scenario>-<policy>[--<overrides>]/ (which steps: --set\n"
+        "report.detail=all|last|none).  The folder appears whole or not at all.\n"
+        "\n"
+        "  --policy FILE|NAME    a shipped policy name or a file; several compare policies:\n"
+        "                        one summary.csv row each in results/<scenario>-compare/\n"
+        "  --set KEY=VALUE       override a scenario field: --set model.seq_length=8192\n"
+        "                        (recorded in summary.csv's overrides column)\n"
+        "  --out DIR             write the reports here\n"
+        "  --memory-clock CLOCK  memory.svg and trace.json's memory counter on device time\n"
+        "                        (default: when the device first/last touches each block,\n"
+        "                        the timeline's axis) or host issue time (the allocator's)\n"
+        "  --snapshot FILE       also write the allocator history as a PyTorch memory\n"
+        "                        snapshot (open it at pytorch.org/memory_viz; memsim replay\n"
+        "                        reads it)\n"
+        "  --no-advice           on OOM, skip simulating the shipped policies and allocator\n"
+        "                        settings to say which would have fitted\n"
+        "  -j N                  worker processes for that advice (default: the CPUs)\n"
+        "  --backend NAME        the device backend (default mock)\n"
+        "  --quiet               print nothing but errors\n"
+        "\n"
+        "Exit status: 0 done, 1 error, 2 usage, 3 the run ran out of memory (the report\n"
+        "is printed and written to oom.txt in the output folder).\n"
+        "\n"
+        "Examples:\n"
+        "  memsim run scenarios/llama2-7b.lua\n"
+        "  memsim run scenarios/llama2-7b.lua --policy full_recompute --set model.seq_length=8192\n"
+        "  memsim run scenarios/llama3-70b.lua --set report.detail=last --snapshot 70b.pickle\n");
 }
 
 typedef struct run_args {
     const char *scenario;
-    const char *policies[MAX_POLICIES];
+    const char *policies[CLI_MAX_POLICIES];
     int n_policies;
-    const char *sets[MAX_SETS];
+    const char *sets[CLI_MAX_SETS];
     int n_sets;
     const char *out;
     const char *backend;
-    bool quiet;
+    const char *snapshot;
+    ms_memory_clock clock;
+    bool quiet, advice;
+    int jobs;
 } run_args;
+
+static int parse_option(run_args *a, int c)
+{
+    switch (c) {
+    case 'p':
+        if (a->n_policies == CLI_MAX_POLICIES) {
+            fprintf(stderr, "memsim run: at most %d --policy flags\n", CLI_MAX_POLICIES);
+            return CLI_USAGE;
+        }
+        a->policies[a->n_policies++] = optarg;
+        return 0;
+    case 's':
+        if (a->n_sets == CLI_MAX_SETS) {
+            fprintf(stderr, "memsim run: at most %d --set flags\n", CLI_MAX_SETS);
+            return CLI_USAGE;
+        }
+        a->sets[a->n_sets++] = optarg;
+        return 0;
+    case 'c':
+        if (strcmp(optarg, "device") != 0 && strcmp(optarg, "host") != 0) {
+            fprintf(stderr, "memsim run: --memory-clock '%s': expected device or host\n", optarg);
+            return CLI_USAGE;
+        }
+        a->clock = optarg[0] == 'h' ? MS_CLOCK_HOST : MS_CLOCK_DEVICE;
+        return 0;
+    case 'j':
+        if ((a->jobs = cli_parse_count(optarg)) == 0) {
+            fprintf(stderr, "memsim run: -j '%s': expected a number of processes\n", optarg);
+            return CLI_USAGE;
+        }
+        return 0;
+    case 'o': a->out = optarg; return 0;
+    case 'b': a->backend = optarg; return 0;
+    case 'S': a->snapshot = optarg; return 0;
+    case 'n': a->advice = false; return 0;
+    case 'q': a->quiet = true; return 0;
+    default: usage(stderr); return CLI_USAGE;
+    }
+}
 
 static int parse_run_args(int argc, char **argv, run_args *a)
 {
     static const struct option opts[] = {
-        {"policy", required_argument, NULL, 'p'}, {"out", required_argument, NULL, 'o'},
-        {"set", required_argument, NULL, 's'},    {"backend", required_argument, NULL, 'b'},
-        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {"policy", required_argument, NULL, 'p'},
+        {"out", required_argument, NULL, 'o'},
+        {"set", required_argument, NULL, 's'},
+        {"backend", required_argument, NULL, 'b'},
+        {"memory-clock", required_argument, NULL, 'c'},
+        {"snapshot", required_argument, NULL, 'S'},
+        {"no-advice", no_argument, NULL, 'n'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
+    a->advice = true;
+    a->jobs = cli_cpus();
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "p:o:s:b:qh", opts, NULL)) != -1) {
-        switch (c) {
-        case 'p':
-            if (a->n_policies == MAX_POLICIES) {
-                fprintf(stderr, "memsim run: at most %d --policy flags\n", MAX_POLICIES);
-                return 2;
-            }
-            a->policies[a->n_policies++] = optarg;
-            break;
-        case 's':
-            if (a->n_sets == MAX_SETS) {
-                fprintf(stderr, "memsim run: at most %d --set flags\n", MAX_SETS);
-                return 2;
-            }
-            a->sets[a->n_sets++] = optarg;
-            break;
-        case 'o': a->out = optarg; break;
-        case 'b': a->backend = optarg; break;
-        case 'q': a->quiet = true; break;
-        case 'h': usage(stdout); return -1;
-        default: usage(stderr); return 2;
+    while ((c = getopt_long(argc, argv, "p:o:s:b:j:qh", opts, NULL)) != -1) {
+        if (c == 'h') {
+            usage(stdout);
+            return -1;
         }
+        int rc = parse_option(a, c);
+        if (rc != 0)
+            return rc;
     }
     if (optind != argc - 1) {
         fprintf(stderr, "memsim run: expected exactly one SCENARIO file\n");
         usage(stderr);
-        return 2;
+        return CLI_USAGE;
+    }
+    if (a->snapshot != NULL && a->n_policies > 1) {
+        fprintf(stderr, "memsim run: --snapshot takes the run of one policy\n");
+        return CLI_USAGE;
     }
     a->scenario = argv[optind];
     return 0;
@@ -88,8 +147,122 @@ static int parse_run_args(int argc, char **argv, run_args *a)
 
 static int fail(const char *what, ms_status st, const ms_diag *d)
 {
-    fprintf(stderr, "memsim: %s: %s\n", what, d->msg[0] ? d->msg : ms_strerror(st));
-    return 1;
+    fprintf(stderr, "memsim: %s%s%s\n", what, what[0] ? ": " : "",
+            d->msg[0] ? d->msg : ms_strerror(st));
+    return CLI_ERROR;
+}
+
+/* What one policy's run leaves: its rows (for a compare's summary.csv) and
+ * the state of the output directory. */
+typedef struct run_state {
+    ms_report_dir *rd;
+    char final[4096];
+    ms_run_summary *rows;
+    size_t n_rows;
+    bool oom;
+} run_state;
+
+static ms_status open_output(const run_args *a, const cli_outcome *o, int n, run_state *rs,
+                             ms_diag *d)
+{
+    if (a->out != NULL)
+        snprintf(rs->final, sizeof rs->final, "%s", a->out);
+    else
+        cli_default_dir(o->sc->name, n == 1 ? o->rows[0].policy : "compare", a->sets,
+                        (size_t)a->n_sets, rs->final, sizeof rs->final);
+    ms_status st = ms_report_dir_open(rs->final, &rs->rd, d);
+    if (st == MS_OK)
+        cli_cleanup_on_signal(ms_report_dir_path(rs->rd));
+    return st;
+}
+
+/* The OOM report, on stdout (unless quiet) and in DIR/oom.txt. */
+static ms_status report_oom(const run_args *a, const cli_job *job, const cli_outcome *o,
+                            const char *dir, ms_diag *d)
+{
+    char path[8500];
+    snprintf(path, sizeof path, "%s/oom.txt", dir);
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return ms_diag_set(d, MS_EIO, "%s: cannot write", path);
+    ms_status st = cli_oom_report(f, job, o, a->advice, a->jobs, d);
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (st == MS_OK && bad)
+        st = ms_diag_set(d, MS_EIO, "%s: write failed", path);
+    if (st == MS_OK && !a->quiet) {
+        FILE *in = fopen(path, "r");
+        char buf[4096];
+        size_t got;
+        while (in != NULL && (got = fread(buf, 1, sizeof buf, in)) > 0)
+            fwrite(buf, 1, got, stdout);
+        if (in != NULL)
+            fclose(in);
+    }
+    return st;
+}
+
+static ms_status write_policy(const run_args *a, const cli_job *job, const cli_outcome *o, int i,
+                              int n, run_state *rs, ms_diag *d)
+{
+    char dir[8400];
+    if (n == 1)
+        snprintf(dir, sizeof dir, "%s", ms_report_dir_path(rs->rd));
+    else
+        snprintf(dir, sizeof dir, "%s/%s", ms_report_dir_path(rs->rd), o->rows[0].policy);
+    size_t nv = 0;
+    const ms_program_view *views = ms_run_program_views(o->run, &nv);
+    const ms_run_record *rec = ms_run_record_get(o->run);
+    ms_report_options ro = {.memory_clock = a->clock};
+    ms_status st = ms_report_write_run(dir, o->rows, o->n_rows, rec, views, nv, &ro, d);
+    if (st == MS_OK && a->snapshot != NULL) {
+        ms_snapshot_export ex = {
+            .alloc_conf = o->sc->allocator_conf,
+            .flavour = strcmp(o->sc->allocator_flavour, "npu") == 0 ? MS_ALLOC_NPU : MS_ALLOC_CUDA};
+        if (rec == NULL)
+            st = ms_diag_set(d, MS_EINVAL,
+                             "--snapshot needs the run record: the scenario sets "
+                             "report.detail = \"none\" (--set report.detail=last)");
+        else
+            st = ms_report_write_snapshot(a->snapshot, rec, views, nv, &ex, d);
+    }
+    if (st == MS_OK && !a->quiet)
+        for (size_t k = 0; k < o->n_rows; k++)
+            ms_report_print_summary(stdout, &o->rows[k]);
+    if (st == MS_OK && cli_outcome_oom(o)) {
+        rs->oom = true;
+        st = report_oom(a, job, o, dir, d);
+    }
+    ms_run_summary *grown = realloc(rs->rows, (rs->n_rows + o->n_rows) * sizeof *rs->rows);
+    if (st == MS_OK && grown == NULL)
+        st = ms_diag_set(d, MS_ENOMEM, "out of memory");
+    if (grown != NULL) {
+        rs->rows = grown;
+        memcpy(rs->rows + rs->n_rows, o->rows, o->n_rows * sizeof *o->rows);
+        rs->n_rows += o->n_rows;
+    }
+    (void)i;
+    return st;
+}
+
+static void print_written(const run_args *a, const run_state *rs, const cli_outcome *last, int n)
+{
+    if (a->quiet)
+        return;
+    bool detail = last->sc->report_detail != MS_DETAIL_NONE;
+    if (n > 1)
+        printf("compared        %d policies in %s/summary.csv (details in one folder each)\n", n,
+               rs->final);
+    else if (detail)
+        printf("wrote           %s/{summary,ops,memory,tensors,segments}.csv, trace.json, "
+               "{memory,timeline}.svg%s\n",
+               rs->final, last->sc->report_detail == MS_DETAIL_LAST ? " (last step)" : "");
+    else
+        printf("wrote           %s/summary.csv (report.detail = \"none\")\n", rs->final);
+    if (a->snapshot != NULL)
+        printf("wrote           %s (PyTorch memory snapshot)\n", a->snapshot);
+    if (rs->oom)
+        printf("out of memory   see %s/oom.txt\n", rs->final);
 }
 
 int cli_run(int argc, char **argv)
@@ -97,81 +270,49 @@ int cli_run(int argc, char **argv)
     run_args a;
     int rc = parse_run_args(argc, argv, &a);
     if (rc != 0)
-        return rc < 0 ? 0 : rc;
-    ms_diag d = {0};
-    const ms_scenario *sc = NULL;
-    ms_status st = ms_scenario_load(a.scenario, a.sets, (size_t)a.n_sets, &sc, &d);
-    if (st != MS_OK)
-        return fail("scenario", st, &d);
+        return rc < 0 ? CLI_OK : rc;
     int n = a.n_policies ? a.n_policies : 1;
-    ms_run_summary *sums = NULL;
-    char dir[4096];
-    rc = 0;
-    size_t n_rows = 0;
-    for (int i = 0; i < n && rc == 0; i++) {
+    run_state rs = {0};
+    cli_outcome last = {0};
+    ms_diag d = {0};
+    ms_status st = MS_OK;
+    for (int i = 0; i < n && st == MS_OK; i++) {
         /* The first run prints the normalised recompute/swap settings, as
          * MindFormers logs them. */
-        ms_run_options opt = {.policy = a.n_policies ? a.policies[i] : NULL,
-                              .backend = a.backend, .record = true,
-                              .settings_out = a.quiet || i > 0 ? NULL : stdout};
-        ms_run *run = NULL;
-        st = ms_run_execute(sc, &opt, &run, &d);
-        if (st != MS_OK) {
-            rc = fail("run", st, &d);
-            break;
-        }
-        const ms_run_summary *s;
-        const ms_run_record *rec;
-        const ms_program_view *views;
-        size_t n_stages, n_views;
-        s = ms_run_summaries(run, &n_stages);
-        rec = ms_run_record_get(run);
-        views = ms_run_program_views(run, &n_views);
-        ms_run_summary *grown = realloc(sums, (n_rows + n_stages) * sizeof *sums);
-        if (grown == NULL) {
-            ms_run_free(run);
-            rc = fail("run", MS_ENOMEM, &d);
-            break;
-        }
-        sums = grown;
-        memcpy(sums + n_rows, s, n_stages * sizeof *s);
-        n_rows += n_stages;
-        if (n == 1 && a.out)
-            snprintf(dir, sizeof dir, "%s", a.out);
-        else if (n == 1)
-            snprintf(dir, sizeof dir, "results/%s-%s", sc->name, s->policy);
-        else if (a.out)
-            snprintf(dir, sizeof dir, "%s/%s", a.out, s->policy);
-        else
-            snprintf(dir, sizeof dir, "results/%s-compare/%s", sc->name, s->policy);
-        st = ms_report_write_csv(dir, s, n_stages, rec, views, n_views, &d);
-        if (st != MS_OK)
-            rc = fail("report", st, &d);
-        else if (!a.quiet) {
-            for (size_t k = 0; k < n_stages; k++)
-                ms_report_print_summary(stdout, &s[k]);
-            if (rec != NULL)
-                printf("wrote           %s/{summary,ops,memory,tensors,segments}.csv, trace.json, "
-                       "{memory,timeline}.svg%s\n",
-                       dir, sc->report_detail == MS_DETAIL_LAST ? " (last step)" : "");
-            else
-                printf("wrote           %s/summary.csv (report.detail = \"none\")\n", dir);
-        }
-        ms_run_free(run);
+        cli_job job = {.scenario = a.scenario,
+                       .policy = a.n_policies ? a.policies[i] : NULL,
+                       .sets = a.sets,
+                       .n_sets = (size_t)a.n_sets,
+                       .backend = a.backend,
+                       .record = true,
+                       .settings_out = a.quiet || i > 0 ? NULL : stdout};
+        cli_outcome_free(&last);
+        st = cli_execute(&job, &last, &d);
+        if (st == MS_OK && rs.rd == NULL)
+            st = open_output(&a, &last, n, &rs, &d);
+        if (st == MS_OK)
+            st = write_policy(&a, &job, &last, i, n, &rs, &d);
     }
-    if (rc == 0 && n > 1) {
-        if (a.out)
-            snprintf(dir, sizeof dir, "%s/summary.csv", a.out);
-        else
-            snprintf(dir, sizeof dir, "results/%s-compare/summary.csv", sc->name);
-        st = ms_report_write_summary_csv(dir, sums, n_rows, &d);
-        if (st != MS_OK)
-            rc = fail("report", st, &d);
-        else if (!a.quiet)
-            printf("compared        %d policies in %s\n", n, dir);
+    if (st == MS_OK && n > 1) {
+        char path[8400];
+        snprintf(path, sizeof path, "%s/summary.csv", ms_report_dir_path(rs.rd));
+        st = ms_report_write_summary_csv(path, rs.rows, rs.n_rows, &d);
     }
-    free(sums);
-    ms_scenario_free(sc);
-    return rc;
+    if (rs.rd != NULL && st == MS_OK)
+        st = ms_report_dir_commit(rs.rd, &d);
+    else if (rs.rd != NULL)
+        ms_report_dir_abort(rs.rd);
+    cli_cleanup_on_signal(NULL);
+    if (st == MS_OK)
+        print_written(&a, &rs, &last, n);
+    else
+        rc = fail("", st, &d);
+    if (st == MS_OK && rs.oom)
+        fprintf(stderr,
+                "memsim: the run ran out of memory (exit status 3): %s/oom.txt says "
+                "where and what would have fitted\n",
+                rs.final);
+    cli_outcome_free(&last);
+    free(rs.rows);
+    return st != MS_OK ? rc : rs.oom ? CLI_OOM : CLI_OK;
 }
-

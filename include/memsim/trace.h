@@ -174,6 +174,10 @@ typedef struct ms_snapshot_settings {
     /* By band (index floor(log2 size) - 20); the snapshot keys them by MiB
      * ("1", "2", ..., "32768"). */
     unsigned roundup_power2_divisions[MS_ALLOC_BANDS];
+    /* Which allocator wrote it, when the snapshot says (memsim run
+     * --snapshot writes "memsim_flavour"; PyTorch's own snapshots do not). */
+    bool has_flavour;
+    ms_alloc_flavour flavour;
 } ms_snapshot_settings;
 
 typedef struct ms_snapshot ms_snapshot;

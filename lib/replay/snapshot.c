@@ -389,6 +389,15 @@ static ms_status read_settings(const ms_pickle_value *root, ms_snapshot *s, ms_d
                                   &out->garbage_collection_threshold, d);
     if (st == MS_OK && ms_pickle_dict_get(set, "expandable_segments", &v) == MS_OK)
         st = rpl_pickle_get_bool(set, where, "expandable_segments", &out->expandable_segments, d);
+    const char *flavour = NULL;
+    if (st == MS_OK && ms_pickle_dict_get(set, "memsim_flavour", &v) == MS_OK &&
+        (st = rpl_pickle_get_str(set, where, "memsim_flavour", &flavour, d)) == MS_OK) {
+        if (strcmp(flavour, "cuda") != 0 && strcmp(flavour, "npu") != 0)
+            return ms_diag_set(d, MS_EPARSE, "%s.memsim_flavour: '%s' is neither cuda nor npu",
+                               where, flavour);
+        out->has_flavour = true;
+        out->flavour = flavour[0] == 'n' ? MS_ALLOC_NPU : MS_ALLOC_CUDA;
+    }
     if (st == MS_OK && ms_pickle_dict_get(set, "roundup_power2_divisions", &v) == MS_OK) {
         if (ms_pickle_kind_of(v) != MS_PK_DICT && ms_pickle_kind_of(v) != MS_PK_LIST)
             return ms_diag_set(d, MS_EPARSE, "%s.roundup_power2_divisions: expected a dict",

@@ -297,6 +297,10 @@ static void put_settings(export_ctx *x, const char *conf, const ms_alloc_config 
 {
     rep_pickle *p = &x->pk;
     rep_pkl_dict_begin(p);
+    /* memsim's own key (PyTorch ignores unknown ones): which allocator's
+     * rules made the trace, so a replay uses the same. */
+    rep_pkl_key(p, "memsim_flavour");
+    rep_pkl_str(p, cfg->flavour == MS_ALLOC_NPU ? "npu" : "cuda");
     rep_pkl_key(p, "PYTORCH_CUDA_ALLOC_CONF");
     rep_pkl_str(p, conf);
     rep_pkl_key(p, "max_split_size");
