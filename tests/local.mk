@@ -109,3 +109,12 @@ TESTS += $(check_PROGRAMS)
 # DESIGN.md's layout rules on the tree and on the built library's exports.
 TESTS += tests/layout.sh
 EXTRA_DIST += tests/layout.sh
+
+# The memsim command as a user meets it, and hostile input (each case stopped
+# with a clear error within 20 s and 2 GiB).
+TESTS += tests/cli.sh tests/hostile.sh
+EXTRA_DIST += tests/cli.sh tests/hostile.sh tests/mpi_sweep.sh
+# A sweep on two MPI ranks merges the CSV one process writes (--with-mpi).
+if WITH_MPI
+TESTS += tests/mpi_sweep.sh
+endif

@@ -123,6 +123,90 @@ static int sandbox_setmetatable(lua_State *L)
     return 1;
 }
 
+/* Lua's pattern matcher runs in C, where the instruction hook never fires,
+ * and backtracks: each repetition item (*, +, -, ?, %b) multiplies the work
+ * by the subject's length (but the last, which never has to give back), and
+ * an unanchored search tries every start, so
+ * string.find(string.rep("a", 2e5), string.rep("a-", 40) .. "b") would run
+ * for ages.  Before a match the worst case is bounded, and a pattern whose
+ * worst case exceeds PATTERN_STEPS is refused. */
+#define PATTERN_STEPS 100000000.0
+
+static double pattern_worst_case(const char *p, size_t plen, size_t n)
+{
+    bool anchored = plen > 0 && p[0] == '^';
+    int reps = 0;
+    for (size_t i = anchored; i < plen; i++) {
+        if (p[i] == '%' && i + 1 < plen) {
+            if ((p[i + 1] == 'b' && i + 3 < plen) || p[i + 1] == 'f') {
+                reps += p[i + 1] == 'b';
+                i += p[i + 1] == 'b' ? 3 : 1;
+                continue;
+            }
+            i++;
+        } else if (p[i] == '[') {
+            size_t j = i + 1 + (i + 1 < plen && p[i + 1] == '^');
+            for (j += j < plen && p[j] == ']'; j < plen && p[j] != ']'; j++)
+                j += p[j] == '%';
+            i = j;
+        }
+        if (i + 1 < plen && strchr("*+-?", p[i + 1]) != NULL) {
+            /* A repetition that ends the pattern never backtracks: once it
+             * has expanded, nothing after it can fail. */
+            bool last = i + 2 == plen || (i + 3 == plen && p[plen - 1] == '$');
+            reps += !last;
+            i++;
+        }
+    }
+    double steps = anchored ? 1.0 : (double)n + 1.0;
+    for (int k = 0; k < reps && steps <= PATTERN_STEPS; k++)
+        steps *= (double)n + 1.0;
+    return steps;
+}
+
+/* string.find / match / gmatch / gsub, the original as upvalue 1, checked
+ * first. */
+static int guarded_match(lua_State *L)
+{
+    size_t n = 0, plen = 0;
+    const char *s = lua_tolstring(L, 1, &n);
+    const char *p = lua_tolstring(L, 2, &plen);
+    /* find(s, p, init, true) is a plain search: no pattern, no backtracking. */
+    bool plain = lua_toboolean(L, 4) && lua_tocfunction(L, lua_upvalueindex(2)) != NULL;
+    if (s != NULL && p != NULL && !plain) {
+        double worst = pattern_worst_case(p, plen, n);
+        if (worst > PATTERN_STEPS) {
+            char msg[256];
+            snprintf(msg, sizeof msg,
+                     "pattern '%.60s%s' on a string of %zu bytes could take %.0e steps "
+                     "(repetitions backtrack): refused, the limit is %.0e",
+                     p, plen > 60 ? "..." : "", n, worst, PATTERN_STEPS);
+            return luaL_error(L, "%s", msg);
+        }
+    }
+    lua_pushvalue(L, lua_upvalueindex(1));
+    lua_insert(L, 1);
+    lua_call(L, lua_gettop(L) - 1, LUA_MULTRET);
+    return lua_gettop(L);
+}
+
+static void guard_patterns(lua_State *L)
+{
+    static const char *const names[] = {"find", "match", "gmatch", "gsub"};
+    lua_getglobal(L, LUA_STRLIBNAME);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        lua_getfield(L, -1, names[i]);
+        /* Upvalue 2 marks find, whose fourth argument can ask for a plain search. */
+        if (i == 0)
+            lua_pushcfunction(L, guarded_match);
+        else
+            lua_pushnil(L);
+        lua_pushcclosure(L, guarded_match, 2);
+        lua_setfield(L, -2, names[i]);
+    }
+    lua_pop(L, 1);
+}
+
 static bool valid_module_name(const char *name)
 {
     if (*name == '\0')
@@ -197,6 +281,7 @@ static void open_safe_libs(lua_State *L)
     lua_pushnil(L);
     lua_setfield(L, -2, "dump");
     lua_pop(L, 1);
+    guard_patterns(L);
     /* The raw load lives only in the registry, out of scripts' reach. */
     lua_getglobal(L, "load");
     lua_setfield(L, LUA_REGISTRYINDEX, "memsim.raw_load");
@@ -319,6 +404,17 @@ static void start_budget(ms_sandbox *sb)
     snprintf(sb->where, sizeof sb->where, "?");
 }
 
+/* A call under the outermost call's budget (see base_sandbox_pcall). */
+static ms_status run_protected(ms_sandbox *sb, int nargs, int nresults, ms_diag *d)
+{
+    sb->depth++;
+    int rc = lua_pcall(sb->L, nargs, nresults, 0);
+    sb->depth--;
+    if (rc != LUA_OK)
+        return error_status(sb, rc, d);
+    return MS_OK;
+}
+
 ms_status base_sandbox_pcall(ms_sandbox *sb, int nargs, int nresults, ms_diag *d)
 {
     if (sb == NULL || nargs < 0 || lua_gettop(sb->L) < nargs + 1)
@@ -328,12 +424,7 @@ ms_status base_sandbox_pcall(ms_sandbox *sb, int nargs, int nresults, ms_diag *d
      * never be stopped. */
     if (sb->depth == 0)
         start_budget(sb);
-    sb->depth++;
-    int rc = lua_pcall(sb->L, nargs, nresults, 0);
-    sb->depth--;
-    if (rc != LUA_OK)
-        return error_status(sb, rc, d);
-    return MS_OK;
+    return run_protected(sb, nargs, nresults, d);
 }
 
 ms_status base_sandbox_dofile(ms_sandbox *sb, const char *path, int nresults, ms_diag *d)
@@ -341,11 +432,12 @@ ms_status base_sandbox_dofile(ms_sandbox *sb, const char *path, int nresults, ms
     if (sb == NULL || path == NULL)
         return MS_EINVAL;
     if (sb->depth == 0) {
+        /* Until the hook first runs, a limit hit is placed in the file. */
         start_budget(sb);
         snprintf(sb->where, sizeof sb->where, "%s", path);
     }
     int rc = luaL_loadfilex(sb->L, path, "t");
     if (rc != LUA_OK)
         return error_status(sb, rc, d);
-    return base_sandbox_pcall(sb, 0, nresults, d);
+    return run_protected(sb, 0, nresults, d);
 }

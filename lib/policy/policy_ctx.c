@@ -191,11 +191,16 @@ static void note_swap_call(lua_State *L, ms_policy_ctx *c, uint32_t tensor)
     if (c->swap_call == NULL && (c->swap_call = calloc(c->prog->n_tensors ? c->prog->n_tensors : 1,
                                                        sizeof *c->swap_call)) == NULL)
         luaL_error(L, "ctx:swap: out of memory");
-    luaL_where(L, 1);
-    size_t len;
-    const char *here = lua_tolstring(L, -1, &len);
-    if (len >= 2 && here[len - 2] == ':')
-        len -= 2; /* "file:line: " -> "file:line" */
+    /* The script line of the call: the nearest Lua frame (a call made
+     * through pcall has the C function pcall at level 1). */
+    char here[96] = "?";
+    lua_Debug ar;
+    for (int level = 1; lua_getstack(L, level, &ar); level++)
+        if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
+            snprintf(here, sizeof here, "%s:%d", ar.short_src, ar.currentline);
+            break;
+        }
+    size_t len = strlen(here);
     if (c->swap_call[tensor] != 0) {
         const ms_tensor *t = &c->prog->tensors[tensor];
         char msg[512];
@@ -208,9 +213,8 @@ static void note_swap_call(lua_State *L, ms_policy_ctx *c, uint32_t tensor)
     }
     if (!MS_GROW(c->swap_where, c->n_swap_where, c->cap_swap_where, 64))
         luaL_error(L, "ctx:swap: out of memory");
-    snprintf(c->swap_where[c->n_swap_where], sizeof c->swap_where[0], "%.*s", (int)len, here);
+    snprintf(c->swap_where[c->n_swap_where], sizeof c->swap_where[0], "%s", here);
     c->swap_call[tensor] = ++c->n_swap_where;
-    lua_pop(L, 1);
 }
 
 static int ctx_swap(lua_State *L)

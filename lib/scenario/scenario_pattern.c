@@ -26,6 +26,35 @@ static int count_levels(const char *text)
     return n;
 }
 
+/* glibc compiles a bounded repetition by copying its operand up to the
+ * bound, so nested bounds multiply: ((a{1,255}){1,255}){1,255} takes
+ * gigabytes and seconds to compile.  Op-name patterns need no such thing:
+ * the bounds of one level may multiply to REPEAT_MAX at most. */
+#define REPEAT_MAX 1024
+
+static unsigned long repeat_product(const char *part, size_t len)
+{
+    unsigned long product = 1;
+    for (size_t i = 0; i < len; i++) {
+        if (part[i] == '\\') {
+            i++;
+            continue;
+        }
+        if (part[i] != '{')
+            continue;
+        unsigned long bound = 0;
+        for (i++; i < len && part[i] != '}'; i++)
+            if (part[i] >= '0' && part[i] <= '9')
+                bound = bound > 100000 ? bound : bound * 10 + (unsigned long)(part[i] - '0');
+            else if (part[i] == ',')
+                bound = 0; /* the upper bound counts */
+        product *= bound > 1 ? bound : 1;
+        if (product > REPEAT_MAX)
+            return product;
+    }
+    return product;
+}
+
 static ms_status compile_level(regex_t *re, const char *part, size_t len, const char *field,
                                const char *text, const char *file, ms_diag *d)
 {
@@ -33,6 +62,12 @@ static ms_status compile_level(regex_t *re, const char *part, size_t len, const 
     if (len > LEVEL_MAX)
         return ms_diag_set(d, MS_ERANGE, "%s: %s: pattern '%s' has a level longer than %d "
                            "bytes", file, field, text, LEVEL_MAX);
+    if (repeat_product(part, len) > REPEAT_MAX)
+        return ms_diag_set(d, MS_ERANGE,
+                           "%s: %s: pattern '%s': its bounded repetitions "
+                           "({m,n}) multiply to more than %d, which the regex compiler would "
+                           "expand into gigabytes",
+                           file, field, text, REPEAT_MAX);
     snprintf(buf, sizeof buf, "^(%.*s)$", (int)len, part);
     int rc = regcomp(re, buf, REG_EXTENDED | REG_NOSUB);
     if (rc == 0)

@@ -169,6 +169,32 @@ START_TEST(random_is_seeded)
 }
 END_TEST
 
+/* Pattern matching runs in C, out of the hook's reach: a match that could
+ * backtrack for ages is refused before it starts; ordinary ones run. */
+START_TEST(pattern_bombs_refused)
+{
+    ms_diag d = {0};
+    ck_assert_int_eq(run("local s = string.rep('a', 200000)\n"
+                         "return s:find(string.rep('a-', 40) .. 'b')",
+                         &d, NULL),
+                     MS_ESCRIPT);
+    ck_assert_ptr_nonnull(strstr(d.msg, "script.lua:2:"));
+    ck_assert_ptr_nonnull(strstr(d.msg, "could take"));
+    ck_assert_int_eq(run("return string.gsub(string.rep('a', 100000), 'a-b', '')", &d, NULL),
+                     MS_ESCRIPT);
+    /* Plain searches, anchored matches, trailing repetitions, short names. */
+    ck_assert_int_eq(run("local s = string.rep('a', 1000000) .. 'b'\n"
+                         "assert(s:find('ab', 1, true))\n"
+                         "assert(select(2, s:gsub('%s+', '')) == 0)\n"
+                         "assert(s:match('^a+b$'))\n"
+                         "assert(('layers.12.mlp.fc1'):match('^layers%.(%d+)%.(%w+)%.') == '12')\n"
+                         "for w in s:sub(1, 100):gmatch('a+') do end\n"
+                         "return 1",
+                         &d, NULL),
+                     MS_OK);
+}
+END_TEST
+
 START_TEST(require_confined)
 {
     write_script("helper.lua", "return { twice = function(x) return 2 * x end }");
@@ -201,6 +227,7 @@ static Suite *sandbox_suite(void)
     tcase_add_test(tc, require_confined);
     tcase_add_test(tc, finalizers_refused);
     tcase_add_test(tc, random_is_seeded);
+    tcase_add_test(tc, pattern_bombs_refused);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -1,0 +1,13 @@
+local _ = setmetatable({}, { __gc = function() while true do end end })
+-- Hostile: a device file with a finalizer that never returns.
+return {
+  hbm_gib = 64,
+  hbm_bandwidth_gbs = 1600,
+  host_pinned_gib = 64,
+  peak_tflops = { bf16 = 313 },
+  h2d_bandwidth = { {1048576, 20} },
+  d2h_bandwidth = { {1048576, 20} },
+  devices_per_node = 8,
+  intra_node_bandwidth_gbs = 196,
+  inter_node_bandwidth_gbs = 25,
+}

@@ -1,0 +1,10 @@
+-- Hostile: the device file (devices/gc-device.lua) has a never-returning
+-- finalizer.
+return {
+  device = "gc-device",
+  model = { arch = "gpt", num_layers = 2, hidden_size = 1024, num_attention_heads = 16,
+            seq_length = 512, padded_vocab_size = 32000 },
+  parallel = { world_size = 2, tensor_model_parallel_size = 2, micro_batch_size = 2,
+               global_batch_size = 4 },
+  steps = 1,
+}
