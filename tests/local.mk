@@ -118,3 +118,31 @@ EXTRA_DIST += tests/cli.sh tests/hostile.sh tests/mpi_sweep.sh
 if WITH_MPI
 TESTS += tests/mpi_sweep.sh
 endif
+
+# The fuzz targets (pickle, snapshot replay, CSV traces, scenario loader),
+# built by make with a driver of our own so any compiler builds them;
+# `make fuzz-smoke` runs each from its corpus for FUZZ_SECONDS (CI runs it in
+# the sanitizer build).  docs/replay.md, "Fuzzing", has the libFuzzer build.
+FUZZ_LIBS = $(GSL_LIBS) $(LUA_LIBS) $(CSV_LIBS) -lm
+FUZZ_TARGETS = tests/fuzz/fuzz_pickle tests/fuzz/fuzz_replay tests/fuzz/fuzz_csv_trace \
+	tests/fuzz/fuzz_scenario
+noinst_PROGRAMS += $(FUZZ_TARGETS)
+tests_fuzz_fuzz_pickle_SOURCES = tests/fuzz/fuzz_pickle.c tests/fuzz/driver.c
+tests_fuzz_fuzz_pickle_LDADD = lib/replay/libms_replay.la lib/base/libms_base.la $(FUZZ_LIBS)
+tests_fuzz_fuzz_replay_SOURCES = tests/fuzz/fuzz_replay.c tests/fuzz/driver.c
+tests_fuzz_fuzz_replay_LDADD = lib/replay/libms_replay.la lib/alloc/libms_alloc.la \
+	lib/base/libms_base.la $(FUZZ_LIBS)
+tests_fuzz_fuzz_csv_trace_SOURCES = tests/fuzz/fuzz_csv_trace.c tests/fuzz/driver.c
+tests_fuzz_fuzz_csv_trace_LDADD = $(tests_fuzz_fuzz_replay_LDADD)
+tests_fuzz_fuzz_scenario_SOURCES = tests/fuzz/fuzz_scenario.c tests/fuzz/driver.c
+tests_fuzz_fuzz_scenario_LDADD = lib/scenario/libms_scenario.la lib/base/libms_base.la \
+	$(FUZZ_LIBS)
+FUZZ_SECONDS = 15
+fuzz-smoke: $(FUZZ_TARGETS)
+	tests/fuzz/fuzz_pickle -t $(FUZZ_SECONDS) -m 4096 $(srcdir)/tests/data/traces
+	tests/fuzz/fuzz_replay -t $(FUZZ_SECONDS) -m 4096 $(srcdir)/tests/data/traces
+	tests/fuzz/fuzz_csv_trace -t $(FUZZ_SECONDS) -m 4096 $(srcdir)/tests/data/traces
+	MEMSIM_DATADIR=$(abs_top_srcdir) tests/fuzz/fuzz_scenario -t $(FUZZ_SECONDS) -m 8192 \
+		$(srcdir)/tests/data/scenarios $(srcdir)/tests/data/cli/tiny-gpt.lua
+.PHONY: fuzz-smoke
+CLEANFILES += fuzz-last-input

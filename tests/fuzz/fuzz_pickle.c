@@ -1,5 +1,6 @@
-/* libFuzzer target for the pickle decoder (tests/fuzz/README in
- * docs/replay.md, "Fuzzing").  Built by hand, never by make:
+/* Fuzz target for the pickle decoder (docs/replay.md, "Fuzzing").  make
+ * builds it with tests/fuzz/driver.c and `make fuzz-smoke` runs it; with
+ * libFuzzer instead:
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -I. \
  *       tests/fuzz/fuzz_pickle.c lib/replay/pickle.c lib/base/status.c -lm -o fuzz_pickle

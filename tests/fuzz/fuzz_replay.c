@@ -1,10 +1,11 @@
 /* libFuzzer target for snapshot import and replay: any input, read as a
  * pickle snapshot (first byte 0x80) or else as a CSV trace, must either
- * replay or fail with a message (docs/replay.md, "Fuzzing").  Built by
- * hand, never by make:
+ * replay or fail with a message (docs/replay.md, "Fuzzing").  make builds
+ * it with tests/fuzz/driver.c and `make fuzz-smoke` runs it; with libFuzzer
+ * instead:
  *
  *   clang -g -O1 -fsanitize=fuzzer,address,undefined -Iinclude -I. \
- *       tests/fuzz/fuzz_replay.c lib/replay/*.c lib/alloc/*.c \
+ *       tests/fuzz/fuzz_replay.c lib/replay/[a-z]*.c lib/alloc/[a-z]*.c \
  *       lib/base/status.c lib/base/backend_handle.c -lcsv -lm -o fuzz_replay
  *   ./fuzz_replay -max_len=4096 -max_total_time=300 CORPUS_DIR
  */
