@@ -239,12 +239,12 @@ static ms_status run_parallel(const char *scenario, const char *backend, const c
                               size_t n, const bool *only, size_t todo, int jobs, bool show,
                               cli_result *out, ms_diag *d)
 {
-    int nw = jobs < (int)todo ? jobs : (int)todo;
-    worker *w = calloc((size_t)nw, sizeof *w);
+    size_t nw = jobs > 0 && (size_t)jobs < todo ? (size_t)jobs : todo;
+    worker *w = calloc(nw, sizeof *w);
     if (w == NULL)
         return ms_diag_set(d, MS_ENOMEM, "out of memory");
     int live = 0;
-    for (int k = 0; k < nw; k++)
+    for (size_t k = 0; k < nw; k++)
         live += start_worker(&w[live], scenario, backend, cfgs, n);
     if (live == 0) {
         free(w);
@@ -253,7 +253,7 @@ static ms_status run_parallel(const char *scenario, const char *backend, const c
     size_t cursor = 0, done = 0;
     for (int k = 0; k < live; k++)
         give(&w[k], next_index(only, n, &cursor), n);
-    struct pollfd *pf = calloc((size_t)live, sizeof *pf);
+    struct pollfd *pf = calloc(nw, sizeof *pf);
     while (pf != NULL && done < todo) {
         int running = 0;
         for (int k = 0; k < live; k++) {
