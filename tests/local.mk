@@ -8,7 +8,7 @@ TEST_ALL_PARTS = lib/run/libms_run.la lib/exec/libms_exec.la lib/policy/libms_po
 	lib/report/libms_report.la lib/replay/libms_replay.la lib/alloc/libms_alloc.la \
 	lib/workload/libms_workload.la lib/scenario/libms_scenario.la lib/backend/libms_backend.la \
 	backend_mock/libms_mock.la sim/libms_sim.la lib/base/libms_base.la
-EXTRA_DIST += tests/data tests/golden tests/fuzz
+EXTRA_DIST += tests/data tests/golden
 
 # lib/base
 check_PROGRAMS += tests/unit/test_sandbox
