@@ -517,7 +517,7 @@ static void mem_put_legend(FILE *f, const mem_plot *mp)
 {
     int x = MS_SVG_LEFT;
     for (int k = 0; k < MS_TK_COUNT; k++) {
-        char cls[8];
+        char cls[16];
         snprintf(cls, sizeof cls, "tk%d", k);
         const char *name = ms_tensor_kind_name((ms_tensor_kind)k);
         put_swatch(f, x, cls, name);
@@ -761,7 +761,7 @@ static ms_status timeline_put(FILE *f, const void *ctx)
     put_header(f, height, title);
     int x = MS_SVG_LEFT;
     for (int k = 0; k < N_WORK; k++) {
-        char cls[8];
+        char cls[16];
         snprintf(cls, sizeof cls, "wk%d", k);
         const char *name = ms_work_kind_name((ms_work_kind)k);
         put_swatch(f, x, cls, name);
