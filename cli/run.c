@@ -48,7 +48,8 @@ static void usage(FILE *out)
         "Examples:\n"
         "  memsim run scenarios/llama2-7b.lua\n"
         "  memsim run scenarios/llama2-7b.lua --policy full_recompute --set model.seq_length=8192\n"
-        "  memsim run scenarios/llama3-70b.lua --set report.detail=last --snapshot 70b.pickle\n");
+        "  memsim run scenarios/llama3-70b.lua --policy smart_swap --set report.detail=last \\\n"
+        "      --snapshot 70b.pickle\n");
 }
 
 typedef struct run_args {

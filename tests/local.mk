@@ -114,6 +114,10 @@ EXTRA_DIST += tests/layout.sh
 # with a clear error within 20 s and 2 GiB).
 TESTS += tests/cli.sh tests/hostile.sh
 EXTRA_DIST += tests/cli.sh tests/hostile.sh tests/mpi_sweep.sh
+# Every example command of README.md, docs/, bench/README.md, --help and the
+# man page runs (fewer steps; tests/docs_examples.sh says what it changes).
+TESTS += tests/docs_examples.sh
+EXTRA_DIST += tests/docs_examples.sh
 # A sweep on two MPI ranks merges the CSV one process writes (--with-mpi).
 if WITH_MPI
 TESTS += tests/mpi_sweep.sh
