@@ -48,32 +48,6 @@ void cli_names_free(cli_names *n)
     n->n = 0;
 }
 
-/* Levenshtein distance, capped (words here are short). */
-static size_t distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 127 || lb > 127)
-        return (size_t)-1;
-    size_t row[128];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t best = diag + (a[i - 1] != b[j - 1]);
-            if (row[j - 1] + 1 < best)
-                best = row[j - 1] + 1;
-            if (up + 1 < best)
-                best = up + 1;
-            row[j] = best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 /* The last dotted part: "model.hiden_size" vs "hidden_size" alone. */
 static const char *leaf(const char *s)
 {
@@ -87,7 +61,7 @@ const char *cli_closest(const char *word, const char *const *cands, size_t n)
     size_t best_d = (size_t)-1;
     size_t limit = strlen(word) / 3 + 1;
     for (size_t i = 0; i < n; i++) {
-        size_t dist = distance(word, cands[i]);
+        size_t dist = ms_diag_edit_distance(word, cands[i]);
         /* A key given without its section ("hidden_size") is its leaf. */
         if (strchr(word, '.') == NULL && strcmp(word, leaf(cands[i])) == 0)
             dist = 1;

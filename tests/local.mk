@@ -136,7 +136,8 @@ tests_fuzz_fuzz_pickle_LDADD = lib/replay/libms_replay.la lib/base/libms_base.la
 tests_fuzz_fuzz_replay_SOURCES = tests/fuzz/fuzz_replay.c tests/fuzz/driver.c
 tests_fuzz_fuzz_replay_LDADD = lib/replay/libms_replay.la lib/alloc/libms_alloc.la \
 	lib/base/libms_base.la $(FUZZ_LIBS)
-tests_fuzz_fuzz_csv_trace_SOURCES = tests/fuzz/fuzz_csv_trace.c tests/fuzz/driver.c
+tests_fuzz_fuzz_csv_trace_SOURCES = tests/fuzz/fuzz_replay.c tests/fuzz/driver.c
+tests_fuzz_fuzz_csv_trace_CPPFLAGS = $(AM_CPPFLAGS) -DFUZZ_AS_CSV
 tests_fuzz_fuzz_csv_trace_LDADD = $(tests_fuzz_fuzz_replay_LDADD)
 tests_fuzz_fuzz_scenario_SOURCES = tests/fuzz/fuzz_scenario.c tests/fuzz/driver.c
 tests_fuzz_fuzz_scenario_LDADD = lib/scenario/libms_scenario.la lib/base/libms_base.la \

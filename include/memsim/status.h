@@ -62,6 +62,10 @@ MS_API ms_status ms_diag_vset(ms_diag *d, ms_status code, const char *fmt, va_li
 MS_API ms_status ms_diag_prefix(ms_diag *d, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 MS_API ms_status ms_diag_clear(ms_diag *d);
+/* Edit (Levenshtein) distance of two short words, for the "did you mean"
+ * of a diagnostic; SIZE_MAX when either is longer than 127 characters (the
+ * work stays bounded whatever a user types). */
+MS_API size_t ms_diag_edit_distance(const char *a, const char *b);
 
 /* Find a shipped data directory ("policies_lua", "scenarios/devices"):
  * $MEMSIM_DATADIR/sub, then the source tree, then the installed pkgdatadir. */

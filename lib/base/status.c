@@ -1,6 +1,7 @@
 /* Status strings and the diagnostic buffer every layer reports through. */
 #include "memsim/status.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -81,4 +82,26 @@ ms_status ms_diag_clear(ms_diag *d)
     d->code = MS_OK;
     d->msg[0] = '\0';
     return MS_OK;
+}
+
+size_t ms_diag_edit_distance(const char *a, const char *b)
+{
+    size_t la = strlen(a), lb = strlen(b);
+    if (la > 127 || lb > 127)
+        return SIZE_MAX;
+    size_t row[128];
+    for (size_t j = 0; j <= lb; j++)
+        row[j] = j;
+    for (size_t i = 1; i <= la; i++) {
+        size_t diag = row[0];
+        row[0] = i;
+        for (size_t j = 1; j <= lb; j++) {
+            size_t up = row[j];
+            size_t sub = diag + (a[i - 1] != b[j - 1]);
+            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
+            row[j] = sub < best ? sub : best;
+            diag = up;
+        }
+    }
+    return row[lb];
 }

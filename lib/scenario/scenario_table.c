@@ -52,29 +52,6 @@ static bool is_section(const st_schema *schema, const char *name)
     return false;
 }
 
-/* Edit distance of two short keys, for "did you mean" (capped work). */
-static size_t distance(const char *a, const char *b)
-{
-    size_t la = strlen(a), lb = strlen(b);
-    if (la > 63 || lb > 63)
-        return SIZE_MAX;
-    size_t row[64];
-    for (size_t j = 0; j <= lb; j++)
-        row[j] = j;
-    for (size_t i = 1; i <= la; i++) {
-        size_t diag = row[0];
-        row[0] = i;
-        for (size_t j = 1; j <= lb; j++) {
-            size_t up = row[j];
-            size_t sub = diag + (a[i - 1] != b[j - 1]);
-            size_t best = up + 1 < row[j - 1] + 1 ? up + 1 : row[j - 1] + 1;
-            row[j] = sub < best ? sub : best;
-            diag = up;
-        }
-    }
-    return row[lb];
-}
-
 /* The closest known key of a section, if close enough to be a typo. */
 static const char *suggest(const st_schema *schema, const char *section, const char *key)
 {
@@ -89,7 +66,7 @@ static const char *suggest(const st_schema *schema, const char *section, const c
             cand = f->section;
         if (cand == NULL)
             continue;
-        size_t dd = distance(key, cand);
+        size_t dd = ms_diag_edit_distance(key, cand);
         if (dd < best_d) {
             best_d = dd;
             best = cand;
