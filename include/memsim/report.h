@@ -98,7 +98,7 @@ typedef struct ms_run_summary {
     uint64_t peak_allocated;
     uint64_t peak_reserved;
     uint64_t peak_active;
-    uint64_t reserved_minus_allocated_at_peak; /* at the peak of reserved */
+    uint64_t reserved_minus_allocated_at_peak; /* when allocated peaked */
     uint64_t weights_bytes, grads_bytes, optimizer_bytes; /* persistent, per device */
     uint64_t peak_activation_bytes;
     double step_time_ms;       /* last completed step */
