@@ -393,7 +393,8 @@ ms_status mock_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend 
         return MS_ENOMEM;
     }
     *w = (ms_cohost_proxy){.c = c, .host = host, .real = real};
-    *b = (ms_backend){.ops = &wrap_ops, .inst = w, .device = real->device};
+    *b = (ms_backend){
+        .ops = &wrap_ops, .inst = w, .device = real->device, .carries_data = real->carries_data};
     c->threads[host].real = real;
     *wrapped = b;
     return MS_OK;

@@ -17,7 +17,7 @@ static void usage(FILE *out)
 {
     fprintf(out,
             "usage: memsim run SCENARIO [--policy FILE|NAME]... [--out DIR] [--set KEY=VALUE]...\n"
-            "                  [--backend NAME] [--quiet]\n"
+            "                  [--backend mock|cuda[:N]|npu[:N]] [--stage K] [--verify] [--quiet]\n"
             "\n"
             "Simulates training steps of a scenario file (scenarios/*.lua) under a memory\n"
             "policy (policies_lua/*.lua, or a path) and writes summary.csv, ops.csv,\n"
@@ -28,7 +28,12 @@ static void usage(FILE *out)
             "                      one summary.csv row each in results/<scenario>-compare/\n"
             "  --set KEY=VALUE     override a scenario field: --set model.seq_length=8192\n"
             "  --out DIR           write the reports here\n"
-            "  --backend NAME      the device backend (default mock)\n"
+            "  --backend NAME      the device backend: mock (default), cuda[:N] or npu[:N] (the\n"
+            "                      real device N, where this build has it)\n"
+            "  --stage K           run pipeline stage K alone on one device (a real device\n"
+            "                      runs one stage; a model it cannot hold runs fewer layers)\n"
+            "  --verify            fill every swapped or recomputed tensor with a pattern and\n"
+            "                      check it when it is used again (the mock keeps real bytes)\n"
             "  --quiet             print nothing but errors\n");
 }
 
@@ -41,20 +46,41 @@ typedef struct run_args {
     const char *out;
     const char *backend;
     bool quiet;
+    bool verify;
+    bool single_stage;
+    int stage;
 } run_args;
+
+static int parse_stage(const char *text, int *stage)
+{
+    char *end = NULL;
+    long v = strtol(text, &end, 10);
+    if (text[0] == '\0' || *end != '\0' || v < 0 || v > 100000) {
+        fprintf(stderr, "memsim run: --stage '%s': expected a pipeline stage number from 0\n",
+                text);
+        return 2;
+    }
+    *stage = (int)v;
+    return 0;
+}
 
 static int parse_run_args(int argc, char **argv, run_args *a)
 {
     static const struct option opts[] = {
-        {"policy", required_argument, NULL, 'p'}, {"out", required_argument, NULL, 'o'},
-        {"set", required_argument, NULL, 's'},    {"backend", required_argument, NULL, 'b'},
-        {"quiet", no_argument, NULL, 'q'},        {"help", no_argument, NULL, 'h'},
+        {"policy", required_argument, NULL, 'p'},
+        {"out", required_argument, NULL, 'o'},
+        {"set", required_argument, NULL, 's'},
+        {"backend", required_argument, NULL, 'b'},
+        {"quiet", no_argument, NULL, 'q'},
+        {"help", no_argument, NULL, 'h'},
+        {"stage", required_argument, NULL, 'k'},
+        {"verify", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "p:o:s:b:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "p:o:s:b:qhk:v", opts, NULL)) != -1) {
         switch (c) {
         case 'p':
             if (a->n_policies == MAX_POLICIES) {
@@ -73,6 +99,12 @@ static int parse_run_args(int argc, char **argv, run_args *a)
         case 'o': a->out = optarg; break;
         case 'b': a->backend = optarg; break;
         case 'q': a->quiet = true; break;
+        case 'v': a->verify = true; break;
+        case 'k':
+            if (parse_stage(optarg, &a->stage) != 0)
+                return 2;
+            a->single_stage = true;
+            break;
         case 'h': usage(stdout); return -1;
         default: usage(stderr); return 2;
         }
@@ -84,6 +116,36 @@ static int parse_run_args(int argc, char **argv, run_args *a)
     }
     a->scenario = argv[optind];
     return 0;
+}
+
+#define GiB(x) ((double)(x) / 1073741824.0)
+
+/* What the run adds to the summaries (ms_run_notes): the data check, a
+ * scaled model, and a real device's own account of its memory. */
+static void print_notes(FILE *out, const ms_run_notes *n, bool verify)
+{
+    if (n == NULL)
+        return;
+    if (n->scaled)
+        fprintf(out,
+                "scaled          %d of %d layers: the device cannot hold the scenario's "
+                "model\n",
+                n->layers, n->scenario_layers);
+    if (verify)
+        fprintf(out,
+                "verified        %llu tensors (%.2f GiB) in the last step, bytes as "
+                "written\n",
+                (unsigned long long)n->verified_tensors, GiB(n->verified_bytes));
+    if (n->device_memory_checked) {
+        uint64_t used = n->device_free_before > n->device_free_after
+                            ? n->device_free_before - n->device_free_after
+                            : 0;
+        fprintf(out,
+                "device memory   %.2f GiB taken during the run (mem-get-info: %.2f of "
+                "%.2f GiB free before, %.2f after); the allocator reserves %.2f GiB\n",
+                GiB(used), GiB(n->device_free_before), GiB(n->device_total),
+                GiB(n->device_free_after), GiB(n->reserved_after));
+    }
 }
 
 static int fail(const char *what, ms_status st, const ms_diag *d)
@@ -112,8 +174,14 @@ int cli_run(int argc, char **argv)
         /* The first run prints the normalised recompute/swap settings, as
          * MindFormers logs them. */
         ms_run_options opt = {.policy = a.n_policies ? a.policies[i] : NULL,
-                              .backend = a.backend, .record = true,
-                              .settings_out = a.quiet || i > 0 ? NULL : stdout};
+                              .backend = a.backend,
+                              .record = true,
+                              .settings_out = a.quiet || i > 0 ? NULL : stdout,
+                              .single_stage = a.single_stage,
+                              .stage = a.stage,
+                              .verify = a.verify,
+                              .overrides = a.sets,
+                              .n_overrides = (size_t)a.n_sets};
         ms_run *run = NULL;
         st = ms_run_execute(sc, &opt, &run, &d);
         if (st != MS_OK) {
@@ -150,6 +218,7 @@ int cli_run(int argc, char **argv)
         else if (!a.quiet) {
             for (size_t k = 0; k < n_stages; k++)
                 ms_report_print_summary(stdout, &s[k]);
+            print_notes(stdout, ms_run_notes_get(run), a.verify);
             if (rec != NULL)
                 printf("wrote           %s/{summary,ops,memory,tensors,segments}.csv, trace.json, "
                        "{memory,timeline}.svg%s\n",

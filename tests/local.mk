@@ -104,6 +104,13 @@ tests_unit_test_report_svg_SOURCES = tests/unit/test_report_svg.c
 tests_unit_test_report_svg_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_report_svg_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 
+# lib/exec's data check (--verify) on the mock's functional mode
+check_PROGRAMS += tests/unit/test_verify
+tests_unit_test_verify_SOURCES = tests/unit/test_verify.c
+tests_unit_test_verify_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_verify_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
+EXTRA_tests_unit_test_verify_DEPENDENCIES = memsim$(EXEEXT)
+
 TESTS += $(check_PROGRAMS)
 
 # DESIGN.md's layout rules on the tree and on the built library's exports.

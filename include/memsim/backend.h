@@ -135,6 +135,11 @@ typedef struct ms_backend {
     const ms_backend_ops *ops;
     void *inst;
     int device; /* device index within the run */
+    /* Copies move real bytes and pinned host addresses (malloc_host) are
+     * host pointers the caller may read and write: true on a real runtime
+     * and on the mock opened functional; what a data check (--verify)
+     * needs. */
+    bool carries_data;
 } ms_backend;
 
 /* Destroy the instance and free b.  Not for a group's devices: the group
@@ -159,6 +164,9 @@ typedef struct ms_group_config {
     int first_device;
     int ordinal;                /* real backends: the physical device of device 0 (cuda:N) */
     uint64_t seed;              /* seed for any modeled jitter */
+    /* The mock keeps real bytes in host memory (its functional mode, for a
+     * data check); real backends always carry data. */
+    bool functional;
 } ms_group_config;
 
 /* One device's host thread: the body returns when that device's work is
