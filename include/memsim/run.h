@@ -48,6 +48,7 @@ typedef struct ms_run_options {
      * and these. */
     const char *const *overrides;
     size_t n_overrides;
+    bool quiet_policy; /* the policy's ctx:log goes nowhere */
 } ms_run_options;
 
 typedef struct ms_run ms_run;

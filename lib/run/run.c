@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "lib/policy/declared.h"
+#include "run_fit.h"
 
 /* ---- devices ------------------------------------------------------------ */
 
@@ -192,6 +193,7 @@ struct ms_run {
     ms_policy *policy;
     const char *backend;
     ms_device_group *group;
+    const ms_scenario *owned_sc; /* the scenario scaled to fit a real device */
     ms_sim_ctx *simctx;
     double *times_ms;
     int done_steps;
@@ -208,7 +210,15 @@ static void fill_static_summary(ms_run *r, int i, const char *policy_name)
     const ms_scenario *sc = r->sc;
     ms_run_summary *s = &r->summaries[i];
     const ms_program_view *v = &r->stages[i].view;
-    snprintf(s->scenario, sizeof s->scenario, "%s", sc->name);
+    if (r->notes.scaled) {
+        /* A name too long for the column loses its end, not the note. */
+        char note[48];
+        int len = snprintf(note, sizeof note, " (%d of %d layers)", r->notes.layers,
+                           r->notes.scenario_layers);
+        int keep = (int)sizeof s->scenario - 1 - len;
+        snprintf(s->scenario, sizeof s->scenario, "%.*s%s", keep > 0 ? keep : 0, sc->name, note);
+    } else
+        snprintf(s->scenario, sizeof s->scenario, "%s", sc->name);
     snprintf(s->policy, sizeof s->policy, "%s", policy_name);
     snprintf(s->device, sizeof s->device, "%s", sc->device.name);
     s->devices = r->n;
@@ -495,7 +505,10 @@ static ms_status open_policy(const ms_scenario *sc, const ms_run_options *opt, m
                                "(policies_lua); set MEMSIM_DATADIR");
         lib_dir = lib;
     }
-    return ms_policy_load(name, lib_dir, NULL, pol, d);
+    ms_status st = ms_policy_load(name, lib_dir, NULL, pol, d);
+    if (st == MS_OK && opt->quiet_policy)
+        ms_policy_set_log(*pol, NULL);
+    return st;
 }
 
 /* A stage's program, the decisions its scenario declares for it (which
@@ -527,7 +540,6 @@ static ms_status build_stage(ms_run *r, int i, const char *pname, ms_diag *d)
 
 static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
 {
-    r->backend = opt->backend ? opt->backend : "mock";
     const char *pname = ms_policy_name(r->policy);
     ms_status st = MS_OK;
     for (int i = 0; st == MS_OK && i < r->n; i++)
@@ -538,7 +550,7 @@ static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
     if (st == MS_OK && opt->settings_out != NULL && r->first_stage == 0 &&
         r->n == pipeline_stages(r->sc))
         st = pol_declared_print(r->sc, r->views, r->n, opt->settings_out, d);
-    if (st == MS_OK)
+    if (st == MS_OK && r->group == NULL)
         st = open_group(r->sc, r->backend, r->n, r->first_stage, r->checks.verify, &r->group, d);
     for (int i = 0; st == MS_OK && i < r->n; i++)
         st = stage_open_device(r->sc, &r->stages[i], ms_group_device(r->group, i), r->policy,
@@ -586,6 +598,57 @@ static ms_status choose_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
     return MS_OK;
 }
 
+/* A real device: open it now, see what memory it has free, and fit the
+ * scenario's layers to it (run_fit.h). */
+static ms_status fit_to_device(ms_run *r, const ms_run_options *opt, ms_diag *d)
+{
+    ms_status st = open_group(r->sc, r->backend, r->n, r->first_stage, false, &r->group, d);
+    ms_backend *b = st == MS_OK ? ms_group_device(r->group, 0) : NULL;
+    ms_run_notes *n = &r->notes;
+    if (st == MS_OK &&
+        (st = b->ops->mem_get_info(b->inst, &n->device_free_before, &n->device_total)) != MS_OK)
+        return ms_diag_set(d, st, "backend '%s': mem-get-info failed: %s", r->backend,
+                           ms_strerror(st));
+    run_fit fit;
+    if (st == MS_OK)
+        st = run_fit_layers(r->sc, opt, n->device_free_before, n->device_total, &fit, d);
+    if (st != MS_OK)
+        return st;
+    n->device_memory_checked = true;
+    n->scenario_layers = fit.scenario_layers;
+    n->layers = fit.layers;
+    if (fit.scaled != NULL) {
+        r->owned_sc = fit.scaled;
+        r->sc = fit.scaled;
+        n->scaled = true;
+    }
+    return MS_OK;
+}
+
+/* mem-get-info after the last step, against what the allocator reserves:
+ * the cross-check of peak reserved on a real device. */
+static void note_device_memory(ms_run *r)
+{
+    ms_run_notes *n = &r->notes;
+    if (!n->device_memory_checked || r->n < 1 || r->stages[0].backend == NULL)
+        return;
+    ms_backend *b = r->stages[0].backend;
+    uint64_t total = 0;
+    if (b->ops->mem_get_info(b->inst, &n->device_free_after, &total) != MS_OK)
+        n->device_memory_checked = false;
+    n->reserved_after = ms_alloc_current(r->stages[0].alloc).reserved;
+}
+
+static ms_status alloc_run_arrays(ms_run *r)
+{
+    r->stages = calloc((size_t)r->n, sizeof *r->stages);
+    r->views = calloc((size_t)r->n, sizeof *r->views);
+    r->summaries = calloc((size_t)r->n, sizeof *r->summaries);
+    r->simctx = calloc((size_t)r->n, sizeof *r->simctx);
+    r->times_ms = calloc((size_t)r->sc->steps + 1, sizeof *r->times_ms);
+    return r->stages && r->views && r->summaries && r->simctx && r->times_ms ? MS_OK : MS_ENOMEM;
+}
+
 ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,
                          ms_diag *d)
 {
@@ -596,30 +659,25 @@ ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_ru
     if (r == NULL)
         return MS_ENOMEM;
     r->sc = sc;
+    r->backend = opt->backend ? opt->backend : "mock";
     r->checks = (ms_exec_checks){.verify = opt->verify, .fault = opt->fault};
-    ms_status st0 = choose_stages(r, opt, d);
-    if (st0 != MS_OK) {
-        free(r);
-        return st0;
-    }
-    r->stages = calloc((size_t)r->n, sizeof *r->stages);
-    r->views = calloc((size_t)r->n, sizeof *r->views);
-    r->summaries = calloc((size_t)r->n, sizeof *r->summaries);
-    r->simctx = calloc((size_t)r->n, sizeof *r->simctx);
-    r->times_ms = calloc((size_t)sc->steps + 1, sizeof *r->times_ms);
-    ms_status st = (r->stages && r->views && r->summaries && r->simctx && r->times_ms)
-                       ? MS_OK
-                       : MS_ENOMEM;
-    if (st == MS_OK && opt->record && sc->report_detail != MS_DETAIL_NONE)
+    ms_status st = choose_stages(r, opt, d);
+    if (st == MS_OK && strcmp(r->backend, "mock") != 0)
+        st = fit_to_device(r, opt, d);
+    if (st == MS_OK)
+        st = alloc_run_arrays(r);
+    if (st == MS_OK && opt->record && r->sc->report_detail != MS_DETAIL_NONE)
         st = ms_record_create(&r->record);
     if (st == MS_OK)
-        st = open_policy(sc, opt, &r->policy, d);
+        st = open_policy(r->sc, opt, &r->policy, d);
     if (st == MS_OK)
         st = open_stages(r, opt, d);
     if (st == MS_OK && !any_setup_oom(r, d))
         st = run_steps(r, d);
-    if (st == MS_OK)
+    if (st == MS_OK) {
         fill_times(r);
+        note_device_memory(r);
+    }
     close_devices(r);
     if (st != MS_OK) {
         ms_run_free(r);
@@ -639,6 +697,8 @@ ms_status ms_run_free(ms_run *r)
             ms_program_free(r->stages[i].program);
     if (r->record)
         ms_record_free(r->record);
+    if (r->owned_sc)
+        ms_scenario_free(r->owned_sc);
     free(r->stages);
     free(r->views);
     free(r->summaries);
