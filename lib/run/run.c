@@ -602,7 +602,19 @@ static ms_status choose_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
  * scenario's layers to it (run_fit.h). */
 static ms_status fit_to_device(ms_run *r, const ms_run_options *opt, ms_diag *d)
 {
-    ms_status st = open_group(r->sc, r->backend, r->n, r->first_stage, false, &r->group, d);
+    /* backend_npu implements no virtual-memory calls (cuMemAddressReserve /
+     * aclrtReserveMemAddress) yet, so an expandable-segment allocator would
+     * fail at its first segment: refuse before any device memory is taken. */
+    ms_alloc_config acfg;
+    ms_status st = alloc_config(r->sc, &acfg, d);
+    if (st == MS_OK && acfg.expandable_segments)
+        return ms_diag_set(d, MS_EUNSUPPORTED,
+                           "%s: allocator.conf asks for expandable segments, "
+                           "which backend '%s' does not implement yet (use "
+                           "expandable_segments:False)",
+                           r->sc->path, r->backend);
+    if (st == MS_OK)
+        st = open_group(r->sc, r->backend, r->n, r->first_stage, false, &r->group, d);
     ms_backend *b = st == MS_OK ? ms_group_device(r->group, 0) : NULL;
     ms_run_notes *n = &r->notes;
     if (st == MS_OK &&
