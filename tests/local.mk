@@ -9,7 +9,7 @@ TEST_ALL_PARTS = lib/run/libms_run.la lib/exec/libms_exec.la lib/policy/libms_po
 	lib/workload/libms_workload.la lib/scenario/libms_scenario.la lib/backend/libms_backend.la \
 	$(NPU_RUNTIME_PARTS) backend_npu/libms_npu.la backend_mock/libms_mock.la sim/libms_sim.la \
 	lib/base/libms_base.la
-EXTRA_DIST += tests/data tests/golden tests/fuzz
+EXTRA_DIST += tests/data tests/golden tests/fuzz tests/configure_cuda.sh
 
 # lib/base
 check_PROGRAMS += tests/unit/test_sandbox
