@@ -12,12 +12,19 @@
  * finished, carries the wrong bytes, as it would on a real device.  A copy
  * that touches memory which is not allocated (or not mapped) when it runs is
  * a sticky fault (MS_EHAZARD on every later call), as an illegal address is
- * on CUDA. */
+ * on CUDA.
+ *
+ * The bytes are real, so a large run would exhaust the host (the OOM killer
+ * ends it without a word): the mode keeps to a budget of host memory, half of
+ * what /proc/meminfo says is available when it starts, counting pinned
+ * buffers whole and device pages once a copy has written them.  A copy or
+ * pinned allocation beyond it is a sticky fault that says so. */
 #define _DEFAULT_SOURCE /* MAP_ANONYMOUS, MAP_NORESERVE, madvise */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include "lib/base/growable.h"
 #include "mock_private.h"
@@ -30,7 +37,11 @@ typedef struct mock_backing {
     uint8_t *bytes;
     uint64_t fake;
     bool reservation;
+    uint64_t *written; /* device: a bit per page a copy has written (resident) */
+    uint64_t n_written;
 } mock_backing;
+
+#define MOCK_PAGE 4096u
 
 typedef struct mock_copy {
     uint64_t dst, src, bytes;
@@ -53,7 +64,8 @@ struct mock_data {
     size_t n_queues;
     ms_work_tracer user_fn;
     void *user;
-    char fault[256];
+    uint64_t budget, held; /* host bytes the mode may hold, and holds */
+    char fault[512];
 };
 
 static void *map_bytes(uint64_t size)
@@ -100,6 +112,52 @@ static bool take(mock_backing *v, size_t *n, uint64_t addr, mock_backing *out)
     return true;
 }
 
+/* MemAvailable of /proc/meminfo (else the free pages); 0 if neither. */
+static uint64_t host_available_bytes(void)
+{
+    FILE *f = fopen("/proc/meminfo", "r");
+    char line[256];
+    unsigned long long kib = 0;
+    bool found = false;
+    while (f != NULL && !found && fgets(line, sizeof line, f) != NULL)
+        found = sscanf(line, "MemAvailable: %llu kB", &kib) == 1;
+    if (f != NULL)
+        fclose(f);
+    if (found)
+        return (uint64_t)kib * 1024;
+    long pages = sysconf(_SC_AVPHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
+}
+
+#define GiB(x) ((double)(x) / 1073741824.0)
+
+/* Hold `more` host bytes, or fault (sticky) saying the budget is spent. */
+static bool hold(ms_mock *m, uint64_t more, const char *what)
+{
+    mock_data *d = m->data;
+    if (more <= d->budget && d->held <= d->budget - more) {
+        d->held += more;
+        return true;
+    }
+    if (d->fault[0] == '\0')
+        snprintf(d->fault, sizeof d->fault,
+                 "device %d: the functional mock (--verify) keeps device and pinned bytes in "
+                 "host memory and %s would take it to %.2f GiB, beyond its budget of %.2f GiB "
+                 "(half the host's available memory when the run began): verify a smaller run "
+                 "(fewer layers, a shorter sequence or micro-batch)",
+                 m->device, what, GiB(d->held + more), GiB(d->budget));
+    return false;
+}
+
+ms_status mock_data_set_host_budget(ms_backend *b, uint64_t bytes)
+{
+    ms_mock *m = mock_instance(b);
+    if (m == NULL || m->data == NULL)
+        return MS_EINVAL;
+    m->data->budget = bytes;
+    return MS_OK;
+}
+
 ms_status mock_enable_data(ms_backend *b)
 {
     ms_mock *m = mock_instance(b);
@@ -114,6 +172,8 @@ ms_status mock_enable_data(ms_backend *b)
     m->data = calloc(1, sizeof *m->data);
     if (m->data == NULL)
         return MS_ENOMEM;
+    uint64_t avail = host_available_bytes();
+    m->data->budget = avail > 0 ? avail / 2 : UINT64_MAX;
     b->carries_data = true;
     return sim_dev_set_tracer(m->dev, mock_data_tracer, m);
 }
@@ -123,8 +183,10 @@ void mock_data_free(ms_mock *m)
     mock_data *d = m->data;
     if (d == NULL)
         return;
-    for (size_t i = 0; i < d->n_dev; i++)
+    for (size_t i = 0; i < d->n_dev; i++) {
         munmap(d->dev[i].bytes, d->dev[i].size);
+        free(d->dev[i].written);
+    }
     for (size_t i = 0; i < d->n_host; i++)
         free(d->host[i].bytes);
     for (size_t i = 0; i < d->n_queues; i++)
@@ -141,10 +203,15 @@ ms_status mock_data_fault(const ms_mock *m)
     return m->data != NULL && m->data->fault[0] != '\0' ? MS_EHAZARD : MS_OK;
 }
 
+const char *mock_data_fault_text(const ms_mock *m)
+{
+    return m->data != NULL ? m->data->fault : "";
+}
+
 const char *mock_data_fault_message(const ms_backend *b)
 {
     const ms_mock *m = mock_instance(b);
-    return m != NULL && m->data != NULL ? m->data->fault : "";
+    return m != NULL ? mock_data_fault_text(m) : "";
 }
 
 /* ---- memory ------------------------------------------------------------ */
@@ -153,20 +220,47 @@ ms_status mock_data_device_added(ms_mock *m, uint64_t addr, uint64_t size, bool 
 {
     mock_data *d = m->data;
     uint8_t *bytes = map_bytes(size);
-    if (bytes == NULL)
+    uint64_t words = ((size + MOCK_PAGE - 1) / MOCK_PAGE + 63) / 64;
+    uint64_t *written = calloc(words, sizeof *written);
+    if (bytes == NULL || written == NULL) {
+        if (bytes != NULL)
+            munmap(bytes, size);
+        free(written);
         return MS_ENOMEM;
-    mock_backing b = {.addr = addr, .size = size, .bytes = bytes, .reservation = reservation};
+    }
+    mock_backing b = {
+        .addr = addr, .size = size, .bytes = bytes, .reservation = reservation, .written = written};
     ms_status st = insert(&d->dev, &d->n_dev, &d->cap_dev, b);
-    if (st != MS_OK)
+    if (st != MS_OK) {
         munmap(bytes, size);
+        free(written);
+    }
     return st;
 }
 
 void mock_data_device_removed(ms_mock *m, uint64_t addr)
 {
     mock_backing b;
-    if (take(m->data->dev, &m->data->n_dev, addr, &b))
+    if (take(m->data->dev, &m->data->n_dev, addr, &b)) {
         munmap(b.bytes, b.size);
+        free(b.written);
+        m->data->held -= b.n_written * MOCK_PAGE;
+    }
+}
+
+/* Mark pages [first, end) of b written (set) or given back (clear); the
+ * number whose state changed. */
+static uint64_t mark_pages(mock_backing *b, uint64_t first, uint64_t end, bool set)
+{
+    uint64_t changed = 0;
+    for (uint64_t p = first; p < end; p++) {
+        uint64_t bit = 1ull << (p % 64), *w = &b->written[p / 64];
+        if (((*w & bit) != 0) != set) {
+            *w ^= bit;
+            changed++;
+        }
+    }
+    return changed;
 }
 
 /* Unmapped pages of a reservation lose their contents (the physical pages
@@ -188,20 +282,28 @@ void mock_data_device_unmapped(ms_mock *m, uint64_t addr, uint64_t size)
     }
     memset(d->dev[i].bytes + off, 0, first - off);
     madvise(d->dev[i].bytes + first, end - first, MADV_DONTNEED);
+    uint64_t freed = mark_pages(&d->dev[i], first / page, end / page, false);
+    d->dev[i].n_written -= freed;
+    d->held -= freed * MOCK_PAGE;
     memset(d->dev[i].bytes + end, 0, off + size - end);
 }
 
 ms_status mock_data_host_added(ms_mock *m, uint64_t fake, uint64_t size, uint64_t *addr)
 {
     mock_data *d = m->data;
+    if (!hold(m, size, "a pinned buffer of that size"))
+        return MS_EHAZARD;
     uint8_t *bytes = calloc(1, size);
-    if (bytes == NULL)
+    if (bytes == NULL) {
+        d->held -= size;
         return MS_ENOMEM;
+    }
     mock_backing b = {
         .addr = (uint64_t)(uintptr_t)bytes, .size = size, .bytes = bytes, .fake = fake};
     ms_status st = insert(&d->host, &d->n_host, &d->cap_host, b);
     if (st != MS_OK) {
         free(bytes);
+        d->held -= size;
         return st;
     }
     *addr = b.addr;
@@ -214,6 +316,7 @@ ms_status mock_data_host_removed(ms_mock *m, uint64_t addr, uint64_t *fake)
     if (!take(m->data->host, &m->data->n_host, addr, &b))
         return MS_EINVAL;
     free(b.bytes);
+    m->data->held -= b.size;
     *fake = b.fake;
     return MS_OK;
 }
@@ -289,13 +392,32 @@ static uint8_t *host_bytes(ms_mock *m, uint64_t addr, uint64_t bytes)
     return b->bytes + (addr - b->addr);
 }
 
+/* The device pages [addr, addr + bytes) a copy writes become resident:
+ * count the new ones against the budget.  false: over it (a fault). */
+static bool hold_written(ms_mock *m, uint64_t addr, uint64_t bytes)
+{
+    mock_data *d = m->data;
+    mock_backing *b = &d->dev[floor_of(d->dev, d->n_dev, addr)];
+    uint64_t off = addr - b->addr, first = off / MOCK_PAGE;
+    uint64_t end = (off + bytes + MOCK_PAGE - 1) / MOCK_PAGE, fresh = 0;
+    for (uint64_t p = first; p < end; p++)
+        fresh += (b->written[p / 64] >> (p % 64) & 1) == 0;
+    char what[96];
+    snprintf(what, sizeof what, "a copy of %llu bytes", (unsigned long long)bytes);
+    if (fresh > 0 && !hold(m, fresh * MOCK_PAGE, what))
+        return false;
+    b->n_written += mark_pages(b, first, end, true);
+    return true;
+}
+
 static void apply_copy(ms_mock *m, const mock_copy *c, uint64_t stream_id)
 {
     bool dst_dev = c->kind != MS_COPY_D2H, src_dev = c->kind != MS_COPY_H2D;
     uint8_t *dst = dst_dev ? device_bytes(m, c->dst, c->bytes) : host_bytes(m, c->dst, c->bytes);
     uint8_t *src = src_dev ? device_bytes(m, c->src, c->bytes) : host_bytes(m, c->src, c->bytes);
     if (dst != NULL && src != NULL) {
-        memmove(dst, src, c->bytes);
+        if (!dst_dev || hold_written(m, c->dst, c->bytes))
+            memmove(dst, src, c->bytes);
         return;
     }
     if (m->data->fault[0] == '\0')

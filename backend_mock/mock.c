@@ -135,6 +135,12 @@ static ms_status mock_set_tracer(void *inst, ms_work_tracer fn, void *user)
     return sim_dev_set_tracer(m->dev, fn, user);
 }
 
+static const char *mock_last_error(void *inst)
+{
+    ms_mock *m = inst;
+    return m != NULL ? mock_data_fault_text(m) : "";
+}
+
 /* ---- streams ----------------------------------------------------------- */
 
 static ms_status mock_stream_create(void *inst, int priority, ms_stream **out)
@@ -491,6 +497,7 @@ static const ms_backend_ops mock_ops = {
     .device_synchronize = mock_device_synchronize,
     .now = mock_now,
     .set_tracer = mock_set_tracer,
+    .last_error = mock_last_error,
 };
 
 ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, uint64_t seed,

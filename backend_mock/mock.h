@@ -79,6 +79,10 @@ ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked);
  * a sticky fault: every later call returns MS_EHAZARD and
  * mock_data_fault_message() says what happened. */
 ms_status mock_enable_data(ms_backend *b);
+/* The host memory the functional mode may hold (default: half of what the
+ * host has available when the mode starts); beyond it a copy or pinned
+ * allocation is a sticky fault that says so.  For tests. */
+ms_status mock_data_set_host_budget(ms_backend *b, uint64_t bytes);
 const char *mock_data_fault_message(const ms_backend *b); /* "" when none */
 /* The simulated device behind a mock (HBM peak, cost model, engine).
  * MS_EINVAL if b is not a mock. */

@@ -84,6 +84,7 @@ ms_mock *mock_instance(const ms_backend *b);
  * memory and copy calls when m->data is set. */
 void mock_data_free(ms_mock *m);
 ms_status mock_data_fault(const ms_mock *m);
+const char *mock_data_fault_text(const ms_mock *m); /* "" when none */
 ms_status mock_data_device_added(ms_mock *m, uint64_t addr, uint64_t size, bool reservation);
 void mock_data_device_removed(ms_mock *m, uint64_t addr);
 void mock_data_device_unmapped(ms_mock *m, uint64_t addr, uint64_t size);

@@ -474,6 +474,14 @@ static ms_status npu_set_tracer(void *inst, ms_work_tracer fn, void *user)
     return MS_OK;
 }
 
+/* The runtime's message of its last failed call. */
+static const char *npu_last_error(void *inst)
+{
+    npu_dev *d = inst;
+    const char *msg = d != NULL ? d->rt->last_error(d->ctx) : NULL;
+    return msg != NULL && strcmp(msg, "no error recorded") != 0 ? msg : "";
+}
+
 /* ---- lifetime ------------------------------------------------------------ */
 
 /* Everything the device still holds goes back to the runtime, whatever the
@@ -538,6 +546,7 @@ static const ms_backend_ops npu_ops = {
     .device_synchronize = npu_device_synchronize,
     .now = npu_now,
     .set_tracer = npu_set_tracer,
+    .last_error = npu_last_error,
 };
 
 ms_status npu_device_open(const npu_runtime *rt, int ordinal, int device, ms_backend **out,

@@ -129,6 +129,9 @@ typedef struct ms_backend_ops {
      * as device time passes; a real backend reports when it can time the work
      * (events, at the latest at the next synchronize). */
     ms_status (*set_tracer)(void *inst, ms_work_tracer fn, void *user);
+    /* The backend's own account of its last failure (the runtime's message,
+     * the mock's data fault), "" when it has none.  May be NULL. */
+    const char *(*last_error)(void *inst);
 } ms_backend_ops;
 
 typedef struct ms_backend {

@@ -106,9 +106,19 @@ struct ms_exec {
     ms_diag *diag; /* where the current step reports (set per step) */
 };
 
+/* What the backend says of its last failure ("" if nothing). */
+static const char *be_why(const ms_exec *e)
+{
+    const ms_backend *b = e->cfg.backend;
+    const char *why = b->ops->last_error != NULL ? b->ops->last_error(b->inst) : NULL;
+    return why != NULL ? why : "";
+}
+
 static ms_status be_call_failed(ms_exec *e, ms_status st, const char *what)
 {
-    return ms_diag_set(e->diag, st, "backend %s failed: %s", what, ms_strerror(st));
+    const char *why = be_why(e);
+    return ms_diag_set(e->diag, st, "backend %s failed: %s%s%s", what, ms_strerror(st),
+                       why[0] ? ": " : "", why);
 }
 
 #define BE(e, call, ...) ((e)->cfg.backend->ops->call((e)->cfg.backend->inst, __VA_ARGS__))
@@ -579,8 +589,10 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
     if (st != MS_OK)
         return st;
     if (r->host_addr == 0 && (st = host_buffer(e, tn->bytes, &r->host_addr)) != MS_OK)
-        return ms_diag_set(e->diag, st, "pinned host memory for swapping tensor %u (%s, %" PRIu64
-                           " bytes) is exhausted", t, tn->name, tn->bytes);
+        return ms_diag_set(e->diag, st,
+                           "pinned host memory for swapping tensor %u (%s, %" PRIu64
+                           " bytes) is exhausted%s%s",
+                           t, tn->name, tn->bytes, be_why(e)[0] ? ": " : "", be_why(e));
     /* The copy starts once the op it follows has run on its stream. */
     if ((st = issue_swap_copy(e, t, at_op, stream_of(e, &e->p->ops[at_op]), ST_SWAP_OUT)) != MS_OK)
         return st;
@@ -1038,5 +1050,8 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
                          ms_strerror(e->record_status));
     if (st != MS_OK)
         release_step_tensors(e); /* e.g. cancelled: another stage ran out */
+    /* A failure that reached no message of ours: the backend's own. */
+    if (st != MS_OK && d != NULL && d->msg[0] == '\0' && be_why(e)[0] != '\0')
+        ms_diag_set(d, st, "step %d: the backend failed: %s", step, be_why(e));
     return st;
 }

@@ -776,6 +776,50 @@ START_TEST(functional_copy_from_freed_memory_faults)
 }
 END_TEST
 
+/* The mode holds real bytes in host memory, so it keeps to a budget: device
+ * pages count once a copy writes them (and stop counting when freed),
+ * pinned buffers whole; past it, a sticky fault that says why, instead of
+ * the OOM killer. */
+START_TEST(functional_mode_keeps_to_its_host_budget)
+{
+    enum { MiB = 1 << 20 };
+    ms_device_spec s = spec_base();
+    rig r;
+    rig_open(&r, &s);
+    ck_assert_int_eq(mock_enable_data(r.be), MS_OK);
+    ck_assert_int_eq(mock_data_set_host_budget(r.be, 2 * MiB), MS_OK);
+    uint64_t h = host_buffer(&r, MiB), dev = device_buffer(&r, 4 * MiB);
+    ms_stream *a = stream(&r, 0);
+    copy(&r, dev, h, MiB, MS_COPY_H2D, a);
+    copy(&r, dev, h, MiB, MS_COPY_H2D, a); /* the same pages: nothing more */
+    ck_assert_int_eq(OPS(&r)->stream_synchronize(INST(&r), a), MS_OK);
+    /* Freeing the segment gives its written pages back. */
+    ck_assert_int_eq(OPS(&r)->free_device(INST(&r), dev), MS_OK);
+    dev = device_buffer(&r, 4 * MiB);
+    copy(&r, dev, h, MiB, MS_COPY_H2D, a);
+    ck_assert_int_eq(OPS(&r)->stream_synchronize(INST(&r), a), MS_OK);
+    ck_assert_str_eq(OPS(&r)->last_error(INST(&r)), "");
+    copy(&r, dev + MiB, h, MiB, MS_COPY_H2D, a);
+    ck_assert_int_eq(OPS(&r)->stream_synchronize(INST(&r), a), MS_EHAZARD);
+    const char *why = mock_data_fault_message(r.be);
+    ck_assert_msg(strstr(why, "the functional mock (--verify) keeps device and pinned bytes in "
+                              "host memory and a copy of 1048576 bytes would take it to 0.00 GiB, "
+                              "beyond its budget of 0.00 GiB") != NULL,
+                  "%s", why);
+    ck_assert_str_eq(OPS(&r)->last_error(INST(&r)), why);
+    rig_close(&r);
+
+    rig_open(&r, &s);
+    ck_assert_int_eq(mock_enable_data(r.be), MS_OK);
+    ck_assert_int_eq(mock_data_set_host_budget(r.be, 2 * MiB), MS_OK);
+    h = host_buffer(&r, MiB);
+    uint64_t more = 0;
+    ck_assert_int_eq(OPS(&r)->malloc_host(INST(&r), 2 * MiB, &more), MS_EHAZARD);
+    ck_assert_ptr_nonnull(strstr(mock_data_fault_message(r.be), "a pinned buffer of that size"));
+    rig_close(&r);
+}
+END_TEST
+
 /* The mode starts before anything exists; the accounting is unchanged. */
 START_TEST(functional_mode_is_chosen_first)
 {
@@ -841,6 +885,7 @@ static Suite *mock_suite(void)
     tcase_add_test(tc, functional_unordered_copy_reads_old_bytes);
     tcase_add_test(tc, functional_copy_from_freed_memory_faults);
     tcase_add_test(tc, functional_mode_is_chosen_first);
+    tcase_add_test(tc, functional_mode_keeps_to_its_host_budget);
     tcase_add_test(tc, functional_group_devices_carry_data);
     suite_add_tcase(s, tc);
     return s;
