@@ -107,7 +107,7 @@ tests_unit_test_report_svg_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 
 # lib/exec's data check (--verify) on the mock's functional mode
 check_PROGRAMS += tests/unit/test_verify
-tests_unit_test_verify_SOURCES = tests/unit/test_verify.c
+tests_unit_test_verify_SOURCES = tests/unit/test_verify.c tests/unit/test_paths.h
 tests_unit_test_verify_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_verify_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 EXTRA_tests_unit_test_verify_DEPENDENCIES = memsim$(EXEEXT)
@@ -118,9 +118,9 @@ EXTRA_tests_unit_test_verify_DEPENDENCIES = memsim$(EXEEXT)
 ACL_DOUBLE = tests/acl_double/acl_double.c tests/acl_double/acl_double.h \
 	tests/acl_double/include/acl/acl.h tests/acl_double/include/aclnn/acl_meta.h \
 	tests/acl_double/include/aclnnop/aclnn_batch_matmul.h
-NPU_CHECKS = tests/unit/test_npu_checks.h
+NPU_CHECKS = tests/unit/test_npu_checks.h tests/unit/test_paths.h
 check_PROGRAMS += tests/unit/test_backend_cli
-tests_unit_test_backend_cli_SOURCES = tests/unit/test_backend_cli.c
+tests_unit_test_backend_cli_SOURCES = tests/unit/test_backend_cli.c tests/unit/test_paths.h
 tests_unit_test_backend_cli_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_backend_cli_LDADD = $(TEST_LIBS)
 EXTRA_tests_unit_test_backend_cli_DEPENDENCIES = memsim$(EXEEXT)

@@ -10,19 +10,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "test_paths.h"
+
 static char tmpdir[] = "/tmp/memsim-backend-cli-XXXXXX";
-
-static const char *srcdir(void)
-{
-    const char *s = getenv("MEMSIM_SRCDIR");
-    return s ? s : ".";
-}
-
-static const char *builddir(void)
-{
-    const char *s = getenv("MEMSIM_BUILDDIR");
-    return s ? s : ".";
-}
 
 static char *slurp(const char *path)
 {

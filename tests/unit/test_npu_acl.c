@@ -158,7 +158,7 @@ static ms_status run_tiny(const char *const *sets, size_t n_sets, ms_run_options
                           ms_diag *d)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/npu/tiny-llama-swap.lua", npu_srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/npu/tiny-llama-swap.lua", srcdir());
     const ms_scenario *sc = NULL;
     ck_assert_msg(ms_scenario_load(path, sets, n_sets, &sc, d) == MS_OK, "%s", d->msg);
     opt.overrides = sets;

@@ -14,14 +14,9 @@
 #include "backend_npu/runtime.h"
 #include "memsim/run.h"
 #include "memsim/scenario.h"
+#include "test_paths.h"
 
 #define MiB (1024ull * 1024ull)
-
-static const char *npu_srcdir(void)
-{
-    const char *s = getenv("MEMSIM_SRCDIR");
-    return s ? s : ".";
-}
 
 static ms_device_spec npu_any_spec(void)
 {
@@ -225,7 +220,7 @@ static void npu_check_run(const char *backend, const char *policy, ms_run_notes 
                           ms_run_summary *summary_out)
 {
     char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/npu/tiny-llama-swap.lua", npu_srcdir());
+    snprintf(path, sizeof path, "%s/tests/data/npu/tiny-llama-swap.lua", srcdir());
     const ms_scenario *sc = NULL;
     ms_diag d = {0};
     ck_assert_msg(ms_scenario_load(path, NULL, 0, &sc, &d) == MS_OK, "%s", d.msg);

@@ -11,17 +11,7 @@
 #include "memsim/run.h"
 #include "memsim/scenario.h"
 
-static const char *srcdir(void)
-{
-    const char *s = getenv("MEMSIM_SRCDIR");
-    return s ? s : ".";
-}
-
-static const char *builddir(void)
-{
-    const char *s = getenv("MEMSIM_BUILDDIR");
-    return s ? s : ".";
-}
+#include "test_paths.h"
 
 typedef struct verified_run {
     ms_status st;
