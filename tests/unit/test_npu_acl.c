@@ -126,6 +126,24 @@ START_TEST(pinned_memory_is_reused)
 }
 END_TEST
 
+/* A failed call leaves the runtime's own message where the executor looks
+ * for it (backend.h's last_error), and nothing before it. */
+START_TEST(the_runtime_says_why_a_call_failed)
+{
+    ms_diag d = {0};
+    ms_device_group *g = npu_open("npu", 0, &d);
+    ck_assert_msg(g != NULL, "%s", d.msg);
+    ms_backend *b = ms_group_device(g, 0);
+    ck_assert_str_eq(b->ops->last_error(b->inst), "");
+    uint64_t a = 0;
+    ck_assert_int_eq(b->ops->malloc_device(b->inst, 4ull << 30, &a), MS_ENOMEM);
+    const char *why = b->ops->last_error(b->inst);
+    ck_assert_msg(strstr(why, "aclrtMalloc") != NULL, "%s", why);
+    NPU_OK(ms_group_close(g));
+    assert_device_released();
+}
+END_TEST
+
 /* A whole run: MindFormers' default swap with every swap checked, the
  * allocator's reserve against aclrtGetMemInfo. */
 START_TEST(a_run_verifies_its_swaps)
@@ -279,6 +297,7 @@ static Suite *npu_acl_suite(void)
     tcase_add_test(tc, proxy_plans);
     tcase_add_test(tc, launches_run_their_shapes);
     tcase_add_test(tc, pinned_memory_is_reused);
+    tcase_add_test(tc, the_runtime_says_why_a_call_failed);
     suite_add_tcase(s, tc);
     tc = tcase_create("run");
     tcase_add_checked_fixture(tc, setup_two_gib, NULL);
