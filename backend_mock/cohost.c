@@ -345,6 +345,13 @@ static ms_status w_event_elapsed_ns(void *inst, ms_event *a, ms_event *b, int64_
     return w->real->ops->event_elapsed_ns(w->real->inst, a, b, ns);
 }
 
+static const char *w_last_error(void *inst)
+{
+    ms_cohost_proxy *w = inst;
+    const ms_backend_ops *ops = w->real->ops;
+    return ops->last_error != NULL ? ops->last_error(w->real->inst) : "";
+}
+
 static ms_status w_destroy(void *inst)
 {
     free(inst); /* the real backend belongs to the caller */
@@ -379,6 +386,7 @@ static const ms_backend_ops wrap_ops = {
     .device_synchronize = w_device_synchronize,
     .now = w_now,
     .set_tracer = w_set_tracer,
+    .last_error = w_last_error,
 };
 
 ms_status mock_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped)
@@ -393,7 +401,8 @@ ms_status mock_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend 
         return MS_ENOMEM;
     }
     *w = (ms_cohost_proxy){.c = c, .host = host, .real = real};
-    *b = (ms_backend){.ops = &wrap_ops, .inst = w, .device = real->device};
+    *b = (ms_backend){
+        .ops = &wrap_ops, .inst = w, .device = real->device, .carries_data = real->carries_data};
     c->threads[host].real = real;
     *wrapped = b;
     return MS_OK;

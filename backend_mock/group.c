@@ -76,6 +76,8 @@ static ms_status open_devices(mock_group *m, const ms_group_config *cfg)
         st = mock_cohost_create(n, mock_host_clock, &m->co);
     for (int i = 0; st == MS_OK && i < n; i++) {
         st = mock_create(m->engine, cfg->spec, cfg->first_device + i, cfg->seed, &m->real[i]);
+        if (st == MS_OK && cfg->functional)
+            st = mock_enable_data(m->real[i]);
         m->g.devices[i] = m->real[i];
         if (st == MS_OK && m->co != NULL)
             st = mock_cohost_wrap(m->co, i, m->real[i], &m->g.devices[i]);

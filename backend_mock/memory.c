@@ -88,8 +88,14 @@ ms_status mock_malloc_device(void *inst, uint64_t bytes, uint64_t *addr)
         return MS_ENOMEM;
     if ((st = sim_dev_hbm_charge(m->dev, fp)) != MS_OK)
         return st;
-    if ((st = mock_addrspace_alloc(&m->dev_as, fp, addr)) != MS_OK)
+    if ((st = mock_addrspace_alloc(&m->dev_as, fp, addr)) != MS_OK) {
         sim_dev_hbm_uncharge(m->dev, fp);
+        return st;
+    }
+    if (m->data != NULL && (st = mock_data_device_added(m, *addr, fp, false)) != MS_OK) {
+        mock_addrspace_release(&m->dev_as, *addr, NULL);
+        sim_dev_hbm_uncharge(m->dev, fp);
+    }
     return st;
 }
 
@@ -106,6 +112,8 @@ ms_status mock_free_device(void *inst, uint64_t addr)
     uint64_t fp = 0;
     if ((st = mock_addrspace_release(&m->dev_as, addr, &fp)) != MS_OK)
         return st;
+    if (m->data != NULL)
+        mock_data_device_removed(m, addr);
     return sim_dev_hbm_uncharge(m->dev, fp);
 }
 
@@ -122,6 +130,10 @@ ms_status mock_malloc_host(void *inst, uint64_t bytes, uint64_t *addr)
         return MS_ENOMEM;
     if ((st = mock_addrspace_alloc(&m->host_as, fp, addr)) != MS_OK)
         return st;
+    if (m->data != NULL && (st = mock_data_host_added(m, *addr, fp, addr)) != MS_OK) {
+        mock_addrspace_release(&m->host_as, *addr, NULL);
+        return st;
+    }
     m->host_used += fp;
     return MS_OK;
 }
@@ -135,6 +147,8 @@ ms_status mock_free_host(void *inst, uint64_t addr)
     if (st != MS_OK)
         return st;
     uint64_t fp = 0;
+    if (m->data != NULL && (st = mock_data_host_removed(m, addr, &addr)) != MS_OK)
+        return st; /* not a buffer of ours; addr is now the accounting address */
     if ((st = mock_addrspace_release(&m->host_as, addr, &fp)) != MS_OK)
         return st;
     m->host_used -= fp;
@@ -159,7 +173,12 @@ ms_status mock_va_reserve(void *inst, uint64_t bytes, uint64_t *addr)
     while (i < m->n_resv && m->resv[i].range.addr < a)
         i++;
     memmove(&m->resv[i + 1], &m->resv[i], (m->n_resv - i) * sizeof *m->resv);
-    m->resv[i] = (ms_reservation){.range = {a, mock_addrspace_footprint(&m->dev_as, bytes)}};
+    uint64_t fp = mock_addrspace_footprint(&m->dev_as, bytes);
+    if (m->data != NULL && (st = mock_data_device_added(m, a, fp, true)) != MS_OK) {
+        mock_addrspace_release(&m->dev_as, a, NULL);
+        return st;
+    }
+    m->resv[i] = (ms_reservation){.range = {a, fp}};
     m->n_resv++;
     *addr = a;
     return MS_OK;
@@ -180,6 +199,8 @@ ms_status mock_va_release(void *inst, uint64_t addr)
         return MS_EINVAL;
     if ((st = mock_addrspace_release(&m->dev_as, addr, NULL)) != MS_OK)
         return st;
+    if (m->data != NULL)
+        mock_data_device_removed(m, addr);
     base_range_set_fini(&r->mapped);
     memmove(&m->resv[i], &m->resv[i + 1], (m->n_resv - i - 1) * sizeof *m->resv);
     m->n_resv--;
@@ -239,5 +260,7 @@ ms_status mock_mem_unmap(void *inst, uint64_t addr, uint64_t bytes)
     if ((st = base_range_set_reserve(ms, 1)) != MS_OK)
         return st;
     base_range_set_cut(ms, (size_t)i, (ms_range){addr, bytes});
+    if (m->data != NULL)
+        mock_data_device_unmapped(m, addr, bytes);
     return sim_dev_hbm_uncharge(m->dev, bytes);
 }

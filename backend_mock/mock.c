@@ -23,13 +23,17 @@ ms_status mock_enter(ms_mock *m)
     if (st != MS_OK)
         return st;
     sim_host_catch_up(m->host);
-    return sim_dev_fault(m->dev);
+    if ((st = sim_dev_fault(m->dev)) != MS_OK)
+        return st;
+    return m->data != NULL ? mock_data_fault(m) : MS_OK;
 }
 
 static ms_status host_wait(ms_mock *m, ms_simhost_cond cond, const void *ctx)
 {
     ms_status st = sim_host_wait(m->host, cond, ctx);
     ms_status fault = sim_dev_fault(m->dev);
+    if (fault == MS_OK && m->data != NULL)
+        fault = mock_data_fault(m);
     return fault != MS_OK ? fault : st;
 }
 
@@ -102,6 +106,7 @@ static ms_status mock_destroy(void *inst)
         sim_dev_destroy(m->dev);
     if (m->host != NULL)
         sim_host_destroy(m->host);
+    mock_data_free(m);
     mock_memory_fini(m);
     free(m);
     return MS_OK;
@@ -123,7 +128,17 @@ static ms_status mock_set_tracer(void *inst, ms_work_tracer fn, void *user)
     ms_mock *m = inst;
     if (m == NULL)
         return MS_EINVAL;
+    if (m->data != NULL) {
+        mock_data_set_tracer(m, fn, user); /* its own tracer moves the bytes */
+        return MS_OK;
+    }
     return sim_dev_set_tracer(m->dev, fn, user);
+}
+
+static const char *mock_last_error(void *inst)
+{
+    ms_mock *m = inst;
+    return m != NULL ? mock_data_fault_text(m) : "";
 }
 
 /* ---- streams ----------------------------------------------------------- */
@@ -430,7 +445,8 @@ static ms_status mock_launch(void *inst, const ms_kernel *k, ms_stream *s, uint6
     return sim_host_advance(m->host, m->launch_overhead_ns);
 }
 
-/* Addresses are not checked: the mock models time and capacity, not data. */
+/* Addresses are not checked, except in the functional mode when the copy
+ * runs (functional.c). */
 static ms_status mock_memcpy_async(void *inst, uint64_t dst, uint64_t src, uint64_t bytes,
                                    ms_copy_kind kind, ms_stream *s, uint64_t tag)
 {
@@ -442,8 +458,14 @@ static ms_status mock_memcpy_async(void *inst, uint64_t dst, uint64_t src, uint6
         return st;
     if ((st = take_slot(m, s)) != MS_OK)
         return st;
-    if ((st = sim_stream_copy(s->ss, kind, bytes, issue_time(m), tag)) != MS_OK)
+    if (m->data != NULL &&
+        (st = mock_data_copy_issued(m, stream_info(s).id, dst, src, bytes, kind)) != MS_OK)
         return st;
+    if ((st = sim_stream_copy(s->ss, kind, bytes, issue_time(m), tag)) != MS_OK) {
+        if (m->data != NULL)
+            mock_data_copy_withdrawn(m, stream_info(s).id);
+        return st;
+    }
     return sim_host_advance(m->host, m->launch_overhead_ns);
 }
 
@@ -475,6 +497,7 @@ static const ms_backend_ops mock_ops = {
     .device_synchronize = mock_device_synchronize,
     .now = mock_now,
     .set_tracer = mock_set_tracer,
+    .last_error = mock_last_error,
 };
 
 ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, uint64_t seed,
@@ -515,14 +538,14 @@ ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, ui
     return MS_OK;
 }
 
-static ms_mock *mock_of(const ms_backend *b)
+ms_mock *mock_instance(const ms_backend *b)
 {
     return b != NULL && b->ops == &mock_ops ? b->inst : NULL;
 }
 
 ms_status mock_set_host_idle(ms_backend *b)
 {
-    ms_mock *m = mock_of(b);
+    ms_mock *m = mock_instance(b);
     if (m == NULL)
         return MS_EINVAL;
     return sim_host_set_idle(m->host);
@@ -530,7 +553,7 @@ ms_status mock_set_host_idle(ms_backend *b)
 
 ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked)
 {
-    ms_mock *m = mock_of(b);
+    ms_mock *m = mock_instance(b);
     if (m == NULL || ns == NULL)
         return MS_EINVAL;
     if (parked != NULL)
@@ -540,7 +563,7 @@ ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked)
 
 ms_status mock_simdev(const ms_backend *b, ms_simdev **out)
 {
-    ms_mock *m = mock_of(b);
+    ms_mock *m = mock_instance(b);
     if (m == NULL || out == NULL)
         return MS_EINVAL;
     *out = m->dev;

@@ -70,6 +70,20 @@ ms_status mock_set_host_idle(ms_backend *b);
  * *parked (may be NULL): the host's last call returned MS_EAGAIN and what it
  * waits for has not happened since, so retrying it now is pointless. */
 ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked);
+/* The functional mode: from now on every device segment, reservation and
+ * pinned host buffer holds real bytes in host memory, copies move them (when
+ * the simulator finishes each copy, in device time), and malloc_host returns
+ * real host addresses; sets b->carries_data.  Kernels touch no data.  Call it
+ * before anything is allocated or any stream is created (else MS_EINVAL).
+ * A copy that finds its source or destination unallocated when it runs is
+ * a sticky fault: every later call returns MS_EHAZARD and
+ * mock_data_fault_message() says what happened. */
+ms_status mock_enable_data(ms_backend *b);
+/* The host memory the functional mode may hold (default: half of what the
+ * host has available when the mode starts); beyond it a copy or pinned
+ * allocation is a sticky fault that says so.  For tests. */
+ms_status mock_data_set_host_budget(ms_backend *b, uint64_t bytes);
+const char *mock_data_fault_message(const ms_backend *b); /* "" when none */
 /* The simulated device behind a mock (HBM peak, cost model, engine).
  * MS_EINVAL if b is not a mock. */
 ms_status mock_simdev(const ms_backend *b, ms_simdev **out);

@@ -38,6 +38,8 @@ typedef struct ms_reservation {
     ms_range_set mapped; /* coalesced */
 } ms_reservation;
 
+typedef struct mock_data mock_data;
+
 typedef struct ms_mock {
     ms_sim *sim;
     ms_simdev *dev;
@@ -57,6 +59,7 @@ typedef struct ms_mock {
     struct ms_event *events;
     ms_price_memo prices[MS_PRICE_MEMO_SLOTS];
     uint32_t n_prices; /* slots used */
+    mock_data *data;   /* the functional mode's bytes; NULL: timing and capacity only */
 } ms_mock;
 
 /* memory.c */
@@ -74,5 +77,26 @@ ms_status mock_mem_unmap(void *inst, uint64_t addr, uint64_t bytes);
 
 /* mock.c: every host-side call starts here (device time catches up). */
 ms_status mock_enter(ms_mock *m);
+/* The instance behind a mock's handle (NULL if b is not a mock). */
+ms_mock *mock_instance(const ms_backend *b);
+
+/* functional.c: the functional mode (mock_enable_data), called by the
+ * memory and copy calls when m->data is set. */
+void mock_data_free(ms_mock *m);
+ms_status mock_data_fault(const ms_mock *m);
+const char *mock_data_fault_text(const ms_mock *m); /* "" when none */
+ms_status mock_data_device_added(ms_mock *m, uint64_t addr, uint64_t size, bool reservation);
+void mock_data_device_removed(ms_mock *m, uint64_t addr);
+void mock_data_device_unmapped(ms_mock *m, uint64_t addr, uint64_t size);
+/* A pinned buffer of size bytes whose accounting address is fake; *addr
+ * gets its real host address. */
+ms_status mock_data_host_added(ms_mock *m, uint64_t fake, uint64_t size, uint64_t *addr);
+ms_status mock_data_host_removed(ms_mock *m, uint64_t addr, uint64_t *fake);
+ms_status mock_data_copy_issued(ms_mock *m, uint64_t stream_id, uint64_t dst, uint64_t src,
+                                uint64_t bytes, ms_copy_kind kind);
+/* The last copy issued on the stream did not reach the simulator after all. */
+void mock_data_copy_withdrawn(ms_mock *m, uint64_t stream_id);
+void mock_data_tracer(void *user, const ms_work_record *rec);
+void mock_data_set_tracer(ms_mock *m, ms_work_tracer fn, void *user);
 
 #endif

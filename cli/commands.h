@@ -57,6 +57,9 @@ typedef struct cli_job {
     const char *backend; /* NULL: mock */
     bool record;         /* keep the run record for the reports */
     FILE *settings_out;  /* MindFormers' settings lines; NULL: none */
+    bool single_stage;   /* --stage K: run pipeline stage `stage` alone */
+    int stage;
+    bool verify; /* --verify: check swapped and recomputed bytes */
 } cli_job;
 
 typedef struct cli_outcome {

@@ -20,7 +20,12 @@ ms_status cli_execute(const cli_job *job, cli_outcome *out, ms_diag *d)
     ms_run_options opt = {.policy = job->policy,
                           .backend = job->backend,
                           .record = job->record,
-                          .settings_out = job->settings_out};
+                          .settings_out = job->settings_out,
+                          .single_stage = job->single_stage,
+                          .stage = job->stage,
+                          .verify = job->verify,
+                          .overrides = job->sets,
+                          .n_overrides = job->n_sets};
     st = ms_run_execute(out->sc, &opt, &out->run, d);
     if (st != MS_OK) {
         cli_explain(d, job->policy);

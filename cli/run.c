@@ -17,7 +17,8 @@ static void usage(FILE *out)
         out,
         "usage: memsim run SCENARIO [--policy FILE|NAME]... [--out DIR] [--set KEY=VALUE]...\n"
         "                  [--memory-clock device|host] [--snapshot FILE.pickle]\n"
-        "                  [--no-advice] [-j N] [--backend NAME] [--quiet]\n"
+        "                  [--no-advice] [-j N] [--backend mock|cuda[:N]|npu[:N]]\n"
+        "                  [--stage K] [--verify] [--quiet]\n"
         "\n"
         "Simulates training steps of a scenario file (scenarios/*.lua) under a memory\n"
         "policy (policies_lua/*.lua, or a path) and writes summary.csv, ops.csv,\n"
@@ -39,7 +40,12 @@ static void usage(FILE *out)
         "  --no-advice           on OOM, skip simulating the shipped policies and allocator\n"
         "                        settings to say which would have fitted\n"
         "  -j N                  worker processes for that advice (default: the CPUs)\n"
-        "  --backend NAME        the device backend (default mock)\n"
+        "  --backend NAME        the device backend: mock (default), cuda[:N] or npu[:N]\n"
+        "                        (the real device N, where this build has it)\n"
+        "  --stage K             run pipeline stage K alone on one device (a real device\n"
+        "                        runs one stage; a model it cannot hold runs fewer layers)\n"
+        "  --verify              fill every swapped or recomputed tensor with a pattern and\n"
+        "                        check it when it is used again (the mock keeps real bytes)\n"
         "  --quiet               print nothing but errors\n"
         "\n"
         "Exit status: 0 done, 1 error, 2 usage, 3 the run ran out of memory (the report\n"
@@ -64,7 +70,23 @@ typedef struct run_args {
     ms_memory_clock clock;
     bool quiet, advice;
     int jobs;
+    bool verify;
+    bool single_stage;
+    int stage;
 } run_args;
+
+static int parse_stage(const char *text, int *stage)
+{
+    char *end = NULL;
+    long v = strtol(text, &end, 10);
+    if (text[0] == '\0' || *end != '\0' || v < 0 || v > 100000) {
+        fprintf(stderr, "memsim run: --stage '%s': expected a pipeline stage number from 0\n",
+                text);
+        return CLI_USAGE;
+    }
+    *stage = (int)v;
+    return 0;
+}
 
 static int parse_option(run_args *a, int c)
 {
@@ -101,6 +123,12 @@ static int parse_option(run_args *a, int c)
     case 'S': a->snapshot = optarg; return 0;
     case 'n': a->advice = false; return 0;
     case 'q': a->quiet = true; return 0;
+    case 'v': a->verify = true; return 0;
+    case 'k':
+        if (parse_stage(optarg, &a->stage) != 0)
+            return CLI_USAGE;
+        a->single_stage = true;
+        return 0;
     default: usage(stderr); return CLI_USAGE;
     }
 }
@@ -117,6 +145,8 @@ static int parse_run_args(int argc, char **argv, run_args *a)
         {"no-advice", no_argument, NULL, 'n'},
         {"quiet", no_argument, NULL, 'q'},
         {"help", no_argument, NULL, 'h'},
+        {"stage", required_argument, NULL, 'k'},
+        {"verify", no_argument, NULL, 'v'},
         {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -124,7 +154,7 @@ static int parse_run_args(int argc, char **argv, run_args *a)
     a->jobs = cli_cpus();
     optind = 1;
     int c;
-    while ((c = getopt_long(argc, argv, "p:o:s:b:j:qh", opts, NULL)) != -1) {
+    while ((c = getopt_long(argc, argv, "p:o:s:b:j:qhk:v", opts, NULL)) != -1) {
         if (c == 'h') {
             usage(stdout);
             return -1;
@@ -144,6 +174,36 @@ static int parse_run_args(int argc, char **argv, run_args *a)
     }
     a->scenario = argv[optind];
     return 0;
+}
+
+#define GiB(x) ((double)(x) / 1073741824.0)
+
+/* What the run adds to the summaries (ms_run_notes): the data check, a
+ * scaled model, and a real device's own account of its memory. */
+static void print_notes(FILE *out, const ms_run_notes *n, bool verify)
+{
+    if (n == NULL)
+        return;
+    if (n->scaled)
+        fprintf(out,
+                "scaled          %d of %d layers: the device cannot hold the scenario's "
+                "model\n",
+                n->layers, n->scenario_layers);
+    if (verify)
+        fprintf(out,
+                "verified        %llu tensors (%.2f GiB) in the last step, bytes as "
+                "written\n",
+                (unsigned long long)n->verified_tensors, GiB(n->verified_bytes));
+    if (n->device_memory_checked) {
+        uint64_t used = n->device_free_before > n->device_free_after
+                            ? n->device_free_before - n->device_free_after
+                            : 0;
+        fprintf(out,
+                "device memory   %.2f GiB taken during the run (mem-get-info: %.2f of "
+                "%.2f GiB free before, %.2f after); the allocator reserves %.2f GiB\n",
+                GiB(used), GiB(n->device_free_before), GiB(n->device_total),
+                GiB(n->device_free_after), GiB(n->reserved_after));
+    }
 }
 
 static int fail(const char *what, ms_status st, const ms_diag *d)
@@ -227,9 +287,11 @@ static ms_status write_policy(const run_args *a, const cli_job *job, const cli_o
         else
             st = ms_report_write_snapshot(a->snapshot, rec, views, nv, &ex, d);
     }
-    if (st == MS_OK && !a->quiet)
+    if (st == MS_OK && !a->quiet) {
         for (size_t k = 0; k < o->n_rows; k++)
             ms_report_print_summary(stdout, &o->rows[k]);
+        print_notes(stdout, ms_run_notes_get(o->run), a->verify);
+    }
     if (st == MS_OK && cli_outcome_oom(o)) {
         rs->oom = true;
         st = report_oom(a, job, o, dir, d);
@@ -286,7 +348,10 @@ int cli_run(int argc, char **argv)
                        .n_sets = (size_t)a.n_sets,
                        .backend = a.backend,
                        .record = true,
-                       .settings_out = a.quiet || i > 0 ? NULL : stdout};
+                       .settings_out = a.quiet || i > 0 ? NULL : stdout,
+                       .single_stage = a.single_stage,
+                       .stage = a.stage,
+                       .verify = a.verify};
         cli_outcome_free(&last);
         st = cli_execute(&job, &last, &d);
         if (st == MS_OK && rs.rd == NULL)

@@ -7,8 +7,9 @@ TEST_LIBS = $(CHECK_LIBS) $(GSL_LIBS) $(LUA_LIBS) $(CSV_LIBS) -lm
 TEST_ALL_PARTS = lib/run/libms_run.la lib/exec/libms_exec.la lib/policy/libms_policy.la \
 	lib/report/libms_report.la lib/replay/libms_replay.la lib/alloc/libms_alloc.la \
 	lib/workload/libms_workload.la lib/scenario/libms_scenario.la lib/backend/libms_backend.la \
-	backend_mock/libms_mock.la sim/libms_sim.la lib/base/libms_base.la
-EXTRA_DIST += tests/data tests/golden
+	$(NPU_RUNTIME_PARTS) backend_npu/libms_npu.la backend_mock/libms_mock.la sim/libms_sim.la \
+	lib/base/libms_base.la
+EXTRA_DIST += tests/data tests/golden tests/configure_cuda.sh
 
 # lib/base
 check_PROGRAMS += tests/unit/test_sandbox
@@ -103,6 +104,45 @@ EXTRA_tests_unit_test_run_DEPENDENCIES = memsim$(EXEEXT)
 tests_unit_test_report_svg_SOURCES = tests/unit/test_report_svg.c
 tests_unit_test_report_svg_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_report_svg_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
+
+# lib/exec's data check (--verify) on the mock's functional mode
+check_PROGRAMS += tests/unit/test_verify
+tests_unit_test_verify_SOURCES = tests/unit/test_verify.c tests/unit/test_paths.h
+tests_unit_test_verify_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_verify_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
+EXTRA_tests_unit_test_verify_DEPENDENCIES = memsim$(EXEEXT)
+
+# backend_npu.  The ACL runtime layer is built against the test double in
+# tests/acl_double/ (CANN cannot be installed here), with a registry that
+# lists "npu"; the CUDA layer's test skips (77) without a GPU.
+ACL_DOUBLE = tests/acl_double/acl_double.c tests/acl_double/acl_double.h \
+	tests/acl_double/include/acl/acl.h tests/acl_double/include/aclnn/acl_meta.h \
+	tests/acl_double/include/aclnnop/aclnn_batch_matmul.h
+NPU_CHECKS = tests/unit/test_npu_checks.h tests/unit/test_paths.h
+check_PROGRAMS += tests/unit/test_backend_cli
+tests_unit_test_backend_cli_SOURCES = tests/unit/test_backend_cli.c tests/unit/test_paths.h
+tests_unit_test_backend_cli_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_backend_cli_LDADD = $(TEST_LIBS)
+EXTRA_tests_unit_test_backend_cli_DEPENDENCIES = memsim$(EXEEXT)
+if !WITH_ASCEND
+check_PROGRAMS += tests/unit/test_npu_acl
+tests_unit_test_npu_acl_SOURCES = tests/unit/test_npu_acl.c $(NPU_CHECKS) backend_npu/acl.c \
+	lib/backend/registry.c $(ACL_DOUBLE)
+tests_unit_test_npu_acl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/acl_double/include \
+	-I$(top_srcdir)/tests/acl_double -DMS_WITH_ASCEND
+tests_unit_test_npu_acl_CFLAGS = $(TEST_CFLAGS) -pthread
+tests_unit_test_npu_acl_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS) -lpthread
+else
+EXTRA_DIST += tests/unit/test_npu_acl.c $(ACL_DOUBLE)
+endif
+if WITH_CUDA
+check_PROGRAMS += tests/unit/test_npu_cuda
+tests_unit_test_npu_cuda_SOURCES = tests/unit/test_npu_cuda.c $(NPU_CHECKS)
+tests_unit_test_npu_cuda_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_npu_cuda_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
+else
+EXTRA_DIST += tests/unit/test_npu_cuda.c
+endif
 
 TESTS += $(check_PROGRAMS)
 

@@ -129,12 +129,20 @@ typedef struct ms_backend_ops {
      * as device time passes; a real backend reports when it can time the work
      * (events, at the latest at the next synchronize). */
     ms_status (*set_tracer)(void *inst, ms_work_tracer fn, void *user);
+    /* The backend's own account of its last failure (the runtime's message,
+     * the mock's data fault), "" when it has none.  May be NULL. */
+    const char *(*last_error)(void *inst);
 } ms_backend_ops;
 
 typedef struct ms_backend {
     const ms_backend_ops *ops;
     void *inst;
     int device; /* device index within the run */
+    /* Copies move real bytes and pinned host addresses (malloc_host) are
+     * host pointers the caller may read and write: true on a real runtime
+     * and on the mock opened functional; what a data check (--verify)
+     * needs. */
+    bool carries_data;
 } ms_backend;
 
 /* Destroy the instance and free b.  Not for a group's devices: the group
@@ -159,6 +167,9 @@ typedef struct ms_group_config {
     int first_device;
     int ordinal;                /* real backends: the physical device of device 0 (cuda:N) */
     uint64_t seed;              /* seed for any modeled jitter */
+    /* The mock keeps real bytes in host memory (its functional mode, for a
+     * data check); real backends always carry data. */
+    bool functional;
 } ms_group_config;
 
 /* One device's host thread: the body returns when that device's work is

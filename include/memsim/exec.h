@@ -30,6 +30,18 @@ extern "C" {
 
 typedef struct ms_exec ms_exec;
 
+/* A deliberately broken schedule, to prove that the data check (verify)
+ * catches what the executor's state checks cannot see: for tests only. */
+typedef enum ms_exec_fault {
+    MS_FAULT_NONE = 0,
+    /* A swap-out copy does not wait for the tensor's producer: it may copy
+     * the block before the tensor is written. */
+    MS_FAULT_SWAP_OUT_UNORDERED,
+    /* A recompute allocates the tensors it should re-make but issues none of
+     * the segment's ops. */
+    MS_FAULT_RECOMPUTE_SKIPPED,
+} ms_exec_fault;
+
 typedef struct ms_exec_config {
     const ms_program_view *program;
     ms_backend *backend;
@@ -45,6 +57,14 @@ typedef struct ms_exec_config {
     /* Record nothing of the setup (persistent allocations, pool choices):
      * a relaunched job's setup is already in the record once. */
     bool quiet_setup;
+    /* The data check (memsim run --verify): every tensor that is swapped out
+     * or recomputed is filled with a deterministic pattern when produced and
+     * compared when first used after it comes back; a mismatch fails the
+     * step (MS_EHAZARD) naming the tensor and the op.  Needs a backend that
+     * carries data (MS_EUNSUPPORTED otherwise).  The fills and checks are
+     * extra copies: a verified run's times are not the run's. */
+    bool verify;
+    ms_exec_fault fault; /* tests only */
 } ms_exec_config;
 
 /* Result of one step. */
@@ -69,6 +89,8 @@ typedef struct ms_step_result {
      * receive: in each gap before a kernel, the part until the p2p receive
      * of one of its inputs completed.  The pipeline bubble inside the step. */
     int64_t pipeline_wait_ns;
+    uint64_t verified_tensors; /* verify: checks that passed this step */
+    uint64_t verified_bytes;
 } ms_step_result;
 
 /* Create the executor: streams, and the persistent tensors (weights, grads,

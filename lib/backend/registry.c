@@ -2,6 +2,8 @@
  * (Redis's ae.c pattern: one interface, implementations chosen at build
  * time).  Each entry is the backend's group opener, declared here by its
  * type so that nothing above backend.h includes a backend's own header. */
+#include "config.h" /* MS_WITH_CUDA, MS_WITH_ASCEND */
+
 #include "memsim/backend.h"
 
 #include <string.h>

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exec_actions.h"
+#include "exec_verify.h"
 #include "lib/base/growable.h"
 
 /* Streams the executor drives.  Swaps get their own streams so copies overlap
@@ -41,6 +42,7 @@ typedef struct ms_tensor_rt {
     uint8_t ready_recorded;
     uint8_t cross_stream;   /* some use is on another stream than the producer's */
     uint8_t replay_temp;    /* allocated by a recompute replay, not needed after it */
+    uint8_t check_due;      /* verify: 1 + generation its next use checks; 0: none */
     int pool;
     uint64_t addr;
     uint64_t host_addr;
@@ -97,15 +99,27 @@ struct ms_exec {
     size_t n_free_events;
     bool borrowing;
     ms_status record_status; /* a memory row the allocator observer could not keep */
+    exec_verifier *verifier; /* the data check (cfg.verify), or NULL */
+    uint64_t verified_before, verified_bytes_before; /* its counts when the step began */
     uint32_t oom_tensor;
     uint64_t swapped_bytes;
     uint32_t recomputed_ops;
     ms_diag *diag; /* where the current step reports (set per step) */
 };
 
+/* What the backend says of its last failure ("" if nothing). */
+static const char *be_why(const ms_exec *e)
+{
+    const ms_backend *b = e->cfg.backend;
+    const char *why = b->ops->last_error != NULL ? b->ops->last_error(b->inst) : NULL;
+    return why != NULL ? why : "";
+}
+
 static ms_status be_call_failed(ms_exec *e, ms_status st, const char *what)
 {
-    return ms_diag_set(e->diag, st, "backend %s failed: %s", what, ms_strerror(st));
+    const char *why = be_why(e);
+    return ms_diag_set(e->diag, st, "backend %s failed: %s%s%s", what, ms_strerror(st),
+                       why[0] ? ": " : "", why);
 }
 
 #define BE(e, call, ...) ((e)->cfg.backend->ops->call((e)->cfg.backend->inst, __VA_ARGS__))
@@ -289,7 +303,64 @@ static ms_status tensor_free(ms_exec *e, uint32_t t)
                            e->p->tensors[t].name, ms_strerror(st));
     r->state = TS_ABSENT;
     r->replay_temp = 0;
+    r->check_due = 0;
     return MS_OK;
+}
+
+/* ---- the data check (verify) ------------------------------------------ */
+
+/* The production a pattern stands for: the producer's, or a recompute's
+ * (so the forward bytes left in a block never pass for the re-made ones). */
+enum { GEN_FORWARD = 0, GEN_RECOMPUTE = 1 };
+
+static ms_status host_buffer(ms_exec *e, uint64_t bytes, uint64_t *addr);
+
+static uint64_t verify_seed(const ms_exec *e, uint32_t t, int generation)
+{
+    return exec_verify_seed(e->cfg.backend->device, e->step, t, generation);
+}
+
+/* A tensor that will be swapped gets its pattern through its own swap
+ * buffer (allocated now instead of at the swap-out); one re-made by a
+ * recompute through a staging buffer, and its next use checks it. */
+static ms_status verify_fill_outputs(ms_exec *e, const ms_op *op, int stream, bool replay)
+{
+    for (uint32_t i = 0; e->verifier != NULL && i < op->n_outputs; i++) {
+        uint32_t t = op->outputs[i];
+        const ms_tensor *tn = &e->p->tensors[t];
+        const ms_tensor_plan *tp = &e->sched.tensors[t];
+        ms_tensor_rt *r = &e->rt[t];
+        bool swap = !replay && tp->swap, remade = replay && tp->dropped;
+        if (tn->persistent || tn->bytes == 0 || r->state != TS_ON_DEVICE || !(swap || remade))
+            continue;
+        ms_status st = MS_OK;
+        if (swap && r->host_addr == 0 && (st = host_buffer(e, tn->bytes, &r->host_addr)) != MS_OK)
+            return ms_diag_set(e->diag, st, "verify: no pinned host memory for tensor %u (%s)", t,
+                               tn->name);
+        int gen = remade ? GEN_RECOMPUTE : GEN_FORWARD;
+        if ((st = exec_verify_fill(e->verifier, e->streams[stream], r->addr, tn->bytes,
+                                   verify_seed(e, t, gen), swap ? r->host_addr : 0, e->diag)) !=
+            MS_OK)
+            return st;
+        if (remade)
+            r->check_due = 1 + GEN_RECOMPUTE;
+    }
+    return MS_OK;
+}
+
+static ms_status verify_check(ms_exec *e, const ms_op *op, uint32_t t, int stream)
+{
+    ms_tensor_rt *r = &e->rt[t];
+    const ms_tensor *tn = &e->p->tensors[t];
+    int gen = r->check_due - 1;
+    r->check_due = 0;
+    exec_check_subject what = {.tensor = t,
+                               .tensor_name = tn->name,
+                               .op = op->id,
+                               .op_name = op->name,
+                               .since = gen == GEN_RECOMPUTE ? "its recompute" : "its swap-in"};
+    return exec_verify_check(e->verifier, e->streams[stream], r->addr, tn->bytes,
+                             verify_seed(e, t, gen), &what, e->diag);
 }
 
 /* ---- issuing ops ----------------------------------------------------- */
@@ -319,6 +390,8 @@ static ms_status prepare_inputs(ms_exec *e, const ms_op *op, int stream)
         ms_status st = check_readable(e, op->id, t);
         if (st == MS_OK)
             st = wait_ready(e, t, stream);
+        if (st == MS_OK && e->rt[t].check_due)
+            st = verify_check(e, op, t, stream);
         if (st != MS_OK)
             return st;
         if (stream != e->rt[t].alloc_stream)
@@ -436,6 +509,8 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
     st = BE(e, launch, &op->kernel, e->streams[stream], (uint64_t)ri);
     if (st != MS_OK)
         return be_call_failed(e, st, "launch");
+    if ((st = verify_fill_outputs(e, op, stream, replay)) != MS_OK)
+        return st;
     for (uint32_t i = 0; i < op->n_outputs; i++) {
         uint32_t t = op->outputs[i];
         if (e->rt[t].cross_stream || e->sched.tensors[t].swap)
@@ -457,12 +532,13 @@ static ms_status issue_swap_copy(ms_exec *e, uint32_t t, uint32_t at_op, int aft
     ms_tensor_rt *r = &e->rt[t];
     const ms_tensor *tn = &e->p->tensors[t];
     bool out = stream == ST_SWAP_OUT;
-    ms_status st;
-    if ((st = get_event(e, &r->aux_ev)) != MS_OK ||
-        (st = BE(e, event_record, r->aux_ev, e->streams[after])) != MS_OK ||
-        (st = BE(e, stream_wait_event, e->streams[stream], r->aux_ev)) != MS_OK)
+    ms_status st = MS_OK;
+    bool unordered = out && e->cfg.fault == MS_FAULT_SWAP_OUT_UNORDERED;
+    if (!unordered && ((st = get_event(e, &r->aux_ev)) != MS_OK ||
+                       (st = BE(e, event_record, r->aux_ev, e->streams[after])) != MS_OK ||
+                       (st = BE(e, stream_wait_event, e->streams[stream], r->aux_ev)) != MS_OK))
         return be_call_failed(e, st, out ? "event for swap-out" : "event for swap-in");
-    if ((st = wait_ready(e, t, stream)) != MS_OK)
+    if (!unordered && (st = wait_ready(e, t, stream)) != MS_OK)
         return st;
     ms_op_row row = {.step = e->step, .device = e->cfg.backend->device,
                      .kind = out ? MS_WK_SWAP_OUT : MS_WK_SWAP_IN, .op = at_op, .tensor = t,
@@ -519,8 +595,10 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
     if (st != MS_OK)
         return st;
     if (r->host_addr == 0 && (st = host_buffer(e, tn->bytes, &r->host_addr)) != MS_OK)
-        return ms_diag_set(e->diag, st, "pinned host memory for swapping tensor %u (%s, %" PRIu64
-                           " bytes) is exhausted", t, tn->name, tn->bytes);
+        return ms_diag_set(e->diag, st,
+                           "pinned host memory for swapping tensor %u (%s, %" PRIu64
+                           " bytes) is exhausted%s%s",
+                           t, tn->name, tn->bytes, be_why(e)[0] ? ": " : "", be_why(e));
     /* The copy starts once the op it follows has run on its stream. */
     if ((st = issue_swap_copy(e, t, at_op, stream_of(e, &e->p->ops[at_op]), ST_SWAP_OUT)) != MS_OK)
         return st;
@@ -556,6 +634,8 @@ static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op)
     if ((st = issue_swap_copy(e, t, at_op, ST_COMPUTE, ST_SWAP_IN)) != MS_OK ||
         (st = record_ready(e, t, ST_SWAP_IN)) != MS_OK)
         return st;
+    if (e->verifier != NULL && tn->bytes > 0)
+        r->check_due = 1 + GEN_FORWARD;
     if (!MS_GROW(e->host_release, e->n_host_release, e->cap_host_release, 64))
         return MS_ENOMEM;
     e->host_release[e->n_host_release++] = (ms_host_release){r->host_addr, t};
@@ -563,9 +643,31 @@ static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op)
     return MS_OK;
 }
 
+/* MS_FAULT_RECOMPUTE_SKIPPED: the dropped tensors come back as blocks, but
+ * nothing writes them. */
+static ms_status recompute_skipped(ms_exec *e, const ms_segment *seg)
+{
+    for (uint32_t o = seg->first_op; o <= seg->last_op; o++) {
+        const ms_op *op = &e->p->ops[o];
+        for (uint32_t i = 0; i < op->n_outputs; i++) {
+            uint32_t t = op->outputs[i];
+            if (!e->sched.tensors[t].dropped || e->rt[t].state == TS_ON_DEVICE)
+                continue;
+            ms_status st = tensor_alloc(e, t, ST_COMPUTE, o);
+            if (st != MS_OK)
+                return st;
+            if (e->verifier != NULL && e->p->tensors[t].bytes > 0)
+                e->rt[t].check_due = 1 + GEN_RECOMPUTE;
+        }
+    }
+    return MS_OK;
+}
+
 static ms_status recompute(ms_exec *e, uint32_t seg_id)
 {
     const ms_segment *seg = &e->p->segments[seg_id];
+    if (e->cfg.fault == MS_FAULT_RECOMPUTE_SKIPPED)
+        return recompute_skipped(e, seg);
     for (uint32_t o = seg->first_op; o <= seg->last_op; o++) {
         ms_status st = issue_op(e, o, true);
         if (st != MS_OK)
@@ -677,6 +779,11 @@ ms_status ms_exec_create(const ms_exec_config *cfg, ms_exec **out, bool *setup_o
         return MS_EINVAL;
     *out = NULL;
     *setup_oom = false;
+    if (cfg->verify && !cfg->backend->carries_data)
+        return ms_diag_set(d, MS_EUNSUPPORTED,
+                           "verify needs a backend that carries data (the "
+                           "mock opened functional, or a real device); '%s' does not",
+                           cfg->backend->ops->name);
     ms_exec *e = calloc(1, sizeof *e);
     if (e == NULL)
         return MS_ENOMEM;
@@ -697,6 +804,8 @@ ms_status ms_exec_create(const ms_exec_config *cfg, ms_exec **out, bool *setup_o
         if (st == MS_OK)
             st = BE(e, stream_id, e->streams[s], &e->stream_ids[s]);
     }
+    if (st == MS_OK && cfg->verify)
+        st = exec_verify_create(e->cfg.backend, &e->verifier);
     if (st == MS_OK)
         st = BE(e, set_tracer, on_work_done, e);
     if (st == MS_OK)
@@ -728,6 +837,7 @@ static void release_step_tensors(ms_exec *e)
         if (e->rt[t].state == TS_ON_DEVICE)
             tensor_free(e, t);
         e->rt[t].state = TS_ABSENT;
+        e->rt[t].check_due = 0;
     }
 }
 
@@ -739,6 +849,7 @@ ms_status ms_exec_destroy(ms_exec *e)
      * (they would show as the last step's memory dropping to nothing). */
     e->cfg.record = NULL;
     e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
+    exec_verify_destroy(e->verifier);
     if (e->rt != NULL) {
         for (uint32_t t = 0; t < e->p->n_tensors; t++) {
             ms_tensor_rt *r = &e->rt[t];
@@ -851,6 +962,13 @@ static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result 
     ms_status st = e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
     if (st != MS_OK)
         return be_call_failed(e, st, "device_synchronize");
+    if (e->verifier != NULL) {
+        if ((st = exec_verify_settle(e->verifier, true, e->diag)) != MS_OK)
+            return st;
+        res->verified_tensors = exec_verify_checked(e->verifier, &res->verified_bytes);
+        res->verified_tensors -= e->verified_before;
+        res->verified_bytes -= e->verified_bytes_before;
+    }
     res->start_ns = e->step_start;
     res->end_ns = host_now(e);
     res->step_time_ns = res->end_ns - e->step_start;
@@ -952,6 +1070,7 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
     if ((st = record_decisions(e)) != MS_OK)
         return st;
     ms_alloc_reset_peak_stats(e->cfg.alloc);
+    e->verified_before = exec_verify_checked(e->verifier, &e->verified_bytes_before);
     e->step_start = host_now(e);
     st = issue_step(e);
     if (st == MS_ENOMEM) {
@@ -979,5 +1098,8 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
                          ms_strerror(e->record_status));
     if (st != MS_OK)
         release_step_tensors(e); /* e.g. cancelled: another stage ran out */
+    /* A failure that reached no message of ours: the backend's own. */
+    if (st != MS_OK && d != NULL && d->msg[0] == '\0' && be_why(e)[0] != '\0')
+        ms_diag_set(d, st, "step %d: the backend failed: %s", step, be_why(e));
     return st;
 }

@@ -17,8 +17,15 @@
 #include <string.h>
 
 #include "lib/policy/declared.h"
+#include "run_fit.h"
 
 /* ---- devices ------------------------------------------------------------ */
+
+static int pipeline_stages(const ms_scenario *sc)
+{
+    int pp = sc->parallel.pipeline_model_parallel_size;
+    return pp > 0 ? pp : 1;
+}
 
 /* One stage: its program and the device that runs it. */
 typedef struct ms_stage {
@@ -64,9 +71,15 @@ static void stage_close_device(ms_stage *s)
     s->backend = NULL;
 }
 
+/* How a run's executors check and break schedules (ms_run_options). */
+typedef struct ms_exec_checks {
+    bool verify;
+    ms_exec_fault fault;
+} ms_exec_checks;
+
 static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, ms_backend *device,
                                    ms_policy *policy, ms_run_record *record, bool quiet_setup,
-                                   ms_diag *d)
+                                   ms_exec_checks checks, ms_diag *d)
 {
     ms_alloc_config acfg;
     ms_status st = alloc_config(sc, &acfg, d);
@@ -74,11 +87,17 @@ static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, ms_backen
     if (st == MS_OK)
         st = ms_alloc_create(s->backend, &acfg, &s->alloc);
     if (st == MS_OK) {
-        ms_exec_config ecfg = {.program = &s->view, .backend = s->backend, .alloc = s->alloc,
-                               .policy = policy, .record = record, .device = &sc->device,
+        ms_exec_config ecfg = {.program = &s->view,
+                               .backend = s->backend,
+                               .alloc = s->alloc,
+                               .policy = policy,
+                               .record = record,
+                               .device = &sc->device,
                                .avoid_record_streams = sc->avoid_record_streams,
                                .pipeline_size = sc->parallel.pipeline_model_parallel_size,
-                               .quiet_setup = quiet_setup};
+                               .quiet_setup = quiet_setup,
+                               .verify = checks.verify,
+                               .fault = checks.fault};
         st = ms_exec_create(&ecfg, &s->exec, &s->setup_oom, d);
     }
     return st;
@@ -86,13 +105,35 @@ static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, ms_backen
 
 /* ---- ctx:simulate ---------------------------------------------------------- */
 
+/* The physical device in the CLI's spelling "cuda:1" (0 without a colon). */
+static ms_status device_ordinal(const char *backend, int *ordinal, ms_diag *d)
+{
+    const char *colon = strchr(backend, ':');
+    *ordinal = 0;
+    if (colon == NULL)
+        return MS_OK;
+    char *end = NULL;
+    long v = strtol(colon + 1, &end, 10);
+    if (colon[1] == '\0' || *end != '\0' || v < 0 || v > 1023)
+        return ms_diag_set(d, MS_EINVAL,
+                           "backend '%s': the device after ':' must be a number "
+                           "from 0 (e.g. cuda:1)",
+                           backend);
+    *ordinal = (int)v;
+    return MS_OK;
+}
+
 /* The devices of a run, or of one ctx:simulate, as one group. */
 static ms_status open_group(const ms_scenario *sc, const char *backend, int n, int first,
-                            ms_device_group **out, ms_diag *d)
+                            bool functional, ms_device_group **out, ms_diag *d)
 {
-    ms_group_config cfg = {.spec = &sc->device, .n_devices = n, .first_device = first,
-                           .seed = sc->seed};
-    return ms_group_open(backend, &cfg, out, d);
+    ms_group_config cfg = {.spec = &sc->device,
+                           .n_devices = n,
+                           .first_device = first,
+                           .seed = sc->seed,
+                           .functional = functional};
+    ms_status st = device_ordinal(backend, &cfg.ordinal, d);
+    return st == MS_OK ? ms_group_open(backend, &cfg, out, d) : st;
 }
 
 /* A candidate plan runs one step of one stage on a fresh mock device (a RECV
@@ -114,9 +155,10 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *o
     ms_stage s = {.view = c->stage->view};
     ms_device_group *group = NULL;
     memset(out, 0, sizeof *out);
-    ms_status st = open_group(c->sc, "mock", 1, c->index, &group, d);
+    ms_status st = open_group(c->sc, "mock", 1, c->index, false, &group, d);
     if (st == MS_OK)
-        st = stage_open_device(c->sc, &s, ms_group_device(group, 0), c->policy, NULL, false, d);
+        st = stage_open_device(c->sc, &s, ms_group_device(group, 0), c->policy, NULL, false,
+                               (ms_exec_checks){0}, d);
     if (st == MS_OK)
         s.prof = calloc(s.view.n_ops ? s.view.n_ops : 1, sizeof *s.prof);
     if (st == MS_OK && s.prof == NULL)
@@ -140,7 +182,10 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *o
 
 struct ms_run {
     const ms_scenario *sc;
-    int n;                    /* stages */
+    int n;           /* stages run */
+    int first_stage; /* the pipeline stage of stages[0] */
+    ms_exec_checks checks;
+    ms_run_notes notes;
     ms_stage *stages;
     ms_program_view *views;
     ms_run_summary *summaries;
@@ -148,6 +193,7 @@ struct ms_run {
     ms_policy *policy;
     const char *backend;
     ms_device_group *group;
+    const ms_scenario *owned_sc; /* the scenario scaled to fit a real device */
     ms_sim_ctx *simctx;
     double *times_ms;
     int done_steps;
@@ -164,11 +210,19 @@ static void fill_static_summary(ms_run *r, int i, const char *policy_name)
     const ms_scenario *sc = r->sc;
     ms_run_summary *s = &r->summaries[i];
     const ms_program_view *v = &r->stages[i].view;
-    snprintf(s->scenario, sizeof s->scenario, "%s", sc->name);
+    if (r->notes.scaled) {
+        /* A name too long for the column loses its end, not the note. */
+        char note[48];
+        int len = snprintf(note, sizeof note, " (%d of %d layers)", r->notes.layers,
+                           r->notes.scenario_layers);
+        int keep = (int)sizeof s->scenario - 1 - len;
+        snprintf(s->scenario, sizeof s->scenario, "%.*s%s", keep > 0 ? keep : 0, sc->name, note);
+    } else
+        snprintf(s->scenario, sizeof s->scenario, "%s", sc->name);
     snprintf(s->policy, sizeof s->policy, "%s", policy_name);
     snprintf(s->device, sizeof s->device, "%s", sc->device.name);
     s->devices = r->n;
-    s->stage = i;
+    s->stage = r->first_stage + i;
     s->capacity = sc->device.hbm_bytes;
     s->oom_step = -1;
     s->oom_op = -1;
@@ -354,10 +408,11 @@ static ms_status relaunch_pipeline(ms_run *r, ms_diag *d)
     }
     ms_group_close(r->group);
     r->group = NULL;
-    ms_status st = open_group(r->sc, r->backend, r->n, 0, &r->group, d);
+    ms_status st =
+        open_group(r->sc, r->backend, r->n, r->first_stage, r->checks.verify, &r->group, d);
     for (int i = 0; st == MS_OK && i < r->n; i++)
         st = stage_open_device(r->sc, &r->stages[i], ms_group_device(r->group, i), r->policy,
-                               r->record, true, d);
+                               r->record, true, r->checks, d);
     return st;
 }
 
@@ -415,11 +470,15 @@ static ms_status run_steps(ms_run *r, ms_diag *d)
          * device's finish. */
         double step_ms = (double)(end - start) / 1e6;
         r->times_ms[r->done_steps++] = step_ms;
+        r->notes.verified_tensors = 0;
+        r->notes.verified_bytes = 0;
         for (int i = 0; i < r->n; i++) {
             ms_run_summary *s = &r->summaries[i];
             const ms_step_result *res = &r->stages[i].res;
             s->swapped_bytes = res->swapped_bytes;
             s->recomputed_ops = res->recomputed_ops;
+            r->notes.verified_tensors += res->verified_tensors;
+            r->notes.verified_bytes += res->verified_bytes;
             s->bubble_fraction = bubble_fraction(res, start, end);
         }
     }
@@ -467,7 +526,10 @@ static ms_status open_policy(const ms_scenario *sc, const ms_run_options *opt, m
                                "(policies_lua); set MEMSIM_DATADIR");
         lib_dir = lib;
     }
-    return ms_policy_load(name, lib_dir, NULL, pol, d);
+    ms_status st = ms_policy_load(name, lib_dir, NULL, pol, d);
+    if (st == MS_OK && opt->quiet_policy)
+        ms_policy_set_log(*pol, NULL);
+    return st;
 }
 
 /* A stage's program, the decisions its scenario declares for it (which
@@ -479,7 +541,7 @@ static ms_status build_stage(ms_run *r, int i, const char *pname, ms_diag *d)
     ms_plan_init(&s->prev_plan);
     ms_plan_init(&s->oom_plan);
     ms_plan_init(&s->declared);
-    ms_status st = ms_program_build(r->sc, i, &s->program, d);
+    ms_status st = ms_program_build(r->sc, r->first_stage + i, &s->program, d);
     s->view = ms_program_get_view(s->program);
     if (st == MS_OK)
         st = pol_declared_plan(r->sc, &s->view, &s->declared, d);
@@ -492,26 +554,28 @@ static ms_status build_stage(ms_run *r, int i, const char *pname, ms_diag *d)
                               .capacity = r->sc->device.hbm_bytes, .oom_op = MS_NONE,
                               .device = &r->sc->device, .current = &s->plan,
                               .declared = &s->declared};
-    r->simctx[i] = (ms_sim_ctx){.sc = r->sc, .stage = s, .index = i, .policy = r->policy};
+    r->simctx[i] =
+        (ms_sim_ctx){.sc = r->sc, .stage = s, .index = r->first_stage + i, .policy = r->policy};
     return s->prof != NULL ? MS_OK : MS_ENOMEM;
 }
 
 static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
 {
-    r->backend = opt->backend ? opt->backend : "mock";
     const char *pname = ms_policy_name(r->policy);
     ms_status st = MS_OK;
     for (int i = 0; st == MS_OK && i < r->n; i++)
         st = build_stage(r, i, pname, d);
     /* The settings as MindFormers logs them, once every stage's program
-     * (which holds the op names of its layers) is built and checked. */
-    if (st == MS_OK && opt->settings_out != NULL)
+     * (which holds the op names of its layers) is built and checked; one
+     * stage run alone has only its own. */
+    if (st == MS_OK && opt->settings_out != NULL && r->first_stage == 0 &&
+        r->n == pipeline_stages(r->sc))
         st = pol_declared_print(r->sc, r->views, r->n, opt->settings_out, d);
-    if (st == MS_OK)
-        st = open_group(r->sc, r->backend, r->n, 0, &r->group, d);
+    if (st == MS_OK && r->group == NULL)
+        st = open_group(r->sc, r->backend, r->n, r->first_stage, r->checks.verify, &r->group, d);
     for (int i = 0; st == MS_OK && i < r->n; i++)
         st = stage_open_device(r->sc, &r->stages[i], ms_group_device(r->group, i), r->policy,
-                               r->record, false, d);
+                               r->record, false, r->checks, d);
     return st;
 }
 
@@ -535,6 +599,89 @@ static void close_devices(ms_run *r)
     r->policy = NULL;
 }
 
+/* Which stages run: all of them, or the one asked for.  A real device runs
+ * one stage (its p2p peers would be other processes on other devices). */
+static ms_status choose_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
+{
+    int pp = pipeline_stages(r->sc);
+    const char *backend = opt->backend ? opt->backend : "mock";
+    bool mock = strcmp(backend, "mock") == 0;
+    if (opt->single_stage && (opt->stage < 0 || opt->stage >= pp))
+        return ms_diag_set(d, MS_ERANGE, "--stage %d: %s has %d pipeline stage%s (0..%d)",
+                           opt->stage, r->sc->name, pp, pp == 1 ? "" : "s", pp - 1);
+    if (!opt->single_stage && !mock && pp > 1)
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s has %d pipeline stages and backend '%s' runs one on "
+                           "its device: choose it with --stage K (0..%d)",
+                           r->sc->name, pp, backend, pp - 1);
+    r->n = opt->single_stage ? 1 : pp;
+    r->first_stage = opt->single_stage ? opt->stage : 0;
+    return MS_OK;
+}
+
+/* A real device: open it now, see what memory it has free, and fit the
+ * scenario's layers to it (run_fit.h). */
+static ms_status fit_to_device(ms_run *r, const ms_run_options *opt, ms_diag *d)
+{
+    /* backend_npu implements no virtual-memory calls (cuMemAddressReserve /
+     * aclrtReserveMemAddress) yet, so an expandable-segment allocator would
+     * fail at its first segment: refuse before any device memory is taken. */
+    ms_alloc_config acfg;
+    ms_status st = alloc_config(r->sc, &acfg, d);
+    if (st == MS_OK && acfg.expandable_segments)
+        return ms_diag_set(d, MS_EUNSUPPORTED,
+                           "%s: allocator.conf asks for expandable segments, "
+                           "which backend '%s' does not implement yet (use "
+                           "expandable_segments:False)",
+                           r->sc->path, r->backend);
+    if (st == MS_OK)
+        st = open_group(r->sc, r->backend, r->n, r->first_stage, false, &r->group, d);
+    ms_backend *b = st == MS_OK ? ms_group_device(r->group, 0) : NULL;
+    ms_run_notes *n = &r->notes;
+    if (st == MS_OK &&
+        (st = b->ops->mem_get_info(b->inst, &n->device_free_before, &n->device_total)) != MS_OK)
+        return ms_diag_set(d, st, "backend '%s': mem-get-info failed: %s", r->backend,
+                           ms_strerror(st));
+    run_fit fit;
+    if (st == MS_OK)
+        st = run_fit_layers(r->sc, opt, n->device_free_before, n->device_total, &fit, d);
+    if (st != MS_OK)
+        return st;
+    n->device_memory_checked = true;
+    n->scenario_layers = fit.scenario_layers;
+    n->layers = fit.layers;
+    if (fit.scaled != NULL) {
+        r->owned_sc = fit.scaled;
+        r->sc = fit.scaled;
+        n->scaled = true;
+    }
+    return MS_OK;
+}
+
+/* mem-get-info after the last step, against what the allocator reserves:
+ * the cross-check of peak reserved on a real device. */
+static void note_device_memory(ms_run *r)
+{
+    ms_run_notes *n = &r->notes;
+    if (!n->device_memory_checked || r->n < 1 || r->stages[0].backend == NULL)
+        return;
+    ms_backend *b = r->stages[0].backend;
+    uint64_t total = 0;
+    if (b->ops->mem_get_info(b->inst, &n->device_free_after, &total) != MS_OK)
+        n->device_memory_checked = false;
+    n->reserved_after = ms_alloc_current(r->stages[0].alloc).reserved;
+}
+
+static ms_status alloc_run_arrays(ms_run *r)
+{
+    r->stages = calloc((size_t)r->n, sizeof *r->stages);
+    r->views = calloc((size_t)r->n, sizeof *r->views);
+    r->summaries = calloc((size_t)r->n, sizeof *r->summaries);
+    r->simctx = calloc((size_t)r->n, sizeof *r->simctx);
+    r->times_ms = calloc((size_t)r->sc->steps + 1, sizeof *r->times_ms);
+    return r->stages && r->views && r->summaries && r->simctx && r->times_ms ? MS_OK : MS_ENOMEM;
+}
+
 ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,
                          ms_diag *d)
 {
@@ -545,26 +692,25 @@ ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_ru
     if (r == NULL)
         return MS_ENOMEM;
     r->sc = sc;
-    r->n = sc->parallel.pipeline_model_parallel_size > 0 ? sc->parallel.pipeline_model_parallel_size
-                                                         : 1;
-    r->stages = calloc((size_t)r->n, sizeof *r->stages);
-    r->views = calloc((size_t)r->n, sizeof *r->views);
-    r->summaries = calloc((size_t)r->n, sizeof *r->summaries);
-    r->simctx = calloc((size_t)r->n, sizeof *r->simctx);
-    r->times_ms = calloc((size_t)sc->steps + 1, sizeof *r->times_ms);
-    ms_status st = (r->stages && r->views && r->summaries && r->simctx && r->times_ms)
-                       ? MS_OK
-                       : MS_ENOMEM;
-    if (st == MS_OK && opt->record && sc->report_detail != MS_DETAIL_NONE)
+    r->backend = opt->backend ? opt->backend : "mock";
+    r->checks = (ms_exec_checks){.verify = opt->verify, .fault = opt->fault};
+    ms_status st = choose_stages(r, opt, d);
+    if (st == MS_OK && strcmp(r->backend, "mock") != 0)
+        st = fit_to_device(r, opt, d);
+    if (st == MS_OK)
+        st = alloc_run_arrays(r);
+    if (st == MS_OK && opt->record && r->sc->report_detail != MS_DETAIL_NONE)
         st = ms_record_create(&r->record);
     if (st == MS_OK)
-        st = open_policy(sc, opt, &r->policy, d);
+        st = open_policy(r->sc, opt, &r->policy, d);
     if (st == MS_OK)
         st = open_stages(r, opt, d);
     if (st == MS_OK && !any_setup_oom(r, d))
         st = run_steps(r, d);
-    if (st == MS_OK)
+    if (st == MS_OK) {
         fill_times(r);
+        note_device_memory(r);
+    }
     close_devices(r);
     if (st != MS_OK) {
         ms_run_free(r);
@@ -584,6 +730,8 @@ ms_status ms_run_free(ms_run *r)
             ms_program_free(r->stages[i].program);
     if (r->record)
         ms_record_free(r->record);
+    if (r->owned_sc)
+        ms_scenario_free(r->owned_sc);
     free(r->stages);
     free(r->views);
     free(r->summaries);
@@ -603,6 +751,11 @@ const ms_run_summary *ms_run_summaries(const ms_run *r, size_t *n)
 const ms_run_summary *ms_run_summary_get(const ms_run *r)
 {
     return r != NULL ? &r->summaries[0] : NULL;
+}
+
+const ms_run_notes *ms_run_notes_get(const ms_run *r)
+{
+    return r != NULL ? &r->notes : NULL;
 }
 
 const ms_run_record *ms_run_record_get(const ms_run *r)

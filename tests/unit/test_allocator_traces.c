@@ -298,7 +298,7 @@ static outcome run_trace(const char *name)
     ms_alloc_config cfg;
     ms_alloc_config_default(MS_ALLOC_CUDA, &cfg);
     ck_assert_int_eq(ms_alloc_config_parse(line[4] ? line + 5 : "", &cfg, NULL), MS_OK);
-    ms_backend be = {&replay_ops, &r, 0};
+    ms_backend be = {.ops = &replay_ops, .inst = &r, .device = 0};
     ms_stream stream = {0};
     ms_alloc *a = NULL;
     ck_assert_int_eq(ms_alloc_create(&be, &cfg, &a), MS_OK);

@@ -116,23 +116,35 @@ typedef struct fixture {
     ms_op_profile prof[4];
 } fixture;
 
-static void open_fixture(fixture *f, uint64_t hbm)
+/* verify: the executor's data check, on the mock's functional mode. */
+static void open_fixture_checked(fixture *f, uint64_t hbm, bool verify)
 {
     memset(f, 0, sizeof *f);
     build_program();
     f->spec = test_device(hbm);
     ck_assert_int_eq(sim_create(&f->engine), MS_OK);
     ck_assert_int_eq(mock_create(f->engine, &f->spec, 0, 1, &f->be), MS_OK);
+    if (verify)
+        ck_assert_int_eq(mock_enable_data(f->be), MS_OK);
     ms_alloc_config cfg;
     ck_assert_int_eq(ms_alloc_config_default(MS_ALLOC_CUDA, &cfg), MS_OK);
     ck_assert_int_eq(ms_alloc_create(f->be, &cfg, &f->alloc), MS_OK);
     ck_assert_int_eq(ms_record_create(&f->rec), MS_OK);
-    ms_exec_config ec = {.program = &view, .backend = f->be, .alloc = f->alloc,
-                         .record = f->rec, .device = &f->spec};
+    ms_exec_config ec = {.program = &view,
+                         .backend = f->be,
+                         .alloc = f->alloc,
+                         .record = f->rec,
+                         .device = &f->spec,
+                         .verify = verify};
     bool setup_oom = true;
     ms_diag d = {0};
-    ck_assert_int_eq(ms_exec_create(&ec, &f->exec, &setup_oom, &d), MS_OK);
+    ck_assert_msg(ms_exec_create(&ec, &f->exec, &setup_oom, &d) == MS_OK, "%s", d.msg);
     ck_assert(!setup_oom);
+}
+
+static void open_fixture(fixture *f, uint64_t hbm)
+{
+    open_fixture_checked(f, hbm, false);
 }
 
 static void close_fixture(fixture *f)
@@ -218,6 +230,52 @@ START_TEST(swap_block_returns_only_after_copy)
 }
 END_TEST
 
+/* The data check: one check per tensor that comes back, of all its bytes. */
+START_TEST(verify_checks_what_comes_back)
+{
+    fixture f;
+    open_fixture_checked(&f, 1024 * MiB, true);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_decision dec = {
+        .kind = MS_DEC_SWAP, .tensor = T_X, .out_after = 1, .in_before = 2, .prefetch = 1};
+    ck_assert_int_eq(ms_plan_add(&plan, &dec), MS_OK);
+    ms_step_result r = step(&f, &plan);
+    ck_assert_uint_eq(r.verified_tensors, 1);
+    ck_assert_uint_eq(r.verified_bytes, 64 * MiB);
+    ms_plan_free(&plan);
+    ms_plan_init(&plan);
+    dec = (ms_decision){.kind = MS_DEC_RECOMPUTE, .segment = 0};
+    ck_assert_int_eq(ms_plan_add(&plan, &dec), MS_OK);
+    r = step(&f, &plan);
+    /* The segment's saved x and y are re-made and read by op 2. */
+    ck_assert_uint_eq(r.recomputed_ops, 2);
+    ck_assert_uint_eq(r.verified_tensors, 2);
+    ck_assert_uint_eq(r.verified_bytes, 96 * MiB);
+    r = step(&f, NULL);
+    ck_assert_uint_eq(r.verified_tensors, 0);
+    ms_plan_free(&plan);
+    close_fixture(&f);
+}
+END_TEST
+
+/* Without real bytes there is nothing to check: refused, not faked. */
+START_TEST(verify_needs_a_backend_that_carries_data)
+{
+    fixture f;
+    open_fixture(&f, 1024 * MiB);
+    ms_exec_config ec = {
+        .program = &view, .backend = f.be, .alloc = f.alloc, .device = &f.spec, .verify = true};
+    ms_exec *e = NULL;
+    bool setup_oom = false;
+    ms_diag d = {0};
+    ck_assert_int_eq(ms_exec_create(&ec, &e, &setup_oom, &d), MS_EUNSUPPORTED);
+    ck_assert_ptr_null(e);
+    ck_assert_ptr_nonnull(strstr(d.msg, "verify needs a backend that carries data"));
+    close_fixture(&f);
+}
+END_TEST
+
 START_TEST(recompute_drops_and_replays)
 {
     fixture f;
@@ -284,6 +342,8 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, frees_at_last_use);
     tcase_add_test(tc, swap_block_returns_only_after_copy);
     tcase_add_test(tc, recompute_drops_and_replays);
+    tcase_add_test(tc, verify_checks_what_comes_back);
+    tcase_add_test(tc, verify_needs_a_backend_that_carries_data);
     tcase_add_test(tc, swap_that_hides_a_use_is_rejected);
     tcase_add_test(tc, oom_is_a_result_not_a_crash);
     suite_add_tcase(s, tc);

@@ -676,6 +676,190 @@ START_TEST(group_opens_numbers_and_runs_devices)
 }
 END_TEST
 
+/* ---- the functional mode ------------------------------------------------ */
+
+static void fill_bytes(uint8_t *p, size_t n, uint8_t seed)
+{
+    for (size_t i = 0; i < n; i++)
+        p[i] = (uint8_t)(seed + i * 7);
+}
+
+static uint64_t host_buffer(rig *r, uint64_t bytes)
+{
+    uint64_t a = 0;
+    ck_assert_int_eq(OPS(r)->malloc_host(INST(r), bytes, &a), MS_OK);
+    return a;
+}
+
+static uint64_t device_buffer(rig *r, uint64_t bytes)
+{
+    uint64_t a = 0;
+    ck_assert_int_eq(OPS(r)->malloc_device(INST(r), bytes, &a), MS_OK);
+    return a;
+}
+
+static void copy(rig *r, uint64_t dst, uint64_t src, uint64_t bytes, ms_copy_kind k, ms_stream *s)
+{
+    ck_assert_int_eq(OPS(r)->memcpy_async(INST(r), dst, src, bytes, k, s, 0), MS_OK);
+}
+
+/* Real bytes go to the device and back; pinned host addresses are host
+ * pointers.  1 MiB at 10 GB/s takes ~105 us each way. */
+START_TEST(functional_copies_move_bytes)
+{
+    ms_device_spec s = spec_base();
+    rig r;
+    rig_open(&r, &s);
+    ck_assert(!r.be->carries_data);
+    ck_assert_int_eq(mock_enable_data(r.be), MS_OK);
+    ck_assert(r.be->carries_data);
+    enum { N = 1 << 20 };
+    uint64_t h0 = host_buffer(&r, N), h1 = host_buffer(&r, N), dev = device_buffer(&r, N);
+    fill_bytes((uint8_t *)(uintptr_t)h0, N, 3);
+    ms_stream *a = stream(&r, 0);
+    copy(&r, dev, h0, N, MS_COPY_H2D, a);
+    copy(&r, h1, dev, N, MS_COPY_D2H, a);
+    /* Issued, not run: the bytes move in device time. */
+    ck_assert_uint_eq(((uint8_t *)(uintptr_t)h1)[1], 0);
+    ck_assert_int_eq(OPS(&r)->stream_synchronize(INST(&r), a), MS_OK);
+    ck_assert_int_eq(memcmp((void *)(uintptr_t)h0, (void *)(uintptr_t)h1, N), 0);
+    ck_assert_int_eq(OPS(&r)->free_host(INST(&r), h0), MS_OK);
+    ck_assert_int_eq(OPS(&r)->free_host(INST(&r), h1), MS_OK);
+    ck_assert_int_eq(OPS(&r)->free_device(INST(&r), dev), MS_OK);
+    rig_close(&r);
+}
+END_TEST
+
+/* A copy on another stream that does not wait reads the block before the
+ * H2D has landed: what a missing stream_wait_event does on hardware. */
+START_TEST(functional_unordered_copy_reads_old_bytes)
+{
+    ms_device_spec s = spec_base();
+    rig r;
+    rig_open(&r, &s);
+    ck_assert_int_eq(mock_enable_data(r.be), MS_OK);
+    enum { N = 1 << 20 };
+    uint64_t h0 = host_buffer(&r, N), h1 = host_buffer(&r, N), dev = device_buffer(&r, N);
+    fill_bytes((uint8_t *)(uintptr_t)h0, N, 9);
+    ms_stream *a = stream(&r, 0), *b = stream(&r, 0);
+    /* A 1e11-FLOP kernel (100 us) delays the H2D on stream a; the D2H on
+     * stream b runs at once (the two directions of the link are
+     * independent) and finishes first. */
+    launch(&r, matmul(1e11), a, 1);
+    copy(&r, dev, h0, N, MS_COPY_H2D, a);
+    copy(&r, h1, dev, N, MS_COPY_D2H, b);
+    ck_assert_int_eq(OPS(&r)->device_synchronize(INST(&r)), MS_OK);
+    const uint8_t *got = (const uint8_t *)(uintptr_t)h1;
+    for (size_t i = 0; i < N; i += 4096)
+        ck_assert_uint_eq(got[i], 0);
+    rig_close(&r);
+}
+END_TEST
+
+/* A copy whose block was freed before it ran is a sticky fault, as an
+ * illegal address is on CUDA. */
+START_TEST(functional_copy_from_freed_memory_faults)
+{
+    ms_device_spec s = spec_base();
+    rig r;
+    rig_open(&r, &s);
+    ck_assert_int_eq(mock_enable_data(r.be), MS_OK);
+    enum { N = 1 << 20 };
+    uint64_t h = host_buffer(&r, N), dev = device_buffer(&r, N);
+    ms_stream *a = stream(&r, 0);
+    copy(&r, h, dev, N, MS_COPY_D2H, a);
+    ck_assert_int_eq(OPS(&r)->free_device(INST(&r), dev), MS_OK);
+    ck_assert_int_eq(OPS(&r)->stream_synchronize(INST(&r), a), MS_EHAZARD);
+    ck_assert_int_eq(OPS(&r)->device_synchronize(INST(&r)), MS_EHAZARD);
+    ck_assert_ptr_nonnull(strstr(mock_data_fault_message(r.be), "source was not allocated device"));
+    rig_close(&r);
+}
+END_TEST
+
+/* The mode holds real bytes in host memory, so it keeps to a budget: device
+ * pages count once a copy writes them (and stop counting when freed),
+ * pinned buffers whole; past it, a sticky fault that says why, instead of
+ * the OOM killer. */
+START_TEST(functional_mode_keeps_to_its_host_budget)
+{
+    enum { MiB = 1 << 20 };
+    ms_device_spec s = spec_base();
+    rig r;
+    rig_open(&r, &s);
+    ck_assert_int_eq(mock_enable_data(r.be), MS_OK);
+    ck_assert_int_eq(mock_data_set_host_budget(r.be, 2 * MiB), MS_OK);
+    uint64_t h = host_buffer(&r, MiB), dev = device_buffer(&r, 4 * MiB);
+    ms_stream *a = stream(&r, 0);
+    copy(&r, dev, h, MiB, MS_COPY_H2D, a);
+    copy(&r, dev, h, MiB, MS_COPY_H2D, a); /* the same pages: nothing more */
+    ck_assert_int_eq(OPS(&r)->stream_synchronize(INST(&r), a), MS_OK);
+    /* Freeing the segment gives its written pages back. */
+    ck_assert_int_eq(OPS(&r)->free_device(INST(&r), dev), MS_OK);
+    dev = device_buffer(&r, 4 * MiB);
+    copy(&r, dev, h, MiB, MS_COPY_H2D, a);
+    ck_assert_int_eq(OPS(&r)->stream_synchronize(INST(&r), a), MS_OK);
+    ck_assert_str_eq(OPS(&r)->last_error(INST(&r)), "");
+    copy(&r, dev + MiB, h, MiB, MS_COPY_H2D, a);
+    ck_assert_int_eq(OPS(&r)->stream_synchronize(INST(&r), a), MS_EHAZARD);
+    const char *why = mock_data_fault_message(r.be);
+    ck_assert_msg(strstr(why, "the functional mock (--verify) keeps device and pinned bytes in "
+                              "host memory and a copy of 1048576 bytes would take it to 0.00 GiB, "
+                              "beyond its budget of 0.00 GiB") != NULL,
+                  "%s", why);
+    ck_assert_str_eq(OPS(&r)->last_error(INST(&r)), why);
+    rig_close(&r);
+
+    rig_open(&r, &s);
+    ck_assert_int_eq(mock_enable_data(r.be), MS_OK);
+    ck_assert_int_eq(mock_data_set_host_budget(r.be, 2 * MiB), MS_OK);
+    h = host_buffer(&r, MiB);
+    uint64_t more = 0;
+    ck_assert_int_eq(OPS(&r)->malloc_host(INST(&r), 2 * MiB, &more), MS_EHAZARD);
+    ck_assert_ptr_nonnull(strstr(mock_data_fault_message(r.be), "a pinned buffer of that size"));
+    rig_close(&r);
+}
+END_TEST
+
+/* The mode starts before anything exists; the accounting is unchanged. */
+START_TEST(functional_mode_is_chosen_first)
+{
+    ms_device_spec s = spec_base();
+    s.host_pinned_bytes = 1 << 20;
+    rig r;
+    rig_open(&r, &s);
+    uint64_t dev = device_buffer(&r, 4096);
+    ck_assert_int_eq(mock_enable_data(r.be), MS_EINVAL);
+    ck_assert(!r.be->carries_data);
+    ck_assert_int_eq(OPS(&r)->free_device(INST(&r), dev), MS_OK);
+    ck_assert_int_eq(mock_enable_data(r.be), MS_OK);
+    uint64_t h = host_buffer(&r, 1 << 20), more = 0;
+    ck_assert_int_eq(OPS(&r)->malloc_host(INST(&r), 512, &more), MS_ENOMEM);
+    ck_assert_int_eq(OPS(&r)->free_host(INST(&r), h + 512), MS_EINVAL);
+    ck_assert_int_eq(OPS(&r)->free_host(INST(&r), h), MS_OK);
+    ck_assert_int_eq(OPS(&r)->malloc_host(INST(&r), 512, &more), MS_OK);
+    ck_assert_int_eq(OPS(&r)->free_host(INST(&r), more), MS_OK);
+    rig_close(&r);
+}
+END_TEST
+
+/* A functional group: every device carries data, the cooperative wrappers
+ * of a pipeline included. */
+START_TEST(functional_group_devices_carry_data)
+{
+    ms_device_spec s = spec_base();
+    ms_group_config cfg = {.spec = &s, .n_devices = 2, .functional = true};
+    ms_device_group *g = NULL;
+    ck_assert_int_eq(mock_group_open(&cfg, &g, NULL), MS_OK);
+    ck_assert(ms_group_device(g, 0)->carries_data);
+    ck_assert(ms_group_device(g, 1)->carries_data);
+    ck_assert_int_eq(ms_group_close(g), MS_OK);
+    cfg.functional = false;
+    ck_assert_int_eq(mock_group_open(&cfg, &g, NULL), MS_OK);
+    ck_assert(!ms_group_device(g, 1)->carries_data);
+    ck_assert_int_eq(ms_group_close(g), MS_OK);
+}
+END_TEST
+
 static Suite *mock_suite(void)
 {
     Suite *s = suite_create("mock");
@@ -695,6 +879,14 @@ static Suite *mock_suite(void)
     tcase_add_test(tc, device_memory_oom_leaves_state_unchanged);
     tcase_add_test(tc, mapped_pages_count_against_capacity);
     tcase_add_test(tc, pinned_host_memory_is_bounded);
+    suite_add_tcase(s, tc);
+    tc = tcase_create("functional");
+    tcase_add_test(tc, functional_copies_move_bytes);
+    tcase_add_test(tc, functional_unordered_copy_reads_old_bytes);
+    tcase_add_test(tc, functional_copy_from_freed_memory_faults);
+    tcase_add_test(tc, functional_mode_is_chosen_first);
+    tcase_add_test(tc, functional_mode_keeps_to_its_host_budget);
+    tcase_add_test(tc, functional_group_devices_carry_data);
     suite_add_tcase(s, tc);
     return s;
 }

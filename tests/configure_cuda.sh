@@ -1,0 +1,86 @@
+#!/bin/sh
+# configure's CUDA switches, as a user meets them (issue 9): the toolkit is
+# found by default (nvcc on PATH, else /usr/local/cuda), --with-cuda=DIR uses
+# DIR, --without-cuda builds without it, and a --with-cuda that finds no
+# toolkit stops with an error that says what is missing.  Each case runs
+# configure in a scratch copy of what configure reads (a configured source
+# tree refuses a second build directory) and checks config.h for what
+# lib/backend/registry.c tests (MS_WITH_CUDA).
+#
+# Usage: tests/configure_cuda.sh [SRCDIR]   (SRCDIR must hold a generated
+# configure, i.e. after ./bootstrap or autoreconf).  CI runs it (.ci/run);
+# on a machine with the CUDA toolkit, configure not finding it is a failure.
+set -eu
+src=$(cd "${1:-$(dirname "$0")/..}" && pwd)
+tmp=$(mktemp -d /tmp/memsim-configure-cuda-XXXXXX)
+trap 'rm -rf "$tmp"' EXIT
+fail=0
+
+# The toolkit a default configure must find, if this machine has one.
+toolkit=""
+if command -v nvcc >/dev/null 2>&1; then
+    toolkit=$(dirname "$(dirname "$(command -v nvcc)")")
+elif [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
+    toolkit=/usr/local/cuda
+fi
+
+# run_configure NAME PATH_FOR_CONFIGURE ARGS...: configure in a fresh copy;
+# leaves its exit status in $tmp/NAME.rc and its output in $tmp/NAME.log.
+run_configure() {
+    name=$1 path=$2
+    shift 2
+    dir=$tmp/$name
+    mkdir -p "$dir/cli"
+    (cd "$src" && cp -p configure config.h.in Makefile.in memsim.pc.in "$dir/" &&
+        cp -pR build-aux "$dir/" && cp -p cli/main.c "$dir/cli/")
+    rc=0
+    (cd "$dir" && PATH=$path ./configure "$@") >"$tmp/$name.log" 2>&1 || rc=$?
+    echo "$rc" >"$tmp/$name.rc"
+}
+
+with_cuda() { grep -q '^#define MS_WITH_CUDA 1' "$tmp/$1/config.h"; }
+
+check() {
+    if eval "$2"; then
+        echo "ok: $1"
+    else
+        echo "FAIL: $1 (configure output: $tmp/$3.log)"
+        sed 's/^/    /' "$tmp/$3.log" | tail -n 15
+        fail=1
+    fi
+}
+
+# A PATH without nvcc, so that only the argument can point at a toolkit.
+bare_path=/usr/bin:/bin
+
+run_configure default "$PATH"
+if [ -n "$toolkit" ]; then
+    check "default configure finds the CUDA toolkit in $toolkit" \
+        '[ "$(cat $tmp/default.rc)" = 0 ] && with_cuda default' default
+    run_configure with_dir "$bare_path" --with-cuda="$toolkit"
+    check "--with-cuda=$toolkit builds the CUDA backend with nvcc off PATH" \
+        '[ "$(cat $tmp/with_dir.rc)" = 0 ] && with_cuda with_dir &&
+         grep -q "^CUDA_CPPFLAGS = -I$toolkit/include" $tmp/with_dir/Makefile' with_dir
+else
+    check "default configure without a CUDA toolkit builds without it, saying so" \
+        '[ "$(cat $tmp/default.rc)" = 0 ] && ! with_cuda default &&
+         grep -q "CUDA toolkit not found: building without the cuda backend" $tmp/default.log' \
+        default
+fi
+
+run_configure without "$PATH" --without-cuda
+check "--without-cuda builds without the CUDA backend" \
+    '[ "$(cat $tmp/without.rc)" = 0 ] && ! with_cuda without &&
+     ! grep -q "^CUDA_LIBS = ." $tmp/without/Makefile' without
+
+run_configure missing "$bare_path" --with-cuda=/nonexistent/cuda
+check "--with-cuda=/nonexistent/cuda stops with an error naming the directory" \
+    '[ "$(cat $tmp/missing.rc)" != 0 ] &&
+     grep -q "error: --with-cuda: no CUDA toolkit with cuda_runtime_api.h" $tmp/missing.log &&
+     grep -q "/nonexistent/cuda" $tmp/missing.log' missing
+
+if [ "$fail" -ne 0 ]; then
+    trap - EXIT
+    echo "configure_cuda: failures above; scratch trees kept in $tmp"
+fi
+exit "$fail"
