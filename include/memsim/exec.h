@@ -45,6 +45,15 @@ typedef struct ms_exec_config {
     /* Record nothing of the setup (persistent allocations, pool choices):
      * a relaunched job's setup is already in the record once. */
     bool quiet_setup;
+    /* An allocation that fails inside a step swaps idle tensors out
+     * synchronously and retries (SmartSwap's and adaptive memory's OOM
+     * interception; ms_policy_rescues_oom) instead of ending the step. */
+    bool rescue_oom;
+    /* MindSpore's swap: the device block of a swapped-out tensor is released
+     * `prefetch` ops after its copy starts (the host waiting for the copy if
+     * it has not finished) and is reusable at once, instead of PyTorch's
+     * record_stream release when the copy's event is next polled. */
+    bool release_after_copy;
 } ms_exec_config;
 
 /* Result of one step. */
@@ -65,6 +74,7 @@ typedef struct ms_step_result {
     int64_t start_ns;          /* host clock when the step began */
     int64_t end_ns;            /* host clock when the device finished it */
     int64_t compute_busy_ns;   /* device time the compute stream was busy */
+    ms_rescue_stats rescued;   /* in-step OOM rescues (rescue_oom) */
 } ms_step_result;
 
 /* Create the executor: streams, and the persistent tensors (weights, grads,

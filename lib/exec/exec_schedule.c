@@ -194,10 +194,16 @@ static ms_status resolve_swap(const ms_program_view *p, const ms_decision *dec, 
     tp->out_after = out;
     tp->in_before = in;
     tp->in_at = at;
+    /* MindFormers' backward_prefetch also sets how late in forward the
+     * block is released (seed 003, default_prefetch): as many ops after the
+     * swap-out, and before the swap-in. */
+    int32_t release = out + prefetch;
+    tp->release_at = release < at ? release : at - 1;
     return MS_OK;
 }
 
-static ms_status emit_tensor_actions(const ms_program_view *p, ms_schedule *s)
+static ms_status emit_tensor_actions(const ms_program_view *p, bool release_after_copy,
+                                     ms_schedule *s)
 {
     ms_status st = MS_OK;
     for (uint32_t i = 0; i < p->n_tensors && st == MS_OK; i++) {
@@ -207,6 +213,8 @@ static ms_status emit_tensor_actions(const ms_program_view *p, ms_schedule *s)
             st = push(s, (uint32_t)tp->out_after, MS_ACT_AFTER, MS_ACT_SWAP_OUT, i);
             if (st == MS_OK)
                 st = push(s, (uint32_t)tp->in_at, MS_ACT_BEFORE, MS_ACT_SWAP_IN, i);
+            if (st == MS_OK && release_after_copy)
+                st = push(s, (uint32_t)tp->release_at, MS_ACT_AFTER, MS_ACT_RELEASE, i);
         }
         if (t->persistent || st != MS_OK)
             continue;
@@ -254,7 +262,8 @@ static ms_status emit_recompute_actions(const ms_program_view *p, ms_schedule *s
 }
 
 ms_status exec_schedule_build(const ms_program_view *p, const ms_program_facts *facts,
-                              const ms_plan *plan, ms_schedule *s, ms_diag *d)
+                              const ms_plan *plan, bool release_after_copy, ms_schedule *s,
+                              ms_diag *d)
 {
     if (p == NULL || facts == NULL || s == NULL)
         return MS_EINVAL;
@@ -267,8 +276,10 @@ ms_status exec_schedule_build(const ms_program_view *p, const ms_program_facts *
         exec_schedule_free(s);
         return MS_ENOMEM;
     }
-    for (uint32_t i = 0; i < p->n_tensors; i++)
+    for (uint32_t i = 0; i < p->n_tensors; i++) {
         s->tensors[i].segment = MS_NONE;
+        s->tensors[i].release_at = MS_NONE;
+    }
     ms_status st = mark_recompute(p, plan, s, d);
     for (uint32_t i = 0; st == MS_OK && plan && i < plan->n; i++) {
         const ms_decision *dec = &plan->items[i];
@@ -287,7 +298,7 @@ ms_status exec_schedule_build(const ms_program_view *p, const ms_program_facts *
         if (plan->items[i].kind == MS_DEC_SWAP)
             st = resolve_swap(p, &plan->items[i], s, d);
     if (st == MS_OK)
-        st = emit_tensor_actions(p, s);
+        st = emit_tensor_actions(p, release_after_copy, s);
     if (st == MS_OK)
         st = emit_recompute_actions(p, s);
     if (st != MS_OK) {
