@@ -995,10 +995,10 @@ static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result 
 
 static ms_status record_decisions(ms_exec *e)
 {
-    static const char *const names[] = {"swap", "recompute", "keep"};
+    static const char *const names[] = {"swap", "recompute", "keep", "swap_ignored"};
     for (uint32_t t = 0; e->cfg.record && t < e->p->n_tensors; t++) {
         const ms_tensor_plan *tp = &e->sched.tensors[t];
-        int which = tp->swap ? 0 : tp->dropped ? 1 : tp->kept ? 2 : -1;
+        int which = tp->swap ? 0 : tp->dropped ? 1 : tp->kept ? 2 : tp->swap_ignored ? 3 : -1;
         if (which < 0)
             continue;
         ms_tensor_row row = {.step = e->step, .device = e->cfg.backend->device, .tensor = t,

@@ -39,6 +39,7 @@ typedef struct ms_tensor_plan {
     uint8_t swap;        /* swapped out and back this step */
     uint8_t dropped;     /* freed after forward, re-created by recompute */
     uint8_t kept;        /* pinned by ctx:keep */
+    uint8_t swap_ignored; /* a swap decision that recompute or keep overrode */
     int32_t out_after;
     int32_t in_at;       /* op before which the swap-in is issued */
     int32_t in_before;

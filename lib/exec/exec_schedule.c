@@ -152,6 +152,16 @@ static ms_status mark_recompute(const ms_program_view *p, const ms_plan *plan, m
     return MS_OK;
 }
 
+static bool read_by_recomputed(const ms_program_view *p, const ms_schedule *s, const ms_tensor *t)
+{
+    for (uint32_t u = 0; u < t->n_uses; u++) {
+        const ms_op *op = &p->ops[t->uses[u]];
+        if (op->phase == MS_PHASE_FORWARD && in_recomputed(p, s, op))
+            return true;
+    }
+    return false;
+}
+
 static ms_status resolve_swap(const ms_program_view *p, const ms_decision *dec, ms_schedule *s,
                               ms_diag *d)
 {
@@ -160,7 +170,20 @@ static ms_status resolve_swap(const ms_program_view *p, const ms_decision *dec, 
                            dec->tensor, p->n_tensors);
     const ms_tensor *t = &p->tensors[dec->tensor];
     ms_tensor_plan *tp = &s->tensors[t->id];
-    if (tp->dropped || tp->kept) {
+    /* Recompute (and keep) win over swap on the same tensor; so does a
+     * recompute of a forward reader: its replay reads the tensor before a
+     * swap-in for the backward would bring it back (seed 003: "swapping an
+     * op whose consumer is recomputed has no effect").  The tensor is
+     * recorded as swap_ignored (tensors.csv), never dropped silently. */
+    if (tp->dropped || tp->kept || read_by_recomputed(p, s, t)) {
+        s->ignored_swaps++;
+        tp->swap_ignored = 1;
+        return MS_OK;
+    }
+    /* A second swap of a tensor (the scenario's declared swap after the
+     * policy's): the first decision stands, as ctx:swap refuses a policy's
+     * own second swap of a tensor. */
+    if (tp->swap) {
         s->ignored_swaps++;
         return MS_OK;
     }

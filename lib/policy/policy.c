@@ -461,6 +461,7 @@ static ms_status run_decide(ms_policy *p, const char *hook, const ms_profile *pr
     lua_pushlightuserdata(p->L, &hc);
     st = call_protected(p, 1, 0, d);
     p->ctx = NULL;
+    free(c.swapped);
     ms_plan_free(&c.scratch);
     ms_plan_free(&c.sim_plan);
     if (st != MS_OK)

@@ -7,6 +7,7 @@
  * the program, and errors carry the script's file:line (luaL_error level 1). */
 #include "policy_host.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
@@ -184,6 +185,18 @@ static void add_decision(lua_State *L, ms_policy_ctx *c, const ms_decision *dec,
         luaL_error(L, "%s: out of memory", what);
 }
 
+/* A tensor swapped twice in one plan is a policy bug (two copies out of
+ * one block): refused, naming the tensor. */
+static void refuse_second_swap(lua_State *L, ms_policy_ctx *c, uint32_t tensor)
+{
+    if (c->swapped == NULL && (c->swapped = calloc(c->prog->n_tensors, 1)) == NULL)
+        luaL_error(L, "ctx:swap: out of memory");
+    if (c->swapped[tensor])
+        luaL_error(L, "ctx:swap: tensor %d ('%s') is already swapped in this plan", (int)tensor,
+                   c->prog->tensors[tensor].name ? c->prog->tensors[tensor].name : "?");
+    c->swapped[tensor] = 1;
+}
+
 static int ctx_swap(lua_State *L)
 {
     ms_policy_ctx *c = writable_ctx(L, "swap");
@@ -196,6 +209,7 @@ static int ctx_swap(lua_State *L)
         read_swap_options(L, c, 3, &dec, "ctx:swap");
     }
     check_swap(L, c, &dec, "ctx:swap");
+    refuse_second_swap(L, c, dec.tensor);
     add_decision(L, c, &dec, "ctx:swap");
     return 0;
 }

@@ -34,6 +34,7 @@ typedef struct ms_policy_ctx {
     bool log_capped;
     bool simulating;             /* the simulator is reading plan: no changes */
     bool replace_declared;       /* plan(): the scenario's declared decisions are not added */
+    uint8_t *swapped;            /* n_tensors: swapped by this call's ctx:swap (NULL: none yet) */
 } ms_policy_ctx;
 
 struct ms_policy {

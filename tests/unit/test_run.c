@@ -1,6 +1,7 @@
 /* End to end: scenario -> run -> CSV reports, and the memsim command's
  * behaviour on good and bad input. */
 #include <check.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -850,6 +851,91 @@ START_TEST(fragmentation_pools_lower_reserved)
 }
 END_TEST
 
+/* Write the complete policies of docs/policy-api.md (```lua blocks that
+ * return a table) to tmpdir/doc_N.lua; returns how many. */
+static int extract_doc_policies(void)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/docs/policy-api.md", srcdir());
+    size_t len = 0;
+    char *doc = read_file(path, &len);
+    ck_assert_ptr_nonnull(doc);
+    int n = 0;
+    for (char *p = strstr(doc, "```lua\n"); p != NULL; p = strstr(p, "```lua\n")) {
+        p += 7;
+        char *end = strstr(p, "```");
+        ck_assert_ptr_nonnull(end);
+        *end = '\0';
+        if (strstr(p, "return {") != NULL) {
+            snprintf(path, sizeof path, "%s/doc_%d.lua", tmpdir, n++);
+            FILE *f = fopen(path, "w");
+            ck_assert_ptr_nonnull(f);
+            fputs(p, f);
+            fclose(f);
+        }
+        p = end + 3;
+    }
+    free(doc);
+    return n;
+}
+
+/* Every complete policy example of docs/policy-api.md runs a step on every
+ * shipped scenario (the 70B ones take a minute each and are left to
+ * docs/validation.md's runs). */
+START_TEST(doc_policy_examples_run_on_shipped_scenarios)
+{
+    int n = extract_doc_policies();
+    ck_assert_int_ge(n, 1);
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/scenarios", srcdir());
+    DIR *dp = opendir(dir);
+    ck_assert_ptr_nonnull(dp);
+    int ran = 0;
+    for (struct dirent *de; (de = readdir(dp)) != NULL;) {
+        size_t l = strlen(de->d_name);
+        if (l < 5 || strcmp(de->d_name + l - 4, ".lua") != 0 || strstr(de->d_name, "70b"))
+            continue;
+        for (int i = 0; i < n; i++) {
+            char args[2048], err[8192];
+            snprintf(args, sizeof args,
+                     "run scenarios/%s --policy %s/doc_%d.lua --set steps=1 "
+                     "--set report.detail=none --quiet --out %s/doc",
+                     de->d_name, tmpdir, i, tmpdir);
+            ck_assert_msg(run_memsim(args, err, sizeof err) == 0, "doc example %d on %s: %s", i,
+                          de->d_name, err);
+            ran++;
+        }
+    }
+    closedir(dp);
+    ck_assert_int_ge(ran, 15);
+}
+END_TEST
+
+/* Seed 003's rule: swapping a tensor whose forward reader is recomputed has
+ * no effect (recompute wins); the swap shows as swap_ignored in
+ * tensors.csv instead of a hazard or a silent drop. */
+START_TEST(swap_of_recomputed_reader_input_is_ignored_visibly)
+{
+    ck_assert_int_ge(extract_doc_policies(), 1);
+    char args[2048], err[8192], path[1100];
+    snprintf(args, sizeof args,
+             "run scenarios/llama2-7b-swap-recompute.lua --policy %s/doc_0.lua --set steps=1 "
+             "--quiet --out %s/ign",
+             tmpdir, tmpdir);
+    ck_assert_msg(run_memsim(args, err, sizeof err) == 0, "%s", err);
+    snprintf(path, sizeof path, "%s/ign/tensors.csv", tmpdir);
+    size_t len = 0;
+    char *csv = read_file(path, &len);
+    ck_assert_ptr_nonnull(csv);
+    ck_assert_ptr_nonnull(strstr(csv, "layers.3.feed_forward.w1.matmul.out,activation"));
+    const char *row = strstr(csv, "layers.3.feed_forward.w1.matmul.out,activation");
+    ck_assert_msg(strstr(row, ",swap_ignored,") != NULL &&
+                      strstr(row, ",swap_ignored,") < strchr(row, '\n'),
+                  "%.200s", row);
+    free(csv);
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -875,6 +961,8 @@ static Suite *run_suite(void)
     tcase_add_test(tc, adaptive_memory_refuses_what_the_seed_refuses);
     tcase_add_test(tc, mindformers_swap_does_not_raise_reserved);
     tcase_add_test(tc, fragmentation_pools_lower_reserved);
+    tcase_add_test(tc, doc_policy_examples_run_on_shipped_scenarios);
+    tcase_add_test(tc, swap_of_recomputed_reader_input_is_ignored_visibly);
     tcase_add_test(tc, policy_replaces_declared_settings);
     tcase_add_test(tc, simulate_sees_declared_settings);
     suite_add_tcase(s, tc);
