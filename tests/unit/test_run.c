@@ -936,6 +936,69 @@ START_TEST(swap_of_recomputed_reader_input_is_ignored_visibly)
 }
 END_TEST
 
+/* The step time of a run of policy on scenario (ms, the slowest
+ * stage's), or -1 when it ran out of memory or the policy refused it. */
+static double step_time_or_oom(const char *scenario, const char *policy)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/%s", srcdir(), scenario);
+    static const char *const sets[] = {"report.detail=none"};
+    const ms_scenario *sc = NULL;
+    ms_diag d = {0};
+    ck_assert_msg(ms_scenario_load(path, sets, 1, &sc, &d) == MS_OK, "%s", d.msg);
+    ms_run_options opt = {.policy = policy};
+    ms_run *run = NULL;
+    double t = -1.0;
+    if (ms_run_execute(sc, &opt, &run, &d) == MS_OK) {
+        size_t n = 0;
+        const ms_run_summary *s = ms_run_summaries(run, &n);
+        bool oom = false;
+        for (size_t i = 0; i < n; i++) {
+            oom |= s[i].oom;
+            if (s[i].step_time_ms > t)
+                t = s[i].step_time_ms;
+        }
+        if (oom)
+            t = -1.0;
+    }
+    ms_run_free(run);
+    ms_scenario_free(sc);
+    return t;
+}
+
+/* memsim_optimal is at least as fast as every other shipped policy on every
+ * seed scenario (the 70B rows excepted: minutes each), and fits wherever
+ * one of them fits. */
+START_TEST(memsim_optimal_beats_every_shipped_policy)
+{
+    static const char *const scen[] = {"gpt-175b-trimmed-tp8",        "gpt-175b-trimmed-tp2pp4",
+                                       "gpt-175b-trimmed-tp2pp4vpp2", "llama2-7b",
+                                       "llama2-7b-seq6144",           "llama2-13b-seq8192",
+                                       "llama2-13b-16dev-seq4096",    "llama2-13b-16dev-seq6144",
+                                       "llama2-13b-16dev-seq8192",    "llama2-smartswap-tp1",
+                                       "llama2-smartswap-tp8",        "llama2-smartswap-seq16k",
+                                       "llama2-7b-swap-default",      "llama2-7b-layer-swap",
+                                       "llama2-7b-op-swap",           "llama2-7b-swap-recompute"};
+    static const char *const others[] = {"none",           "full_recompute",  "lifetime_pools",
+                                         "smart_swap",     "adaptive_memory", "selective_recompute",
+                                         "offload_layers", "swap_attention",  "dtr"};
+    for (size_t k = 0; k < sizeof scen / sizeof scen[0]; k++) {
+        char path[256];
+        snprintf(path, sizeof path, "scenarios/%s.lua", scen[k]);
+        double best = step_time_or_oom(path, "memsim_optimal");
+        for (size_t i = 0; i < sizeof others / sizeof others[0]; i++) {
+            double t = step_time_or_oom(path, others[i]);
+            if (t < 0)
+                continue;
+            ck_assert_msg(best >= 0, "%s: memsim_optimal runs out of memory, %s fits", scen[k],
+                          others[i]);
+            ck_assert_msg(best <= t * (1 + 1e-9), "%s: memsim_optimal %.3f ms, %s %.3f ms", scen[k],
+                          best, others[i], t);
+        }
+    }
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -963,6 +1026,11 @@ static Suite *run_suite(void)
     tcase_add_test(tc, fragmentation_pools_lower_reserved);
     tcase_add_test(tc, doc_policy_examples_run_on_shipped_scenarios);
     tcase_add_test(tc, swap_of_recomputed_reader_input_is_ignored_visibly);
+    /* Policies compared on the seed scenarios: 160 runs, minutes. */
+    TCase *slow = tcase_create("policies");
+    tcase_set_timeout(slow, 1800);
+    tcase_add_test(slow, memsim_optimal_beats_every_shipped_policy);
+    suite_add_tcase(s, slow);
     tcase_add_test(tc, policy_replaces_declared_settings);
     tcase_add_test(tc, simulate_sees_declared_settings);
     suite_add_tcase(s, tc);
