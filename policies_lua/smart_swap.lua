@@ -383,7 +383,9 @@ local function note_result(profile, st)
       and (st.best == nil or profile.step_time < st.best.time) then
     st.best = { plan = st.tried, time = profile.step_time }
   end
-  if rescued then
+  -- WARMUP steps run no plan, so their rescues say nothing about one; a
+  -- plan that still needed rescues moves v2 to BETTER_MEMORY_SAVING.
+  if rescued and st.stage ~= "WARMUP" then
     st.rescued_before = true
     st.memory_saving = true -- v2: BETTER_PERFORMANCE -> BETTER_MEMORY_SAVING
     if st.stage == "SEARCHING_POLICY" then
