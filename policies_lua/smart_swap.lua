@@ -22,8 +22,8 @@
 --     forward use and back from the start of the backward stage that runs
 --     just before theirs.  policy_pref BETTER_MEMORY_SAVING adds the
 --     optimizer state (out after the first forward op, back from the start
---     of the last backward stage).  A step that needed rescues moves
---     BETTER_PERFORMANCE to BETTER_MEMORY_SAVING.
+--     of the last backward stage).  A planned step that still needed
+--     rescues moves BETTER_PERFORMANCE to BETTER_MEMORY_SAVING.
 --   * policy v1 (policy_v2 = false): candidates of tensor_size_filter (20 MB)
 --     or more used more than once (activations: out at their last forward
 --     use, back at their first backward use; optimizer state: out in the
