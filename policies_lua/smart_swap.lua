@@ -404,6 +404,22 @@ local function keep_profile(profile, st)
     st.op_start[i] = op.start or 0
   end
   st.profile_peak = profile.peak_allocated or 0
+  -- A profile of a step that OOM rescues kept within the device understates
+  -- what the step needs: the bytes the rescues swapped out are added back
+  -- over the ops where reserved memory came within the largest rescued
+  -- request of the capacity (where a rescue can have happened).
+  local r = profile.rescued
+  if r ~= nil and r.bytes > 0 then
+    local first, last
+    for i, op in ipairs(profile.ops) do
+      if (op.reserved or 0) + r.peak_request > profile.capacity then
+        first = first or i
+        last = i
+      end
+    end
+    for i = first or 1, last or 0 do st.memory[i] = st.memory[i] + r.bytes end
+    st.profile_peak = st.profile_peak + r.bytes
+  end
 end
 
 -- MindSpeed's run_at_each_step_end: move between the stages.

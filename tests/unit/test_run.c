@@ -439,6 +439,47 @@ START_TEST(smart_swap_fits_what_none_cannot)
 }
 END_TEST
 
+/* SmartSwap's policy v1 (policy_v2 = false in a copy of the shipped file):
+ * from a warm-up profile that OOM rescues kept within the device, the
+ * reduction points with the rescued bytes added back lead to a plan that
+ * needs no rescue, and the policy reaches STABLE with no step lost. */
+START_TEST(smart_swap_v1_reaches_stable)
+{
+    char path[1024];
+    snprintf(path, sizeof path, "%s/policies_lua/smart_swap.lua", srcdir());
+    size_t len = 0;
+    char *text = read_file(path, &len);
+    ck_assert_ptr_nonnull(text);
+    char *flag = strstr(text, "\n  policy_v2 = true,"); /* the config line */
+    ck_assert_ptr_nonnull(flag);
+    memcpy(flag + 3, "policy_v2 = 0==1,", 17); /* false, same length */
+    snprintf(path, sizeof path, "%s/smart_swap_v1.lua", tmpdir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+    free(text);
+    char err[16384], args[2048];
+    snprintf(args, sizeof args,
+             "run scenarios/llama2-smartswap-tp1.lua --policy %s --set steps=12 "
+             "--set report.detail=none --quiet --out %s/ssv1",
+             path, tmpdir);
+    ck_assert_int_eq(run_memsim(args, err, sizeof err), 0);
+    ck_assert_msg(strstr(err, "(v1)"), "%s", err);
+    ck_assert_msg(strstr(err, "SEARCHING_POLICY -> STABLE (1916 ops)\n"), "%s", err);
+    ck_assert_msg(strstr(err, "STABLE -> WARMUP") == NULL, "%s", err);
+    char field[64];
+    snprintf(path, sizeof path, "%s/ssv1/summary.csv", tmpdir);
+    char *csv = read_file(path, &len);
+    ck_assert_ptr_nonnull(csv);
+    csv_field(csv, 1, 4, field, sizeof field); /* steps */
+    ck_assert_str_eq(field, "12");
+    csv_field(csv, 1, 20, field, sizeof field); /* oom */
+    ck_assert_str_eq(field, "false");
+    free(csv);
+}
+END_TEST
+
 /* A step that swaps more than the device's pinned host memory in all still
  * runs, because a host buffer is reused once its swap-in copy is done (the
  * third step is SmartSwap's first SEARCHING_POLICY step, with a plan). */
@@ -1016,6 +1057,7 @@ static Suite *run_suite(void)
     tcase_add_test(tc, smart_swap_fits_what_none_cannot);
     tcase_add_test(tc, smart_swap_reuses_host_buffers);
     tcase_add_test(tc, smart_swap_returns_to_warmup_when_ops_change);
+    tcase_add_test(tc, smart_swap_v1_reaches_stable);
     tcase_add_test(tc, pipeline_oom_relaunches_with_new_decisions);
     tcase_add_test(tc, abandoned_stages_report_their_activations);
     tcase_add_test(tc, segments_at_step_end_and_at_oom);
