@@ -13,9 +13,10 @@ local long_kinds = memsim.set { "weight", "grad", "optimizer_state" }
 
 return {
   name = "lifetime_pools",
+  allocator = { flavour = "mindspeed" },
   pools = { long = { exact_segments = true, lendable = true } },
   pool = function(t)
-    if long_kinds[t.kind] or t.persistent or t.saved then
+    if long_kinds[t.kind] or t.persistent or (t.saved and t.layer ~= nil) then
       return "long"
     end
     return "default"

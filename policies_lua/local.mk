@@ -6,4 +6,9 @@ nobase_dist_pkgdata_DATA += \
 	policies_lua/lifetime_pools.lua \
 	policies_lua/smart_swap.lua \
 	policies_lua/adaptive_memory.lua \
+	policies_lua/selective_recompute.lua \
+	policies_lua/offload_layers.lua \
+	policies_lua/swap_attention.lua \
+	policies_lua/dtr.lua \
+	policies_lua/memsim_optimal.lua \
 	policies_lua/lib/memsim.lua

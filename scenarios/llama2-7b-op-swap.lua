@@ -49,7 +49,10 @@ return {
       { op_name = "feed_forward", backward_prefetch = 15, layers = {1, 2} },
     },
   },
-  allocator = { conf = "", flavour = "npu" },
+  -- MindFormers runs on MindSpore's dynamic memory pool (seed 003: static
+  -- graph, memory_optimize_level O0), which frees a swapped block once its
+  -- copy is done; not PyTorch's caching allocator.
+  allocator = { conf = "", flavour = "mindspore" },
   policy = "none",
   steps = 3,
   seed = 1,

@@ -43,7 +43,10 @@ return {
     swap = true,
     default_prefetch = 10,
   },
-  allocator = { conf = "", flavour = "npu" },
+  -- MindFormers runs on MindSpore's dynamic memory pool (seed 003: static
+  -- graph, memory_optimize_level O0), which frees a swapped block once its
+  -- copy is done; not PyTorch's caching allocator.
+  allocator = { conf = "", flavour = "mindspore" },
   policy = "none",
   steps = 3,
   seed = 1,

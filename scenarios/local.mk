@@ -15,10 +15,11 @@ nobase_dist_pkgdata_DATA += \
 	scenarios/llama2-7b-swap-default.lua scenarios/llama2-7b-layer-swap.lua \
 	scenarios/llama2-7b-op-swap.lua scenarios/llama2-7b-swap-recompute.lua \
 	scenarios/llama3-8b.lua
-# Seed 000's three trimmed GPT-175B layouts, seed 001's llama2-70B, Llama 3
+# Seed 000's three trimmed GPT-175B layouts, seed 001's llama2-70B rows, Llama 3
 # 70B (NeMo's recipe: PP, VPP, CP) and Mixtral 8x7B (MoE); each file names
 # its source.
 nobase_dist_pkgdata_DATA += \
 	scenarios/gpt-175b-trimmed-tp8.lua scenarios/gpt-175b-trimmed-tp2pp4.lua \
 	scenarios/gpt-175b-trimmed-tp2pp4vpp2.lua scenarios/llama2-70b.lua \
+	scenarios/llama2-70b-seq6144.lua scenarios/llama2-70b-seq8192.lua \
 	scenarios/llama3-70b.lua scenarios/mixtral-8x7b.lua

@@ -86,10 +86,10 @@ tests_unit_test_workload_layout_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 check_PROGRAMS += tests/unit/test_policy tests/unit/test_memory_config
 tests_unit_test_policy_SOURCES = tests/unit/test_policy.c
 tests_unit_test_policy_CFLAGS = $(TEST_CFLAGS)
-tests_unit_test_policy_LDADD = lib/policy/libms_policy.la $(WORKLOAD_TEST_LIBS)
+tests_unit_test_policy_LDADD = lib/policy/libms_policy.la lib/alloc/libms_alloc.la $(WORKLOAD_TEST_LIBS)
 tests_unit_test_memory_config_SOURCES = tests/unit/test_memory_config.c
 tests_unit_test_memory_config_CFLAGS = $(TEST_CFLAGS)
-tests_unit_test_memory_config_LDADD = lib/policy/libms_policy.la $(WORKLOAD_TEST_LIBS)
+tests_unit_test_memory_config_LDADD = lib/policy/libms_policy.la lib/alloc/libms_alloc.la $(WORKLOAD_TEST_LIBS)
 
 # lib/exec, lib/run, lib/report and the memsim command
 check_PROGRAMS += tests/unit/test_exec tests/unit/test_run tests/unit/test_report_svg

@@ -20,7 +20,25 @@ extern "C" {
 
 typedef struct ms_alloc ms_alloc;
 
-typedef enum ms_alloc_flavour { MS_ALLOC_CUDA = 0, MS_ALLOC_NPU } ms_alloc_flavour;
+/* CUDA: c10's CUDACachingAllocator.  NPU: torch_npu's NPUCachingAllocator
+ * (32 bytes of padding, its OOM text).  MINDSPEED: MindSpeed's
+ * memory-fragmentation allocator, the pluggable allocator that replaces
+ * torch_npu's (no padding; a default and a lifetime pool searched in
+ * MindSpeed's multi-level order; large default blocks protected outside the
+ * forward pass; the first forward's tensors long-lived).  MINDSPORE:
+ * MindSpore's dynamic memory pool (DynamicMemPoolBestFit: best fit over
+ * 512-byte aligned buffers of 1 GiB blocks that are never given back). */
+typedef enum ms_alloc_flavour {
+    MS_ALLOC_CUDA = 0,
+    MS_ALLOC_NPU,
+    MS_ALLOC_MINDSPEED,
+    MS_ALLOC_MINDSPORE
+} ms_alloc_flavour;
+
+/* "cuda", "npu", "mindspeed", "mindspore" (NULL for an unknown value). */
+MS_API const char *ms_alloc_flavour_name(ms_alloc_flavour f);
+/* The flavour named s: MS_EINVAL for an unknown name. */
+MS_API ms_status ms_alloc_flavour_parse(const char *s, ms_alloc_flavour *out);
 
 #define MS_ALLOC_BANDS 16
 
@@ -156,6 +174,11 @@ MS_API ms_status ms_alloc_pool_find(const ms_alloc *a, const char *name, int *po
 /* While enabled, default-pool requests may take idle blocks of lendable pools
  * (the executor enables it outside the forward pass). */
 MS_API ms_status ms_alloc_set_borrowing(ms_alloc *a, bool enabled);
+/* The framework's phase, as MindSpeed's memory recorder sees it: true while
+ * one micro-batch's forward through the transformer layers runs (each
+ * false -> true is a new forward).  Sets borrowing to !in_forward; the
+ * MINDSPEED flavour also uses it for its lifetime rules. */
+MS_API ms_status ms_alloc_set_forward(ms_alloc *a, bool in_forward);
 
 /* Visit every segment and block (for segments.csv and snapshots). */
 typedef struct ms_block_info {

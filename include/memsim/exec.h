@@ -65,6 +65,15 @@ typedef struct ms_exec_config {
      * extra copies: a verified run's times are not the run's. */
     bool verify;
     ms_exec_fault fault; /* tests only */
+    /* An allocation that fails inside a step swaps idle tensors out
+     * synchronously and retries (SmartSwap's and adaptive memory's OOM
+     * interception; ms_policy_rescues_oom) instead of ending the step. */
+    bool rescue_oom;
+    /* MindSpore's swap: the device block of a swapped-out tensor is released
+     * `prefetch` ops after its copy starts (the host waiting for the copy if
+     * it has not finished) and is reusable at once, instead of PyTorch's
+     * record_stream release when the copy's event is next polled. */
+    bool release_after_copy;
 } ms_exec_config;
 
 /* Result of one step. */
@@ -91,6 +100,7 @@ typedef struct ms_step_result {
     int64_t pipeline_wait_ns;
     uint64_t verified_tensors; /* verify: checks that passed this step */
     uint64_t verified_bytes;
+    ms_rescue_stats rescued;   /* in-step OOM rescues (rescue_oom) */
 } ms_step_result;
 
 /* Create the executor: streams, and the persistent tensors (weights, grads,

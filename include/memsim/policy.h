@@ -63,6 +63,13 @@ typedef struct ms_op_profile {
     uint64_t active;
 } ms_op_profile;
 
+/* What the in-step OOM rescue did during a step (ms_policy_rescues_oom). */
+typedef struct ms_rescue_stats {
+    uint32_t count; /* tensors swapped out to let an allocation through */
+    uint64_t bytes;
+    uint64_t peak_request; /* the largest allocation that needed it */
+} ms_rescue_stats;
+
 typedef struct ms_profile {
     int step;                       /* index of the step the profile is of; -1: none run yet */
     bool measured;                  /* false before the first step: structure only */
@@ -80,6 +87,9 @@ typedef struct ms_profile {
      * and swap settings; NULL or empty: none).  plan() appends them after
      * the policy's own unless it calls ctx:replace_declared(). */
     const ms_plan *declared;
+    uint64_t peak_active;    /* bytes, last step (measured only) */
+    ms_rescue_stats rescued; /* the last step's in-step OOM rescues */
+    const char *allocator;   /* flavour name of the stage's allocator, or NULL */
 } ms_profile;
 
 typedef struct ms_oom_request {
@@ -126,6 +136,22 @@ typedef struct ms_pool_decl {
     bool lendable;
 } ms_pool_decl;
 MS_API const ms_pool_decl *ms_policy_pools(const ms_policy *p, uint32_t *n);
+
+/* The allocator a policy brings (its `allocator` table), e.g.
+ *   allocator = { flavour = "mindspeed", memory_fraction = 0.94 }
+ * MindSpeed's memory-fragmentation feature is an allocator of its own
+ * (MEMORY_FRAGMENTATION=1 loads it in place of torch_npu's), and the seed
+ * advises torch_npu.npu.set_per_process_memory_fraction next to it. */
+typedef struct ms_policy_allocator {
+    char flavour[16];       /* "" : the scenario's */
+    double memory_fraction; /* 0: the scenario's */
+} ms_policy_allocator;
+MS_API const ms_policy_allocator *ms_policy_allocator_get(const ms_policy *p);
+/* The policy's `oom_rescue = true`: an allocation that fails inside a step
+ * is rescued by swapping idle tensors out synchronously and retrying, as
+ * SmartSwap's and adaptive memory's allocator hooks do, instead of losing
+ * the step. */
+MS_API bool ms_policy_rescues_oom(const ms_policy *p);
 
 /* Call plan(profile, ctx) if the policy has it; decisions are appended to
  * plan (cleared first), then prof->declared unless the policy called

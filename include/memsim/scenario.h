@@ -84,7 +84,7 @@ typedef struct ms_scenario {
     char device_name[64];      /* the device file's base name */
     ms_device_spec device;
     char allocator_conf[512];  /* PYTORCH_CUDA_ALLOC_CONF-style string */
-    char allocator_flavour[16];/* "cuda" or "npu" */
+    char allocator_flavour[16]; /* "cuda", "npu", "mindspeed" or "mindspore" */
     /* Communication buffers are freed in stream order instead of through
      * record_stream (TORCH_NCCL_AVOID_RECORD_STREAMS=1; default true). With
      * record_stream, a host running ahead holds every freed comm buffer until

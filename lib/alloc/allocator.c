@@ -127,6 +127,8 @@ ms_status ms_alloc_destroy(ms_alloc *a)
  * release-and-retry rounds. */
 static ms_status new_block(ms_alloc *a, ms_aparams *p, bool *found)
 {
+    if (a->cfg.flavour == MS_ALLOC_MINDSPORE)
+        return alloc_mindspore_new_block(a, p, found);
     ms_status st = MS_OK;
     if (a->set_fraction && a->cfg.garbage_collection_threshold > 0.0)
         st = alloc_garbage_collect(a);
@@ -138,6 +140,10 @@ static ms_status new_block(ms_alloc *a, ms_aparams *p, bool *found)
         if (st == MS_OK && released)
             st = alloc_alloc_block(a, p, false, found);
     }
+    /* MindSpeed: before emptying the cache, any cached block of either pool
+     * that the request may take (get_free_block_after_alloc). */
+    if (st == MS_OK && !*found && a->cfg.flavour == MS_ALLOC_MINDSPEED)
+        st = alloc_mindspeed_after_alloc(a, p, found);
     if (st == MS_OK && !*found) {
         st = alloc_release_cached(a);
         if (st == MS_OK)
@@ -149,7 +155,7 @@ static ms_status new_block(ms_alloc *a, ms_aparams *p, bool *found)
 static ms_status too_big(const ms_alloc *a, ms_diag *d)
 {
     return ms_diag_set(d, MS_ENOMEM, "%s out of memory. Tried to allocate more than 1EB memory.",
-                       a->cfg.flavour == MS_ALLOC_NPU ? "NPU" : "CUDA");
+                       a->cfg.flavour == MS_ALLOC_CUDA ? "CUDA" : "NPU");
 }
 
 static ms_status start_params(ms_alloc *a, uint64_t size, ms_stream *stream, int pool,
@@ -166,11 +172,15 @@ static ms_status start_params(ms_alloc *a, uint64_t size, ms_stream *stream, int
         return ms_diag_set(d, MS_ERANGE, "ms_alloc_malloc: stream id %llu is not below %llu",
                            (unsigned long long)p->stream_id,
                            (unsigned long long)MS_ATREE_MAX_STREAM);
-    ms_npool *np = a->pools[pool];
+    ms_npool *np = a->pools[alloc_mindspeed_pool(a, pool)];
     p->size = alloc_round_request(a, size);
     p->stream = stream;
-    p->pool = alloc_npool_class(np, p->size);
+    /* MindSpore's pool keeps one best-fit map of buffers, whatever their
+     * size. */
+    p->pool = a->cfg.flavour == MS_ALLOC_MINDSPORE ? &np->large : alloc_npool_class(np, p->size);
     p->exact = np->opt.exact_segments && !p->pool->is_small;
+    p->protect =
+        a->cfg.flavour == MS_ALLOC_MINDSPEED && np->id == 0 && !p->pool->is_small && !a->in_forward;
     p->block = NULL;
     p->split = false;
     p->in_set = false;
@@ -182,10 +192,10 @@ static ms_status start_params(ms_alloc *a, uint64_t size, ms_stream *stream, int
 }
 
 /* Steps 2-6 of malloc when get_free_block found nothing. */
-static ms_status no_free_block(ms_alloc *a, ms_aparams *p, int pool, bool *found)
+static ms_status no_free_block(ms_alloc *a, ms_aparams *p, bool *found)
 {
     p->alloc_size = alloc_segment_size(p->size, p->exact);
-    *found = pool == 0 && alloc_borrow(a, p);
+    *found = p->pool->owner->id == 0 && alloc_borrow(a, p);
     if (*found)
         return MS_OK;
     return new_block(a, p, found);
@@ -210,15 +220,17 @@ ms_status ms_alloc_malloc(ms_alloc *a, uint64_t size, ms_stream *stream, int poo
     bool found = p.size < MS_ATREE_MAX_SIZE && alloc_get_free_block(a, &p);
     bool taken = found;
     if (!found)
-        st = no_free_block(a, &p, pool, &found);
+        st = no_free_block(a, &p, &found);
     if (st != MS_OK)
         return ms_diag_set(d, st, "ms_alloc_malloc: %s", ms_strerror(st));
+    if (!found && a->cfg.flavour == MS_ALLOC_MINDSPORE)
+        return alloc_mindspore_oom(a, &p, size, d);
     if (!found)
         return alloc_oom(a, &p, d);
     /* should_split, unless get_free_block's answer still holds. */
     bool aligned = a->npu_align && alloc_npu_align(a, &p);
     if (aligned || !taken)
-        p.split = !p.exact && alloc_should_split(a, p.block, p.size);
+        p.split = alloc_may_split(a, &p) && alloc_should_split(a, p.block, p.size);
     st = alloc_found_block(a, &p, size, addr);
     if (st != MS_OK)
         return ms_diag_set(d, st, "ms_alloc_malloc: %s", ms_strerror(st));

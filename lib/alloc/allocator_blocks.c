@@ -169,6 +169,8 @@ static inline ms_ablock *peek_free_block(ms_alloc *a, const ms_aparams *p)
      * block (zero fragmentation in the lifetime pool). */
     if (p->exact && (b->size != p->alloc_size || alloc_block_is_split(b)))
         return NULL;
+    if (p->protect && alloc_mindspeed_protected(p, b))
+        return NULL;
     return b;
 }
 
@@ -180,7 +182,8 @@ ms_ablock *alloc_peek_free_block(ms_alloc *a, const ms_aparams *p)
 bool alloc_should_split(const ms_alloc *a, const ms_ablock *b, uint64_t size)
 {
     uint64_t remaining = b->size - size;
-    if (b->pool->is_small || a->cfg.expandable_segments)
+    /* MindSpore splits any buffer that leaves 512 bytes (IsSplit). */
+    if (b->pool->is_small || a->cfg.expandable_segments || a->cfg.flavour == MS_ALLOC_MINDSPORE)
         return remaining >= MS_KMIN_BLOCK;
     return size < a->cfg.max_split_size && remaining > MS_KSMALL_SIZE;
 }
@@ -287,7 +290,7 @@ bool alloc_get_free_block(ms_alloc *a, ms_aparams *p)
     if (!b)
         return false;
     p->block = b;
-    p->split = !p->exact && alloc_should_split(a, b, p->size);
+    p->split = alloc_may_split(a, p) && alloc_should_split(a, b, p->size);
     if (p->split && split_in_place(a, p))
         p->in_set = true;
     else

@@ -16,9 +16,29 @@
 
 #define MAX_REGISTER_THREADS 128u /* CUDAAllocatorConfig::pinned_max_register_threads */
 
+static const char *const flavour_names[] = {"cuda", "npu", "mindspeed", "mindspore"};
+#define N_FLAVOURS (sizeof flavour_names / sizeof flavour_names[0])
+
+const char *ms_alloc_flavour_name(ms_alloc_flavour f)
+{
+    return (unsigned)f < N_FLAVOURS ? flavour_names[f] : NULL;
+}
+
+ms_status ms_alloc_flavour_parse(const char *s, ms_alloc_flavour *out)
+{
+    if (!s || !out)
+        return MS_EINVAL;
+    for (unsigned i = 0; i < N_FLAVOURS; i++)
+        if (strcmp(s, flavour_names[i]) == 0) {
+            *out = (ms_alloc_flavour)i;
+            return MS_OK;
+        }
+    return MS_EINVAL;
+}
+
 ms_status ms_alloc_config_default(ms_alloc_flavour flavour, ms_alloc_config *cfg)
 {
-    if (!cfg || (flavour != MS_ALLOC_CUDA && flavour != MS_ALLOC_NPU))
+    if (!cfg || (unsigned)flavour >= N_FLAVOURS)
         return MS_EINVAL;
     memset(cfg, 0, sizeof *cfg);
     cfg->flavour = flavour;
@@ -90,10 +110,11 @@ uint64_t alloc_segment_size(uint64_t rounded, bool exact)
 }
 
 /* How far an oversize cached block may exceed an oversize request:
- * max_non_split_rounding (CUDA), kLargeBuffer fixed (torch_npu). */
+ * max_non_split_rounding (CUDA), kLargeBuffer fixed (torch_npu, and
+ * MindSpeed's allocator, which copies torch_npu's rule). */
 uint64_t alloc_oversize_limit(const ms_alloc_config *cfg)
 {
-    return cfg->flavour == MS_ALLOC_NPU ? MS_KLARGE_BUFFER : cfg->max_non_split_rounding;
+    return cfg->flavour == MS_ALLOC_CUDA ? cfg->max_non_split_rounding : MS_KLARGE_BUFFER;
 }
 
 ms_status ms_alloc_config_round_size(const ms_alloc_config *cfg, uint64_t size, uint64_t *rounded)
@@ -115,7 +136,7 @@ ms_status ms_alloc_config_allocation_size(const ms_alloc_config *cfg, uint64_t r
 
 ms_status alloc_config_check(const ms_alloc_config *cfg)
 {
-    if (cfg->flavour != MS_ALLOC_CUDA && cfg->flavour != MS_ALLOC_NPU)
+    if ((unsigned)cfg->flavour >= N_FLAVOURS)
         return MS_EINVAL;
     if (cfg->max_split_size < MS_KLARGE_BUFFER || cfg->max_non_split_rounding < MS_KLARGE_BUFFER)
         return MS_ERANGE;
@@ -190,9 +211,16 @@ static ms_status lex(conf_parse *ps)
 
 /* ----------------------------------------------------------- value parsers */
 
+/* MindSpeed's allocator reads PYTORCH_NPU_ALLOC_CONF with torch_npu's rules
+ * (CachingAllocatorConfig.cpp). */
+static bool npu_conf(const ms_alloc_config *cfg)
+{
+    return cfg->flavour == MS_ALLOC_NPU || cfg->flavour == MS_ALLOC_MINDSPEED;
+}
+
 static const char *flavour_env(const conf_parse *ps)
 {
-    return ps->cfg->flavour == MS_ALLOC_NPU ? "PYTORCH_NPU_ALLOC_CONF" : "PYTORCH_CUDA_ALLOC_CONF";
+    return npu_conf(ps->cfg) ? "PYTORCH_NPU_ALLOC_CONF" : "PYTORCH_CUDA_ALLOC_CONF";
 }
 
 /* Every message names the key and its offset; at is the offending token
@@ -316,7 +344,7 @@ static ms_status parse_mb_key(conf_parse *ps, size_t *i, uint64_t *field)
     if (st != MS_OK)
         return st;
     uint64_t min_mb = MS_KLARGE_BUFFER / MS_KMB;
-    if (ps->cfg->flavour == MS_ALLOC_NPU && mb <= min_mb)
+    if (npu_conf(ps->cfg) && mb <= min_mb)
         return fail(ps, MS_ERANGE, t, "too small, must be > 20");
     if (mb < min_mb)
         return fail(ps, MS_ERANGE, t, "too small, must be >= 20");
@@ -525,7 +553,7 @@ static ms_status parse_flavour_key(conf_parse *ps, size_t *i, const char *key)
     }
     char what[96];
     snprintf(what, sizeof what, "unrecognized CachingAllocator option (%s flavour)",
-             c->flavour == MS_ALLOC_NPU ? "NPU" : "CUDA");
+             npu_conf(c) ? "NPU" : "CUDA");
     return fail_key(ps, MS_EINVAL, what);
 }
 
@@ -582,8 +610,7 @@ static ms_status parse_all(conf_parse *ps)
     }
     /* torch_npu refuses expandable_segments:True next to max_split_size_mb or
      * garbage_collection_threshold in the same string. */
-    if (ps->cfg->flavour == MS_ALLOC_NPU && ps->set_expandable_true &&
-        (ps->set_max_split || ps->set_gc))
+    if (npu_conf(ps->cfg) && ps->set_expandable_true && (ps->set_max_split || ps->set_gc))
         return ms_diag_set(ps->d, MS_EINVAL,
                            "%s: `max_split_size_mb` or `garbage_collection_threshold`, cannot be "
                            "enabled with `expandable_segments`, please set `expandable_segments` "
@@ -596,8 +623,15 @@ ms_status ms_alloc_config_parse(const char *conf, ms_alloc_config *cfg, ms_diag 
 {
     if (!conf || !cfg)
         return ms_diag_set(d, MS_EINVAL, "allocator config: NULL argument");
-    if (cfg->flavour != MS_ALLOC_CUDA && cfg->flavour != MS_ALLOC_NPU)
+    if ((unsigned)cfg->flavour >= N_FLAVOURS)
         return ms_diag_set(d, MS_EINVAL, "allocator config: unknown flavour %d", (int)cfg->flavour);
+    /* MindSpore's pool is configured through its context
+     * (mempool_block_size), not a PyTorch allocator string. */
+    if (cfg->flavour == MS_ALLOC_MINDSPORE && conf[0] != '\0')
+        return ms_diag_set(d, MS_EINVAL,
+                           "allocator config: the mindspore flavour (MindSpore's "
+                           "dynamic memory pool) takes no PyTorch allocator options, got '%s'",
+                           conf);
     /* Work on a copy so a failed parse leaves cfg untouched. */
     ms_alloc_config work = *cfg;
     conf_parse ps = {.conf = conf, .cfg = &work, .d = d};

@@ -22,6 +22,17 @@
 #define MS_KNPU_PADDING ((uint64_t)32)
 #define MS_KNPU_ALIGN ((uint64_t)16384) /* torch_npu kAlignRoundLarge */
 #define MS_KMB ((uint64_t)1048576)
+/* MindSpeed memory fragmentation (Recorder.h): outside the forward pass a
+ * default-pool block of myMaxSplitSize or more is not split for a request
+ * that would leave kLargeBuffer or more behind. */
+#define MS_KMINDSPEED_PROTECT ((uint64_t)1800000000)
+/* MindSpore's dynamic memory pool: buffers are aligned to 512 bytes
+ * (kDynamicMemAlignSize), blocks come from the device in units of
+ * mempool_block_size (1 GB by default), doubled until the request fits,
+ * and no block is asked for when less than 10 MiB is free
+ * (kMinimumAllocMem). */
+#define MS_KMINDSPORE_UNIT ((uint64_t)1 << 30)
+#define MS_KMINDSPORE_MIN_FREE ((uint64_t)10 << 20)
 
 struct ms_bpool;
 struct ms_aseg;
@@ -202,6 +213,10 @@ struct ms_alloc {
     uint64_t allowed_memory_maximum;
     bool set_fraction;
     bool borrowing;
+    /* The framework's phase (ms_alloc_set_forward): inside one micro-batch's
+     * forward through the layers; forwards_begun counts those forwards. */
+    bool in_forward;
+    uint64_t forwards_begun;
     ms_alloc_observer observer;
     void *observer_user;
     /* Fixed by the configuration, for the malloc path: */
@@ -218,6 +233,8 @@ typedef struct ms_aparams {
     ms_bpool *pool;
     ms_ablock *block;
     bool exact;  /* own request of an exact_segments pool (large class) */
+    bool protect; /* MindSpeed: large default blocks are kept whole (see
+                     MS_KMINDSPEED_PROTECT) */
     bool split;  /* should_split of block */
     bool in_set; /* block is still in pool->blocks (split in place) */
 } ms_aparams;
@@ -308,6 +325,22 @@ static inline void alloc_stats_pool_inc(ms_astat *s, const ms_bpool *p, uint64_t
 static inline void alloc_stats_pool_dec(ms_astat *s, const ms_bpool *p, uint64_t amount)
 {
     alloc_stat_dec(s, alloc_stat_class(p), amount);
+}
+
+/* torch_npu and MindSpeed's allocator, which copies it: a device
+ * synchronize before segments go back, the NPU OOM text. */
+static inline bool alloc_npu_family(const ms_alloc *a)
+{
+    return a->cfg.flavour == MS_ALLOC_NPU || a->cfg.flavour == MS_ALLOC_MINDSPEED;
+}
+
+/* An exact_segments block is never split, except in MindSpeed's allocator,
+ * whose alloc_found_block splits a long block like any other
+ * (should_split: more than 1 MiB left); the tail stays in the long pool,
+ * and the block is whole again, and exact, once both are free. */
+static inline bool alloc_may_split(const ms_alloc *a, const ms_aparams *p)
+{
+    return !p->exact || a->cfg.flavour == MS_ALLOC_MINDSPEED;
 }
 
 /* allocator_blocks.c: blocks, block sets, split and merge */
@@ -408,7 +441,8 @@ void alloc_stats_fill(const ms_astats *s, ms_alloc_stats *out);
 uint64_t alloc_round(const ms_alloc_config *cfg, uint64_t size);
 
 /* round_size on the malloc path: without power-of-2 divisions it is
- * alloc_round's last case (torch_npu pads by 32 bytes first). */
+ * alloc_round's last case (torch_npu pads by 32 bytes first; MindSpeed's
+ * and MindSpore's allocators do not). */
 static inline uint64_t alloc_round_request(const ms_alloc *a, uint64_t size)
 {
     if (!a->plain_round)
@@ -436,5 +470,14 @@ static inline ms_bpool *alloc_npool_class(ms_npool *np, uint64_t rounded)
     return rounded <= MS_KSMALL_SIZE ? &np->small : &np->large;
 }
 bool alloc_borrow(ms_alloc *a, ms_aparams *p);
+
+/* allocator_mindspeed.c: MindSpeed's memory-fragmentation allocator */
+int alloc_mindspeed_pool(const ms_alloc *a, int pool);
+bool alloc_mindspeed_protected(const ms_aparams *p, const ms_ablock *b);
+ms_status alloc_mindspeed_after_alloc(ms_alloc *a, ms_aparams *p, bool *found);
+
+/* allocator_mindspore.c: MindSpore's dynamic memory pool */
+ms_status alloc_mindspore_new_block(ms_alloc *a, ms_aparams *p, bool *found);
+ms_status alloc_mindspore_oom(ms_alloc *a, const ms_aparams *p, uint64_t orig_size, ms_diag *d);
 
 #endif

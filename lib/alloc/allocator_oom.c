@@ -94,7 +94,8 @@ ms_status alloc_oom(ms_alloc *a, const ms_aparams *p, ms_diag *d)
     alloc_emit(a, MS_AA_OOM, free_bytes, p->size, p->stream_id, p->pool);
     oom_sizes s;
     oom_sizes_fill(a, p, free_bytes, total, &s);
-    if (a->cfg.flavour == MS_ALLOC_NPU)
+    /* MindSpeed's allocator raises torch_npu's message. */
+    if (alloc_npu_family(a))
         return npu_message(a, &s, d);
     return cuda_message(a, &s, d);
 }

@@ -80,6 +80,17 @@ ms_status ms_alloc_set_borrowing(ms_alloc *a, bool enabled)
     return MS_OK;
 }
 
+ms_status ms_alloc_set_forward(ms_alloc *a, bool in_forward)
+{
+    if (!a)
+        return MS_EINVAL;
+    if (in_forward && !a->in_forward)
+        a->forwards_begun++;
+    a->in_forward = in_forward;
+    a->borrowing = !in_forward;
+    return MS_OK;
+}
+
 /* The best fit of one lendable pool, by get_free_block's own rules. */
 static ms_ablock *lendable_fit(ms_alloc *a, const ms_aparams *p, ms_bpool *pool)
 {

@@ -182,7 +182,7 @@ ms_status alloc_release_available(ms_alloc *a, const ms_aparams *p, bool *releas
         return MS_OK;
     uint64_t key_size = p->size < max_split ? max_split : p->size;
     ms_ablock *b = alloc_bpool_lower_bound(p->pool, p->stream_id, key_size);
-    if (a->cfg.flavour == MS_ALLOC_NPU) {
+    if (alloc_npu_family(a)) {
         ms_status st = a->be->ops->device_synchronize(a->be->inst);
         if (st != MS_OK)
             return st;
@@ -203,7 +203,7 @@ ms_status alloc_release_available(ms_alloc *a, const ms_aparams *p, bool *releas
 ms_status alloc_release_cached(ms_alloc *a)
 {
     ms_status st = MS_OK;
-    if (a->cfg.flavour == MS_ALLOC_NPU)
+    if (alloc_npu_family(a))
         st = a->be->ops->device_synchronize(a->be->inst);
     if (st == MS_OK)
         st = alloc_sync_events(a);
@@ -270,7 +270,7 @@ ms_status alloc_garbage_collect(ms_alloc *a)
             }
     if (count == 0)
         return MS_OK;
-    if (a->cfg.flavour == MS_ALLOC_NPU) {
+    if (alloc_npu_family(a)) {
         ms_status st = a->be->ops->device_synchronize(a->be->inst);
         if (st != MS_OK)
             return st;

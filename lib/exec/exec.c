@@ -43,6 +43,8 @@ typedef struct ms_tensor_rt {
     uint8_t cross_stream;   /* some use is on another stream than the producer's */
     uint8_t replay_temp;    /* allocated by a recompute replay, not needed after it */
     uint8_t check_due;      /* verify: 1 + generation its next use checks; 0: none */
+    uint8_t rescued;        /* on host because an OOM rescue swapped it out */
+    uint8_t held;           /* on host, its device block not yet released (MindSpore) */
     int pool;
     uint64_t addr;
     uint64_t host_addr;
@@ -97,10 +99,13 @@ struct ms_exec {
     ms_event *comm_done;     /* re-recorded after every collective */
     ms_event *free_events[64];
     size_t n_free_events;
-    bool borrowing;
+    bool in_forward; /* inside a micro-batch's forward through the layers */
+    int32_t fwd_micro_batch, fwd_layer;
     ms_status record_status; /* a memory row the allocator observer could not keep */
     exec_verifier *verifier; /* the data check (cfg.verify), or NULL */
     uint64_t verified_before, verified_bytes_before; /* its counts when the step began */
+    ms_rescue_stats rescued; /* this step's OOM rescues */
+    bool rescuing;           /* a rescue is swapping out: no nested rescue */
     uint32_t oom_tensor;
     uint64_t swapped_bytes;
     uint32_t recomputed_ops;
@@ -254,6 +259,9 @@ static ms_status check_not_inflight(ms_exec *e, uint32_t t, uint64_t addr, uint6
     return MS_OK;
 }
 
+static ms_status rescue_swap_out(ms_exec *e, uint32_t t, uint64_t request, uint32_t at_op,
+                                 bool *freed);
+
 static ms_status tensor_alloc(ms_exec *e, uint32_t t, int stream, uint32_t at_op)
 {
     const ms_tensor *tn = &e->p->tensors[t];
@@ -264,6 +272,17 @@ static ms_status tensor_alloc(ms_exec *e, uint32_t t, int stream, uint32_t at_op
     uint64_t bytes = tn->bytes ? tn->bytes : 1;
     ms_status st = ms_alloc_malloc(e->cfg.alloc, bytes, e->streams[stream], r->pool, &r->addr,
                                    &ad);
+    /* SmartSwap's allocator hook: swap an idle tensor out and try again. */
+    bool freed = true;
+    while (st == MS_ENOMEM && e->cfg.rescue_oom && !e->rescuing && freed) {
+        ms_diag_clear(&ad);
+        if ((st = rescue_swap_out(e, t, bytes, at_op, &freed)) != MS_OK)
+            return st;
+        e->cur_kind = tn->kind;
+        st = ms_alloc_malloc(e->cfg.alloc, bytes, e->streams[stream], r->pool, &r->addr, &ad);
+        if (!freed && st == MS_ENOMEM)
+            break;
+    }
     if (st == MS_ENOMEM) {
         e->oom_tensor = t;
         return ms_diag_set(e->diag, MS_ENOMEM, "%s", ad.msg);
@@ -375,6 +394,8 @@ static ms_status check_readable(ms_exec *e, uint32_t op, uint32_t t)
                        e->p->ops[op].name, t, e->p->tensors[t].name, tstate_names[r->state]);
 }
 
+static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op);
+
 static ms_status prepare_inputs(ms_exec *e, const ms_op *op, int stream)
 {
     for (uint32_t i = 0; i < op->n_inputs; i++) {
@@ -386,6 +407,13 @@ static ms_status prepare_inputs(ms_exec *e, const ms_op *op, int stream)
             ms_status st = tensor_alloc(e, t, ST_COMPUTE, op->id);
             if (st != MS_OK)
                 return st;
+        }
+        /* A tensor an OOM rescue sent to the host comes back on demand. */
+        if (e->rt[t].state == TS_ON_HOST && e->rt[t].rescued) {
+            ms_status st = swap_in(e, t, op->id);
+            if (st != MS_OK)
+                return st;
+            e->rt[t].rescued = 0;
         }
         ms_status st = check_readable(e, op->id, t);
         if (st == MS_OK)
@@ -459,17 +487,31 @@ static int stream_of(const ms_exec *e, const ms_op *op)
     return next ? ST_RECV_NEXT : ST_RECV_PREV;
 }
 
+/* The forward as MindSpeed's memory recorder sees it: one micro-batch's
+ * pass through the transformer layers (it wraps ParallelTransformer.forward),
+ * each a forward of its own.  Short-lived tensors may borrow idle long-lived
+ * blocks outside it, and the allocator's lifetime rules follow it (memory
+ * fragmentation, seeds 001/004). */
+static void note_phase(ms_exec *e, const ms_op *op)
+{
+    bool fwd = op->phase == MS_PHASE_FORWARD && op->layer != MS_NONE;
+    bool next =
+        fwd && e->in_forward && (op->micro_batch != e->fwd_micro_batch || op->layer < e->fwd_layer);
+    if (next)
+        ms_alloc_set_forward(e->cfg.alloc, false);
+    if (next || fwd != e->in_forward)
+        ms_alloc_set_forward(e->cfg.alloc, fwd);
+    e->in_forward = fwd;
+    e->fwd_micro_batch = op->micro_batch;
+    e->fwd_layer = op->layer;
+}
+
 static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
 {
     const ms_op *op = &e->p->ops[id];
     int stream = stream_of(e, op);
-    bool borrow = op->phase != MS_PHASE_FORWARD;
-    if (!replay && borrow != e->borrowing) {
-        /* Short-lived tensors may borrow idle long-lived blocks outside the
-         * forward pass (MindSpeed memory fragmentation, seeds 001/004). */
-        ms_alloc_set_borrowing(e->cfg.alloc, borrow);
-        e->borrowing = borrow;
-    }
+    if (!replay)
+        note_phase(e, op);
     ms_status st = prepare_inputs(e, op, stream);
     if (st == MS_OK)
         st = alloc_outputs(e, op, replay);
@@ -591,6 +633,10 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
 {
     ms_tensor_rt *r = &e->rt[t];
     const ms_tensor *tn = &e->p->tensors[t];
+    if (r->state == TS_ON_HOST && r->rescued) {
+        r->rescued = 0; /* already out: the plan's swap-in brings it back */
+        return MS_OK;
+    }
     ms_status st = check_readable(e, at_op, t);
     if (st != MS_OK)
         return st;
@@ -612,10 +658,121 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
         return be_call_failed(e, st, "event for swap-out completion");
     e->inflight[e->n_inflight++] = (ms_inflight_copy){r->addr, tn->bytes, done};
     r->used_streams |= (uint8_t)(1u << ST_SWAP_OUT);
+    if (e->cfg.release_after_copy) {
+        r->state = TS_ON_HOST; /* the block waits for MS_ACT_RELEASE */
+        r->held = 1;
+        return MS_OK;
+    }
     if ((st = tensor_free(e, t)) != MS_OK)
         return st;
     r->state = TS_ON_HOST;
     return MS_OK;
+}
+
+/* MindSpore's release of a swapped-out block: the host waits for the copy
+ * out if it is still running, then the block is free for the next request,
+ * with no event left to poll. */
+static ms_status release_held(ms_exec *e, uint32_t t)
+{
+    ms_tensor_rt *r = &e->rt[t];
+    if (!r->held)
+        return MS_OK;
+    for (size_t i = 0; i < e->n_inflight; i++)
+        if (e->inflight[i].addr == r->addr) {
+            ms_status st = BE(e, event_synchronize, e->inflight[i].done);
+            if (st != MS_OK)
+                return be_call_failed(e, st, "event_synchronize of a swap-out");
+        }
+    r->used_streams &= (uint8_t) ~(1u << ST_SWAP_OUT);
+    r->held = 0;
+    r->state = TS_ON_DEVICE;
+    ms_status st = tensor_free(e, t);
+    r->state = TS_ON_HOST;
+    return st;
+}
+
+/* The tensor an OOM rescue swaps out, as SmartSwap's allocator hook picks
+ * an idle block: the smallest that holds the request, else the largest.  A
+ * step tensor on device that the op being issued does not touch, not one a
+ * recompute will drop. */
+static bool rescue_candidate(const ms_exec *e, uint32_t t, uint32_t asking, uint32_t at_op)
+{
+    const ms_tensor_rt *r = &e->rt[t];
+    if (t == asking || r->state != TS_ON_DEVICE || r->replay_temp || e->p->tensors[t].persistent ||
+        e->sched.tensors[t].dropped)
+        return false;
+    const ms_op *op = &e->p->ops[at_op];
+    for (uint32_t i = 0; i < op->n_inputs; i++)
+        if (op->inputs[i] == t)
+            return false;
+    for (uint32_t i = 0; i < op->n_outputs; i++)
+        if (op->outputs[i] == t)
+            return false;
+    return true;
+}
+
+static int64_t rescue_victim(const ms_exec *e, uint32_t asking, uint64_t request, uint32_t at_op)
+{
+    int64_t fit = -1, largest = -1;
+    for (uint32_t t = 0; t < e->p->n_tensors; t++) {
+        if (!rescue_candidate(e, t, asking, at_op))
+            continue;
+        uint64_t b = e->p->tensors[t].bytes;
+        if (b >= request && (fit < 0 || b < e->p->tensors[fit].bytes))
+            fit = t;
+        if (largest < 0 || b > e->p->tensors[largest].bytes)
+            largest = t;
+    }
+    return fit >= 0 ? fit : largest;
+}
+
+/* Copy the victim out and wait for it (the rescue is synchronous), then
+ * give its block back so the failed allocation can be tried again. */
+static ms_status rescue_copy_out(ms_exec *e, uint32_t v, uint32_t at_op)
+{
+    ms_tensor_rt *r = &e->rt[v];
+    const ms_tensor *tn = &e->p->tensors[v];
+    ms_status st = MS_OK;
+    if (r->host_addr == 0 && (st = host_buffer(e, tn->bytes, &r->host_addr)) != MS_OK)
+        return ms_diag_set(e->diag, st,
+                           "pinned host memory for rescuing tensor %u (%s, %" PRIu64
+                           " bytes) is exhausted",
+                           v, tn->name, tn->bytes);
+    if ((st = issue_swap_copy(e, v, at_op, ST_COMPUTE, ST_SWAP_OUT)) != MS_OK)
+        return st;
+    ms_event *done = NULL;
+    if ((st = get_event(e, &done)) == MS_OK &&
+        (st = BE(e, event_record, done, e->streams[ST_SWAP_OUT])) == MS_OK)
+        st = BE(e, event_synchronize, done);
+    if (done != NULL)
+        BE(e, event_destroy, done);
+    if (st != MS_OK)
+        return be_call_failed(e, st, "synchronous swap-out of an OOM rescue");
+    if ((st = tensor_free(e, v)) != MS_OK)
+        return st;
+    r->state = TS_ON_HOST;
+    r->rescued = 1;
+    e->rescued.count++;
+    e->rescued.bytes += tn->bytes;
+    /* The bytes a rescue copies out are swapped bytes like a plan's. */
+    e->swapped_bytes += tn->bytes;
+    return MS_OK;
+}
+
+static ms_status rescue_swap_out(ms_exec *e, uint32_t t, uint64_t request, uint32_t at_op,
+                                 bool *freed)
+{
+    *freed = false;
+    int64_t v = rescue_victim(e, t, request, at_op);
+    if (v < 0)
+        return MS_OK;
+    if (request > e->rescued.peak_request)
+        e->rescued.peak_request = request;
+    e->rescuing = true;
+    ms_status st = rescue_copy_out(e, (uint32_t)v, at_op);
+    e->rescuing = false;
+    *freed = st == MS_OK;
+    return st;
 }
 
 static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op)
@@ -705,6 +862,7 @@ static ms_status run_action(ms_exec *e, const ms_action *a)
         return swap_out(e, a->arg, a->op);
     case MS_ACT_SWAP_IN:
         return swap_in(e, a->arg, a->op);
+    case MS_ACT_RELEASE: return release_held(e, a->arg);
     case MS_ACT_RECOMPUTE:
         return recompute(e, a->arg);
     }
@@ -834,10 +992,12 @@ static void release_step_tensors(ms_exec *e)
     for (uint32_t t = 0; t < e->p->n_tensors; t++) {
         if (e->p->tensors[t].persistent)
             continue;
+        release_held(e, t);
         if (e->rt[t].state == TS_ON_DEVICE)
             tensor_free(e, t);
         e->rt[t].state = TS_ABSENT;
         e->rt[t].check_due = 0;
+        e->rt[t].rescued = 0;
     }
 }
 
@@ -853,7 +1013,7 @@ ms_status ms_exec_destroy(ms_exec *e)
     if (e->rt != NULL) {
         for (uint32_t t = 0; t < e->p->n_tensors; t++) {
             ms_tensor_rt *r = &e->rt[t];
-            if (r->state == TS_ON_DEVICE)
+            if (r->state == TS_ON_DEVICE || r->held)
                 ms_alloc_free(e->cfg.alloc, r->addr);
             if (r->host_addr)
                 BE(e, free_host, r->host_addr);
@@ -981,6 +1141,7 @@ static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result 
     ms_exec_partial_peaks(e, res);
     res->swapped_bytes = e->swapped_bytes;
     res->recomputed_ops = e->recomputed_ops;
+    res->rescued = e->rescued;
     for (uint32_t i = 0; i < e->p->n_ops; i++) {
         int32_t r = e->kernel_row[i];
         profile[i].start_ns = r >= 0 ? e->rows[r].start_ns - e->step_start : -1;
@@ -1000,10 +1161,10 @@ static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result 
 
 static ms_status record_decisions(ms_exec *e)
 {
-    static const char *const names[] = {"swap", "recompute", "keep"};
+    static const char *const names[] = {"swap", "recompute", "keep", "swap_ignored"};
     for (uint32_t t = 0; e->cfg.record && t < e->p->n_tensors; t++) {
         const ms_tensor_plan *tp = &e->sched.tensors[t];
-        int which = tp->swap ? 0 : tp->dropped ? 1 : tp->kept ? 2 : -1;
+        int which = tp->swap ? 0 : tp->dropped ? 1 : tp->kept ? 2 : tp->swap_ignored ? 3 : -1;
         if (which < 0)
             continue;
         ms_tensor_row row = {.step = e->step, .device = e->cfg.backend->device, .tensor = t,
@@ -1064,7 +1225,9 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
     memset(profile, 0, (size_t)e->p->n_ops * sizeof *profile);
     for (uint32_t i = 0; i < e->p->n_ops; i++)
         e->kernel_row[i] = -1;
-    ms_status st = exec_schedule_build(e->p, e->facts, plan, &e->sched, d);
+    e->rescued = (ms_rescue_stats){0};
+    ms_status st =
+        exec_schedule_build(e->p, e->facts, plan, e->cfg.release_after_copy, &e->sched, d);
     if (st != MS_OK)
         return st;
     if ((st = record_decisions(e)) != MS_OK)

@@ -23,6 +23,7 @@ typedef enum ms_act_kind {
     MS_ACT_RECOMPUTE = 0,
     MS_ACT_SWAP_IN,
     MS_ACT_SWAP_OUT,
+    MS_ACT_RELEASE, /* MindSpore: give back a swapped-out tensor's block */
     MS_ACT_FREE,
 } ms_act_kind;
 
@@ -38,10 +39,12 @@ typedef struct ms_tensor_plan {
     uint8_t swap;        /* swapped out and back this step */
     uint8_t dropped;     /* freed after forward, re-created by recompute */
     uint8_t kept;        /* pinned by ctx:keep */
+    uint8_t swap_ignored; /* a swap decision that recompute or keep overrode */
     int32_t out_after;
     int32_t in_at;       /* op before which the swap-in is issued */
     int32_t in_before;
     int32_t segment;     /* recomputed segment that re-creates it */
+    int32_t release_at;  /* op after which its swapped-out block is released, or MS_NONE */
 } ms_tensor_plan;
 
 typedef struct ms_schedule {
@@ -54,8 +57,11 @@ typedef struct ms_schedule {
     uint32_t ignored_swaps;  /* swaps overridden by recompute or keep */
 } ms_schedule;
 
+/* release_after_copy: swapped-out blocks are released by an MS_ACT_RELEASE
+ * `prefetch` ops after the swap-out (MindSpore), not by the swap-out. */
 ms_status exec_schedule_build(const ms_program_view *p, const ms_program_facts *facts,
-                              const ms_plan *plan, ms_schedule *s, ms_diag *d);
+                              const ms_plan *plan, bool release_after_copy, ms_schedule *s,
+                              ms_diag *d);
 ms_status exec_schedule_free(ms_schedule *s);
 
 #endif

@@ -152,6 +152,16 @@ static ms_status mark_recompute(const ms_program_view *p, const ms_plan *plan, m
     return MS_OK;
 }
 
+static bool read_by_recomputed(const ms_program_view *p, const ms_schedule *s, const ms_tensor *t)
+{
+    for (uint32_t u = 0; u < t->n_uses; u++) {
+        const ms_op *op = &p->ops[t->uses[u]];
+        if (op->phase == MS_PHASE_FORWARD && in_recomputed(p, s, op))
+            return true;
+    }
+    return false;
+}
+
 static ms_status resolve_swap(const ms_program_view *p, const ms_decision *dec, ms_schedule *s,
                               ms_diag *d)
 {
@@ -160,7 +170,20 @@ static ms_status resolve_swap(const ms_program_view *p, const ms_decision *dec, 
                            dec->tensor, p->n_tensors);
     const ms_tensor *t = &p->tensors[dec->tensor];
     ms_tensor_plan *tp = &s->tensors[t->id];
-    if (tp->dropped || tp->kept) {
+    /* Recompute (and keep) win over swap on the same tensor; so does a
+     * recompute of a forward reader: its replay reads the tensor before a
+     * swap-in for the backward would bring it back (seed 003: "swapping an
+     * op whose consumer is recomputed has no effect").  The tensor is
+     * recorded as swap_ignored (tensors.csv), never dropped silently. */
+    if (tp->dropped || tp->kept || read_by_recomputed(p, s, t)) {
+        s->ignored_swaps++;
+        tp->swap_ignored = 1;
+        return MS_OK;
+    }
+    /* A second swap of a tensor (the scenario's declared swap after the
+     * policy's): the first decision stands, as ctx:swap refuses a policy's
+     * own second swap of a tensor. */
+    if (tp->swap) {
         s->ignored_swaps++;
         return MS_OK;
     }
@@ -194,10 +217,16 @@ static ms_status resolve_swap(const ms_program_view *p, const ms_decision *dec, 
     tp->out_after = out;
     tp->in_before = in;
     tp->in_at = at;
+    /* MindFormers' backward_prefetch also sets how late in forward the
+     * block is released (seed 003, default_prefetch): as many ops after the
+     * swap-out, and before the swap-in. */
+    int32_t release = out + prefetch;
+    tp->release_at = release < at ? release : at - 1;
     return MS_OK;
 }
 
-static ms_status emit_tensor_actions(const ms_program_view *p, ms_schedule *s)
+static ms_status emit_tensor_actions(const ms_program_view *p, bool release_after_copy,
+                                     ms_schedule *s)
 {
     ms_status st = MS_OK;
     for (uint32_t i = 0; i < p->n_tensors && st == MS_OK; i++) {
@@ -207,6 +236,8 @@ static ms_status emit_tensor_actions(const ms_program_view *p, ms_schedule *s)
             st = push(s, (uint32_t)tp->out_after, MS_ACT_AFTER, MS_ACT_SWAP_OUT, i);
             if (st == MS_OK)
                 st = push(s, (uint32_t)tp->in_at, MS_ACT_BEFORE, MS_ACT_SWAP_IN, i);
+            if (st == MS_OK && release_after_copy)
+                st = push(s, (uint32_t)tp->release_at, MS_ACT_AFTER, MS_ACT_RELEASE, i);
         }
         if (t->persistent || st != MS_OK)
             continue;
@@ -254,7 +285,8 @@ static ms_status emit_recompute_actions(const ms_program_view *p, ms_schedule *s
 }
 
 ms_status exec_schedule_build(const ms_program_view *p, const ms_program_facts *facts,
-                              const ms_plan *plan, ms_schedule *s, ms_diag *d)
+                              const ms_plan *plan, bool release_after_copy, ms_schedule *s,
+                              ms_diag *d)
 {
     if (p == NULL || facts == NULL || s == NULL)
         return MS_EINVAL;
@@ -267,8 +299,10 @@ ms_status exec_schedule_build(const ms_program_view *p, const ms_program_facts *
         exec_schedule_free(s);
         return MS_ENOMEM;
     }
-    for (uint32_t i = 0; i < p->n_tensors; i++)
+    for (uint32_t i = 0; i < p->n_tensors; i++) {
         s->tensors[i].segment = MS_NONE;
+        s->tensors[i].release_at = MS_NONE;
+    }
     ms_status st = mark_recompute(p, plan, s, d);
     for (uint32_t i = 0; st == MS_OK && plan && i < plan->n; i++) {
         const ms_decision *dec = &plan->items[i];
@@ -287,7 +321,7 @@ ms_status exec_schedule_build(const ms_program_view *p, const ms_program_facts *
         if (plan->items[i].kind == MS_DEC_SWAP)
             st = resolve_swap(p, &plan->items[i], s, d);
     if (st == MS_OK)
-        st = emit_tensor_actions(p, s);
+        st = emit_tensor_actions(p, release_after_copy, s);
     if (st == MS_OK)
         st = emit_recompute_actions(p, s);
     if (st != MS_OK) {

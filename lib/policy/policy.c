@@ -254,6 +254,7 @@ static int host_check_module(lua_State *L)
     }
     read_name(L, p, 2);
     read_pools(L, p, 2);
+    pol_read_options(L, p, 2);
     read_hooks(L, p, 2);
     return 0;
 }

@@ -159,6 +159,10 @@ static void check_swap(lua_State *L, const ms_policy_ctx *c, const ms_decision *
                                             : c->dv->last_forward_use[dec->tensor];
     int32_t in = dec->in_before != MS_NONE ? dec->in_before
                                            : c->dv->first_backward_use[dec->tensor];
+    /* Made in forward and read only in backward (the loss's softmax): it
+     * leaves right after the op that makes it, as the executor does. */
+    if (out == MS_NONE && dec->out_after == MS_NONE && !t->persistent)
+        out = t->producer;
     if (out == MS_NONE)
         luaL_error(L, "%s: tensor %d ('%s') has no forward use to copy it out after: pass "
                       "out_after", what, (int)dec->tensor, name);

@@ -63,7 +63,15 @@ struct ms_policy {
     const ms_program_facts *dv;
     ms_program_facts own_facts;
     int view_ref;                 /* registry ref of the program view, or LUA_NOREF */
+    ms_policy_allocator allocator; /* its `allocator` table */
+    bool oom_rescue;               /* its `oom_rescue` flag */
 };
+
+/* --- policy_options.c --- */
+
+/* Read the policy table's `allocator` and `oom_rescue` fields (module at
+ * index module); errors name the field. */
+void pol_read_options(lua_State *L, ms_policy *p, int module);
 
 /* --- policy_profile.c --- */
 

@@ -282,6 +282,16 @@ static void push_plan(lua_State *L, const ms_plan *plan, bool with_stable)
     seal(L);
 }
 
+/* The in-step OOM rescues of the last step (SmartSwap's forced swaps). */
+static void push_rescued(lua_State *L, const ms_rescue_stats *r)
+{
+    lua_createtable(L, 0, 3);
+    set_int(L, "count", r->count);
+    set_int(L, "bytes", (lua_Integer)r->bytes);
+    set_int(L, "peak_request", (lua_Integer)r->peak_request);
+    seal(L);
+}
+
 void pol_push_profile(lua_State *L, int view_idx, const ms_profile *prof)
 {
     luaL_checkstack(L, 6, "building the profile");
@@ -294,8 +304,13 @@ void pol_push_profile(lua_State *L, int view_idx, const ms_profile *prof)
     if (prof->measured) {
         set_int(L, "peak_allocated", (lua_Integer)prof->peak_allocated);
         set_int(L, "peak_reserved", (lua_Integer)prof->peak_reserved);
+        set_int(L, "peak_active", (lua_Integer)prof->peak_active);
         set_int(L, "step_time", prof->step_time_ns);
+        push_rescued(L, &prof->rescued);
+        lua_setfield(L, -2, "rescued");
     }
+    if (prof->allocator != NULL)
+        set_str(L, "allocator", prof->allocator);
     set_bool(L, "oom", prof->oom);
     if (prof->oom)
         set_opt(L, "oom_op", prof->oom_op);

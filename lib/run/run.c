@@ -46,17 +46,32 @@ typedef struct ms_stage {
     ms_diag diag;            /* the stage's own, since stages run interleaved */
 } ms_stage;
 
-static ms_status alloc_config(const ms_scenario *sc, ms_alloc_config *acfg, ms_diag *d)
+/* The scenario's allocator, unless the policy brings its own (MindSpeed's
+ * memory-fragmentation allocator replaces torch_npu's; the memory fraction
+ * is set on top of the scenario's allocator string). */
+static ms_status alloc_config(const ms_scenario *sc, const ms_policy *policy, ms_alloc_config *acfg,
+                              ms_diag *d)
 {
-    ms_alloc_flavour flavour = strcmp(sc->allocator_flavour, "npu") == 0 ? MS_ALLOC_NPU
-                                                                         : MS_ALLOC_CUDA;
+    const ms_policy_allocator *pa = ms_policy_allocator_get(policy);
+    const char *name = pa && pa->flavour[0] ? pa->flavour : sc->allocator_flavour;
+    ms_alloc_flavour flavour = MS_ALLOC_CUDA;
+    if (ms_alloc_flavour_parse(name, &flavour) != MS_OK)
+        return ms_diag_set(d, MS_EINVAL, "%s: unknown allocator flavour '%s'", sc->path, name);
     ms_status st = ms_alloc_config_default(flavour, acfg);
     if (st == MS_OK && sc->allocator_conf[0] != '\0') {
         st = ms_alloc_config_parse(sc->allocator_conf, acfg, d);
         if (st != MS_OK)
             ms_diag_prefix(d, "%s: allocator.conf: ", sc->path);
     }
+    if (st == MS_OK && pa && pa->memory_fraction > 0.0)
+        acfg->memory_fraction = pa->memory_fraction;
     return st;
+}
+
+static const char *allocator_name(const ms_scenario *sc, const ms_policy *policy)
+{
+    const ms_policy_allocator *pa = ms_policy_allocator_get(policy);
+    return pa && pa->flavour[0] ? pa->flavour : sc->allocator_flavour;
 }
 
 /* The executor and allocator of a stage; its device belongs to the group. */
@@ -77,12 +92,14 @@ typedef struct ms_exec_checks {
     ms_exec_fault fault;
 } ms_exec_checks;
 
+/* simulating: a ctx:simulate step, which answers whether the candidate fits
+ * on its own, so an allocation that fails is an OOM there, never rescued. */
 static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, ms_backend *device,
                                    ms_policy *policy, ms_run_record *record, bool quiet_setup,
-                                   ms_exec_checks checks, ms_diag *d)
+                                   bool simulating, ms_exec_checks checks, ms_diag *d)
 {
     ms_alloc_config acfg;
-    ms_status st = alloc_config(sc, &acfg, d);
+    ms_status st = alloc_config(sc, policy, &acfg, d);
     s->backend = device;
     if (st == MS_OK)
         st = ms_alloc_create(s->backend, &acfg, &s->alloc);
@@ -97,7 +114,9 @@ static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, ms_backen
                                .pipeline_size = sc->parallel.pipeline_model_parallel_size,
                                .quiet_setup = quiet_setup,
                                .verify = checks.verify,
-                               .fault = checks.fault};
+                               .fault = checks.fault,
+                               .rescue_oom = !simulating && ms_policy_rescues_oom(policy),
+                               .release_after_copy = acfg.flavour == MS_ALLOC_MINDSPORE};
         st = ms_exec_create(&ecfg, &s->exec, &s->setup_oom, d);
     }
     return st;
@@ -157,7 +176,7 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *o
     memset(out, 0, sizeof *out);
     ms_status st = open_group(c->sc, "mock", 1, c->index, false, &group, d);
     if (st == MS_OK)
-        st = stage_open_device(c->sc, &s, ms_group_device(group, 0), c->policy, NULL, false,
+        st = stage_open_device(c->sc, &s, ms_group_device(group, 0), c->policy, NULL, false, true,
                                (ms_exec_checks){0}, d);
     if (st == MS_OK)
         s.prof = calloc(s.view.n_ops ? s.view.n_ops : 1, sizeof *s.prof);
@@ -314,13 +333,22 @@ static ms_status execute_stages(ms_run *r, int step, ms_diag *d)
 static void profile_after(ms_run *r, ms_stage *s, int step)
 {
     const ms_scenario *sc = r->sc;
-    s->profile = (ms_profile){.step = step, .measured = true, .program = s->view, .ops = s->prof,
+    s->profile = (ms_profile){.step = step,
+                              .measured = true,
+                              .program = s->view,
+                              .ops = s->prof,
                               .peak_allocated = s->res.peak_allocated,
                               .peak_reserved = s->res.peak_reserved,
                               .capacity = sc->device.hbm_bytes,
-                              .step_time_ns = s->res.step_time_ns, .oom = s->res.oom,
-                              .oom_op = s->res.oom_op, .device = &sc->device,
-                              .current = &s->prev_plan, .declared = &s->declared};
+                              .step_time_ns = s->res.step_time_ns,
+                              .oom = s->res.oom,
+                              .oom_op = s->res.oom_op,
+                              .device = &sc->device,
+                              .current = &s->prev_plan,
+                              .declared = &s->declared,
+                              .peak_active = s->res.peak_active,
+                              .rescued = s->res.rescued,
+                              .allocator = allocator_name(sc, r->policy)};
 }
 
 static ms_status handle_oom(ms_run *r, ms_stage *s, ms_diag *d)
@@ -343,10 +371,13 @@ static ms_status plan_step(ms_run *r, int step, bool *stable, bool *go, ms_diag 
     for (int i = 0; i < r->n; i++) {
         ms_stage *s = &r->stages[i];
         bool oomed = step > 0 && s->res.oom;
+        /* A step that completed only thanks to OOM rescues (SmartSwap's
+         * forced swaps) also goes back to the policy. */
+        bool rescued = step > 0 && s->res.rescued.count > 0;
         any_oom |= oomed;
         /* SmartSwap's STABLE stage: a frozen plan is only executed, until an
          * OOM sends the policy back to planning. */
-        if (!*stable || oomed) {
+        if (!*stable || oomed || rescued) {
             ms_status st = plan_stage(r, s, d);
             if (st != MS_OK)
                 return st;
@@ -412,7 +443,7 @@ static ms_status relaunch_pipeline(ms_run *r, ms_diag *d)
         open_group(r->sc, r->backend, r->n, r->first_stage, r->checks.verify, &r->group, d);
     for (int i = 0; st == MS_OK && i < r->n; i++)
         st = stage_open_device(r->sc, &r->stages[i], ms_group_device(r->group, i), r->policy,
-                               r->record, true, r->checks, d);
+                               r->record, true, false, r->checks, d);
     return st;
 }
 
@@ -550,10 +581,15 @@ static ms_status build_stage(ms_run *r, int i, const char *pname, ms_diag *d)
     r->views[i] = s->view;
     fill_static_summary(r, i, pname);
     s->prof = calloc(s->view.n_ops ? s->view.n_ops : 1, sizeof *s->prof);
-    s->profile = (ms_profile){.step = -1, .measured = false, .program = s->view,
-                              .capacity = r->sc->device.hbm_bytes, .oom_op = MS_NONE,
-                              .device = &r->sc->device, .current = &s->plan,
-                              .declared = &s->declared};
+    s->profile = (ms_profile){.step = -1,
+                              .measured = false,
+                              .program = s->view,
+                              .capacity = r->sc->device.hbm_bytes,
+                              .oom_op = MS_NONE,
+                              .device = &r->sc->device,
+                              .current = &s->plan,
+                              .declared = &s->declared,
+                              .allocator = allocator_name(r->sc, r->policy)};
     r->simctx[i] =
         (ms_sim_ctx){.sc = r->sc, .stage = s, .index = r->first_stage + i, .policy = r->policy};
     return s->prof != NULL ? MS_OK : MS_ENOMEM;
@@ -575,7 +611,7 @@ static ms_status open_stages(ms_run *r, const ms_run_options *opt, ms_diag *d)
         st = open_group(r->sc, r->backend, r->n, r->first_stage, r->checks.verify, &r->group, d);
     for (int i = 0; st == MS_OK && i < r->n; i++)
         st = stage_open_device(r->sc, &r->stages[i], ms_group_device(r->group, i), r->policy,
-                               r->record, false, r->checks, d);
+                               r->record, false, false, r->checks, d);
     return st;
 }
 

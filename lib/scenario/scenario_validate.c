@@ -297,7 +297,9 @@ static ms_status device_name(const vctx *c, ms_scenario *sc)
 
 static ms_status run_fields(const vctx *c, ms_scenario *sc)
 {
-    static const char *const flavours[] = {"cuda", "npu"};
+    /* PyTorch's, torch_npu's, MindSpeed's memory-fragmentation allocator
+     * (MEMORY_FRAGMENTATION=1), MindSpore's dynamic memory pool. */
+    static const char *const flavours[] = {"cuda", "npu", "mindspeed", "mindspore"};
     static const char *const details[] = {"all", "last", "none"};
     char base[128];
     scn_base_name(c->file, base, sizeof base);
@@ -325,7 +327,7 @@ static ms_status run_fields(const vctx *c, ms_scenario *sc)
     sc->avoid_record_streams = bool_field(c, SC_AVOIDRS, true);
     sc->allocator_flavour[0] = '\0'; /* absent: chosen from the device */
     if (c->v[SC_AFLAVOUR].set) {
-        if ((st = choice(c, SC_AFLAVOUR, 0, flavours, 2, &flavour)) != MS_OK)
+        if ((st = choice(c, SC_AFLAVOUR, 0, flavours, 4, &flavour)) != MS_OK)
             return st;
         snprintf(sc->allocator_flavour, sizeof sc->allocator_flavour, "%s", flavours[flavour]);
     }

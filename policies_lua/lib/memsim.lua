@@ -81,4 +81,75 @@ function M.format_bytes(n)
   return string.format("%.2f %s", n, units[u])
 end
 
+--- The first backward op of each (micro-batch, layer), and the first
+--- backward op of each micro-batch: first_backward[mb][layer], mb_backward[mb].
+--- A swap-in issued at the first backward op of the layer above hides
+--- behind that layer's backward (one layer of prefetch).
+function M.backward_starts(profile)
+  local first, mb_first = {}, {}
+  for _, op in ipairs(profile.ops) do
+    if op.phase == "backward" and op.micro_batch ~= nil then
+      local mb = op.micro_batch
+      if mb_first[mb] == nil then mb_first[mb] = op.id end
+      if op.layer ~= nil then
+        first[mb] = first[mb] or {}
+        if first[mb][op.layer] == nil then first[mb][op.layer] = op.id end
+      end
+    end
+  end
+  return first, mb_first
+end
+
+--- Swap t out after its last forward use and back from the start of the
+--- backward of the layer above it (its micro-batch's first backward op for
+--- the last layer), so the copy back hides behind one layer of backward.
+function M.swap_one_layer_ahead(ctx, t, first, mb_first)
+  local mbf = first[t.micro_batch] or {}
+  local from = mbf[t.layer + 1] or mb_first[t.micro_batch] or t.first_backward_use
+  local prefetch = math.max(1, t.first_backward_use - from)
+  ctx:swap(t.id, { prefetch = prefetch })
+end
+
+local function cost_of(profile, seg)
+  local c = 0
+  for o = seg.first_op, seg.last_op do
+    local op = profile.ops[o + 1]
+    if profile.measured and op.start ~= nil then
+      c = c + (op.finish - op.start)
+    else
+      c = c + (op.flops or 0)
+    end
+  end
+  return math.max(c, 1)
+end
+
+local function staleness_of(profile, seg)
+  if profile.measured then
+    local a, b = profile.ops[seg.last_op + 1], profile.ops[seg.first_backward_op + 1]
+    if a.finish ~= nil and b.start ~= nil and b.start > a.finish then
+      return b.start - a.finish
+    end
+  end
+  return math.max(seg.first_backward_op - seg.last_op, 1)
+end
+
+--- The recompute segments in DTR's eviction order (Kirisame et al. 2021):
+--- h = cost / (saved bytes x staleness) ascending, cost the forward time
+--- (measured, else FLOPs), staleness forward end to backward start (ns
+--- measured, else ops).  Each entry: { id = segment id, h = h }.
+function M.rematerialization_order(profile)
+  local cands = {}
+  for _, seg in ipairs(profile.segments) do
+    if seg.saved_bytes > 0 and seg.first_backward_op ~= nil then
+      local h = cost_of(profile, seg) / (seg.saved_bytes * staleness_of(profile, seg))
+      cands[#cands + 1] = { id = seg.id, h = h }
+    end
+  end
+  table.sort(cands, function(a, b)
+    if a.h ~= b.h then return a.h < b.h end
+    return a.id < b.id
+  end)
+  return cands
+end
+
 return M

@@ -738,6 +738,65 @@ START_TEST(test_invalid_arguments)
 }
 END_TEST
 
+/* MindSpore's dynamic memory pool (seed 003's MindFormers jobs): requests
+ * 512-byte aligned, best fit over blocks of 1 GiB doubled until the request
+ * fits, any buffer split, blocks never given back (no empty-cache retry),
+ * and its own out-of-memory message. */
+START_TEST(test_mindspore_pool)
+{
+    fx f;
+    fx_open(&f, MS_ALLOC_MINDSPORE, "", 4096 * MiB);
+    uint64_t a = fx_m(&f, 1000); /* 1000 -> 1024 bytes, in a new 1 GiB block */
+    ms_alloc_stats s = fx_stats(&f);
+    ck_assert_int_eq(s.reserved_bytes[MS_STAT_ALL].current, 1024 * MiB);
+    ck_assert_int_eq(s.allocated_bytes[MS_STAT_ALL].current, 1024);
+    uint64_t b = fx_m(&f, 600 * MiB); /* the same block, split after a */
+    ck_assert_uint_eq(b, a + 1024);
+    ck_assert_int_eq(fx_counts(&f)->malloc_calls, 1);
+    /* 1.5 GiB: a new block of 2 GiB (1 GiB doubled). */
+    fx_m(&f, 1536 * MiB);
+    s = fx_stats(&f);
+    ck_assert_int_eq(s.reserved_bytes[MS_STAT_ALL].current, 3072 * MiB);
+    fx_f(&f, b);
+    /* 1.2 GiB fits nowhere cached and the device has 1 GiB left: the cache
+     * is not emptied (the free 1 GiB - 1 KiB stays reserved); an OOM. */
+    uint64_t addr = 0;
+    ck_assert_int_eq(ms_alloc_malloc(f.a, 1229 * MiB, f.s0, 0, &addr, &f.d), MS_ENOMEM);
+    ck_assert_msg(strstr(f.d.msg, "memory isn't enough and alloc failed, alloc size: ") != NULL,
+                  "%s", f.d.msg);
+    s = fx_stats(&f);
+    ck_assert_int_eq(s.reserved_bytes[MS_STAT_ALL].current, 3072 * MiB);
+    fx_f(&f, a);
+    fx_close(&f);
+}
+END_TEST
+
+/* MindSpeed's memory-fragmentation allocator (seeds 001/004): outside the
+ * forward a cached default block of 1.8e9 bytes or more is not split for a
+ * request that would leave 20 MiB or more (myMaxSplitSize); inside the
+ * forward it is. */
+START_TEST(test_mindspeed_protects_large_blocks)
+{
+    fx f;
+    fx_open(&f, MS_ALLOC_MINDSPEED, "", 8192 * MiB);
+    ck_assert_int_eq(ms_alloc_set_forward(f.a, true), MS_OK);
+    ck_assert_int_eq(ms_alloc_set_forward(f.a, false), MS_OK); /* past the first forward */
+    uint64_t big = fx_m(&f, 1900 * MiB);
+    fx_f(&f, big);
+    uint64_t small = fx_m(&f, 100 * MiB); /* backward: a new segment */
+    ck_assert_int_eq(fx_counts(&f)->malloc_calls, 2);
+    ck_assert_uint_ne(small, big);
+    fx_f(&f, small);
+    ck_assert_int_eq(ms_alloc_set_forward(f.a, true), MS_OK);
+    /* Forward: 150 MiB fits only the large block, which it now splits. */
+    uint64_t in_fwd = fx_m(&f, 150 * MiB);
+    ck_assert_uint_eq(in_fwd, big);
+    ck_assert_int_eq(fx_counts(&f)->malloc_calls, 2);
+    fx_f(&f, in_fwd);
+    fx_close(&f);
+}
+END_TEST
+
 static Suite *alloc_suite(void)
 {
     Suite *s = suite_create("allocator");
@@ -767,6 +826,8 @@ static Suite *alloc_suite(void)
     tcase_add_test(tc, test_borrowing);
     tcase_add_test(tc, test_import_and_visit);
     tcase_add_test(tc, test_invalid_arguments);
+    tcase_add_test(tc, test_mindspore_pool);
+    tcase_add_test(tc, test_mindspeed_protects_large_blocks);
     suite_add_tcase(s, tc);
     return s;
 }

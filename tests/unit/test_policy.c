@@ -302,11 +302,18 @@ START_TEST(test_lifetime_pools)
     ck_assert_uint_eq(n, 1);
     ck_assert_str_eq(decls[0].name, "long");
     ck_assert(decls[0].exact_segments && decls[0].lendable);
-    /* Weights (0), grads (10), optimizer state (16) and saved activations (3)
-     * live long; an activation not saved (8), temps (9, 13): default. */
-    static const struct { uint32_t t; const char *pool; } want[] = {
-        {0, "long"}, {10, "long"}, {16, "long"}, {3, "long"}, {1, "long"},
-        {8, "default"}, {9, "default"}, {13, "default"},
+    /* MindSpeed's allocator replaces torch_npu's (MEMORY_FRAGMENTATION=1). */
+    ck_assert_str_eq(ms_policy_allocator_get(p)->flavour, "mindspeed");
+    /* Weights (0), grads (10), optimizer state (16) and activations saved
+     * inside a transformer layer (3) live long; the embedding's saved output
+     * (1) does not (MindSpeed's recorder wraps the transformer layers'
+     * forward only); an activation not saved (8), temps (9, 13): default. */
+    static const struct {
+        uint32_t t;
+        const char *pool;
+    } want[] = {
+        {0, "long"},    {10, "long"},   {16, "long"},   {3, "long"},
+        {1, "default"}, {8, "default"}, {9, "default"}, {13, "default"},
     };
     for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
         char pool[64];
@@ -1038,6 +1045,21 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
+/* A tensor swapped twice in one plan is an error naming it, not a silent
+ * second copy. */
+START_TEST(test_swap_twice_refused)
+{
+    ms_policy *p = load_fixture("swap_twice", NULL);
+    ms_plan plan = {0};
+    ms_diag d = {0};
+    ck_assert_int_ne(ms_policy_plan(p, &fx.prof, NULL, NULL, &plan, &d), MS_OK);
+    ck_assert_msg(strstr(d.msg, "tensor 3 ('layers.0.attention.qkv.out') is already swapped"), "%s",
+                  d.msg);
+    ms_plan_free(&plan);
+    ms_policy_free(p);
+}
+END_TEST
+
 static Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -1079,6 +1101,7 @@ static Suite *policy_suite(void)
     tcase_add_test(tc, test_budgets);
     tcase_add_test(tc, test_view_over_memory_cap);
     tcase_add_test(tc, test_determinism);
+    tcase_add_test(tc, test_swap_twice_refused);
     suite_add_tcase(s, tc);
     return s;
 }
