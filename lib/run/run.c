@@ -661,9 +661,10 @@ static ms_status fit_to_device(ms_run *r, const ms_run_options *opt, ms_diag *d)
 {
     /* backend_npu implements no virtual-memory calls (cuMemAddressReserve /
      * aclrtReserveMemAddress) yet, so an expandable-segment allocator would
-     * fail at its first segment: refuse before any device memory is taken. */
+     * fail at its first segment: refuse before any device memory is taken.
+     * The policy is not loaded yet; the setting is the scenario's. */
     ms_alloc_config acfg;
-    ms_status st = alloc_config(r->sc, &acfg, d);
+    ms_status st = alloc_config(r->sc, NULL, &acfg, d);
     if (st == MS_OK && acfg.expandable_segments)
         return ms_diag_set(d, MS_EUNSUPPORTED,
                            "%s: allocator.conf asks for expandable segments, "
