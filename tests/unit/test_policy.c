@@ -1045,21 +1045,6 @@ START_TEST(test_bad_arguments)
 }
 END_TEST
 
-/* A tensor swapped twice in one plan is an error naming it, not a silent
- * second copy. */
-START_TEST(test_swap_twice_refused)
-{
-    ms_policy *p = load_fixture("swap_twice", NULL);
-    ms_plan plan = {0};
-    ms_diag d = {0};
-    ck_assert_int_ne(ms_policy_plan(p, &fx.prof, NULL, NULL, &plan, &d), MS_OK);
-    ck_assert_msg(strstr(d.msg, "tensor 3 ('layers.0.attention.qkv.out') is already swapped"), "%s",
-                  d.msg);
-    ms_plan_free(&plan);
-    ms_policy_free(p);
-}
-END_TEST
-
 static Suite *policy_suite(void)
 {
     Suite *s = suite_create("policy");
@@ -1101,7 +1086,6 @@ static Suite *policy_suite(void)
     tcase_add_test(tc, test_budgets);
     tcase_add_test(tc, test_view_over_memory_cap);
     tcase_add_test(tc, test_determinism);
-    tcase_add_test(tc, test_swap_twice_refused);
     suite_add_tcase(s, tc);
     return s;
 }
