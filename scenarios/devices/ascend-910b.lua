@@ -48,6 +48,7 @@ return {
   kernel_overhead_us = 3,
   launch_queue_depth = 1024,
   devices_per_node = 8,
+  intra_node_topology = "mesh",
   intra_node_bandwidth_gbs = 196,   -- HCCS: 7 links to the other NPUs, ~28 GB/s each way
   intra_node_latency_us = 10,
   inter_node_bandwidth_gbs = 25,    -- one 200 GbE RoCE port per NPU
