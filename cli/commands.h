@@ -6,5 +6,7 @@
 
 int cli_run(int argc, char **argv);    /* cli/run.c */
 int cli_replay(int argc, char **argv); /* cli/replay.c */
+int cli_calibrate(int argc, char **argv); /* cli/calibrate.c */
+int cli_validate(int argc, char **argv);  /* cli/validate.c */
 
 #endif

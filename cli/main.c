@@ -13,6 +13,8 @@ static void usage(FILE *out)
             "usage: memsim run SCENARIO [--policy FILE|NAME]... [--out DIR] [--set KEY=VALUE]...\n"
             "                  [--backend mock] [--quiet]\n"
             "       memsim replay TRACE [--allocator-conf STR] [--csv OUT] ...\n"
+            "       memsim calibrate --backend cuda|npu|mock --device FILE [--out FILE]\n"
+            "       memsim validate TABLE.csv... [--fit PARAMS] [--out FILE]\n"
             "       memsim --help | --version\n"
             "\n"
             "run      simulate training steps of a scenario file (scenarios/*.lua) under a\n"
@@ -24,7 +26,9 @@ static void usage(FILE *out)
             "         in results/<scenario>-compare/, details in one folder per policy.\n"
             "         --set overrides a scenario field: --set model.seq_length=8192\n"
             "replay   replay a PyTorch memory snapshot through the allocator model\n"
-            "         (memsim replay --help for its options)\n");
+            "         (memsim replay --help for its options)\n"
+            "calibrate  measure a device through a backend and fit its device file\n"
+            "validate   put the model beside public measurements (validation/*.csv)\n");
 }
 
 int main(int argc, char **argv)
@@ -46,6 +50,10 @@ int main(int argc, char **argv)
         return cli_run(argc - 1, argv + 1);
     if (strcmp(argv[1], "replay") == 0)
         return cli_replay(argc - 1, argv + 1);
+    if (strcmp(argv[1], "calibrate") == 0)
+        return cli_calibrate(argc - 1, argv + 1);
+    if (strcmp(argv[1], "validate") == 0)
+        return cli_validate(argc - 1, argv + 1);
     fprintf(stderr, "memsim: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;
