@@ -129,6 +129,12 @@ START_TEST(calibrate_mock_round_trip_a100)
 }
 END_TEST
 
+START_TEST(calibrate_mock_round_trip_910b)
+{
+    round_trip("scenarios/devices/ascend-910b.lua");
+}
+END_TEST
+
 /* What ms_device_write writes, ms_device_load reads back unchanged. */
 START_TEST(device_file_write_load)
 {
@@ -351,6 +357,7 @@ static Suite *suite(void)
     Suite *s = suite_create("calibrate");
     TCase *tc = tcase_create("calibrate");
     tcase_add_test(tc, calibrate_mock_round_trip_a100);
+    tcase_add_test(tc, calibrate_mock_round_trip_910b);
     tcase_add_test(tc, device_file_write_load);
     tcase_add_test(tc, calibrate_unknown_backend);
     suite_add_tcase(s, tc);
