@@ -77,4 +77,12 @@ return {
   -- Replace it by a measured value (memsim calibrate --backend npu) when
   -- one exists.
   collective_efficiency = { send_recv = 0.0303 },
+  -- Where the fitted values came from (memsim validate --write-devices).
+  provenance = {
+    source = "memsim validate: fitted gemm.bf16 collective_efficiency.send_recv on the train rows of validation/mindspeed-910b.csv",
+    date = "2026-11-23T16:30:10Z",
+    device = "ascend-910b",
+    command = "memsim validate validation/mindspeed-910b.csv --fit ascend-910b:gemm.bf16,ascend-910b:collective_efficiency.send_recv",
+  },
+  residuals = { validation = 0.0307 },
 }
