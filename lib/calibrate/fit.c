@@ -84,8 +84,9 @@ ms_status cal_nls(cal_residual_fn fn, void *user, size_t n_par, size_t n_obs, do
     if (st == MS_OK && gsl_multifit_nlinear_init(&xv.vector, &fdf, w) != GSL_SUCCESS)
         st = c.st != MS_OK ? c.st : MS_ERANGE;
     if (st == MS_OK) {
+        double xtol = res->xtol > 0 ? res->xtol : 1e-9;
         gst =
-            gsl_multifit_nlinear_driver((size_t)max_iter, 1e-9, 1e-9, 1e-12, NULL, NULL, &info, w);
+            gsl_multifit_nlinear_driver((size_t)max_iter, xtol, 1e-9, 1e-12, NULL, NULL, &info, w);
         if (c.st != MS_OK)
             st = c.st;
     }

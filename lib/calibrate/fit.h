@@ -11,6 +11,11 @@
 typedef ms_status (*cal_residual_fn)(const double *x, void *user, double *f);
 
 typedef struct cal_nls_result {
+    /* In: the relative step below which the fit stops (GSL's xtol; 0:
+     * 1e-9, for the smooth functions of a calibration).  A fit through
+     * whole simulations (validate --fit) stops at 1e-3: smaller steps are
+     * far inside what the tables' figures resolve and cost minutes each. */
+    double xtol;
     double rms;       /* of the residuals at the solution */
     double *stderr_x; /* caller's array of n_par, or NULL: standard errors of x */
     int iterations;

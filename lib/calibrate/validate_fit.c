@@ -140,7 +140,7 @@ ms_status ms_validation_fit(ms_validation *v, const char *const *params, size_t 
     }
     if (st == MS_OK)
         st = collect_train(&c);
-    cal_nls_result res = {.stderr_x = se};
+    cal_nls_result res = {.stderr_x = se, .xtol = 1e-3};
     if (st == MS_OK)
         st = cal_nls(residuals, &c, v->n_fit, c.n_train, x, 1e-3, 30, &res, d);
     for (size_t j = 0; st == MS_OK && j < v->n_fit; j++) {
