@@ -277,6 +277,33 @@ START_TEST(validate_cli_exit_status)
 }
 END_TEST
 
+/* The shipped tables load: every column a known field, every row a source
+ * and a positive measurement, the scenarios found. */
+START_TEST(shipped_tables_load)
+{
+    static const char *const names[] = {"validation/megatron-ptdp-a100.csv",
+                                        "validation/korthikanti-a100.csv",
+                                        "validation/mindspeed-910b.csv"};
+    char paths[3][4096];
+    const char *tables[3];
+    for (int i = 0; i < 3; i++) {
+        snprintf(paths[i], sizeof paths[i], "%s/%s", srcdir(), names[i]);
+        tables[i] = paths[i];
+    }
+    ms_validation *v = NULL;
+    ms_diag d = {0};
+    ck_assert_msg(ms_validation_load(tables, 3, &v, &d) == MS_OK, "%s", d.msg);
+    ck_assert_int_eq((int)v->n_rows, 10 + 8 + 6);
+    size_t train = 0;
+    for (size_t i = 0; i < v->n_rows; i++) {
+        ck_assert_msg(strlen(v->rows[i].source) > 20, "row %s names no source", v->rows[i].id);
+        train += v->rows[i].train;
+    }
+    ck_assert_int_eq((int)train, 5 + 4 + 3);
+    ms_validation_free(v);
+}
+END_TEST
+
 /* Run a table and hand back the validation (rows' predictions in it). */
 static ms_validation *run_table(const char *path)
 {
@@ -367,6 +394,7 @@ static Suite *suite(void)
     tcase_add_test(tc, validate_unknown_field);
     tcase_add_test(tc, validate_measured_not_positive);
     tcase_add_test(tc, validate_cli_exit_status);
+    tcase_add_test(tc, shipped_tables_load);
     tcase_add_test(tc, validate_rows_predict);
     tcase_add_test(tc, validate_fit_recovers_scale);
     suite_add_tcase(s, tc);
