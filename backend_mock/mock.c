@@ -366,14 +366,17 @@ static ms_price_memo price_key(const ms_kernel *k)
         .comm = (int32_t)k->comm,
         .link = (int32_t)k->link,
         .group_size = k->group_size,
+        .ranks_per_node = k->ranks_per_node,
+        .shape = {k->shape[0], k->shape[1], k->shape[2], k->shape[3]},
     };
 }
 
 static bool same_price_key(const ms_price_memo *a, const ms_price_memo *b)
 {
     return a->flops == b->flops && a->bytes == b->bytes && a->comm_bytes == b->comm_bytes &&
-           a->cls == b->cls && a->dtype == b->dtype && a->comm == b->comm &&
-           a->link == b->link && a->group_size == b->group_size;
+           a->cls == b->cls && a->dtype == b->dtype && a->comm == b->comm && a->link == b->link &&
+           a->group_size == b->group_size && a->ranks_per_node == b->ranks_per_node &&
+           memcmp(a->shape, b->shape, sizeof a->shape) == 0;
 }
 
 static size_t price_slot(const ms_price_memo *key)
@@ -381,10 +384,14 @@ static size_t price_slot(const ms_price_memo *key)
     /* Fibonacci hashing: the top bits of a product depend on every bit of
      * the word, so round sizes (low mantissa bits zero) still spread. */
     uint64_t h = key->flops ^ key->bytes * 0x9e3779b97f4a7c15u ^
+                 (uint64_t)(key->shape[0] ^ key->shape[1] << 20 ^ key->shape[2] << 40 ^
+                            key->shape[3] << 50) *
+                     0xd6e8feb86659fd93u ^
                  key->comm_bytes * 0xbf58476d1ce4e5b9u ^
                  ((uint64_t)(uint32_t)key->cls | (uint64_t)(uint32_t)key->dtype << 8 |
                   (uint64_t)(uint32_t)key->comm << 16 | (uint64_t)(uint32_t)key->link << 24 |
-                  (uint64_t)(uint32_t)key->group_size << 32) * 0x94d049bb133111ebu;
+                  (uint64_t)(uint32_t)key->group_size << 32) *
+                     0x94d049bb133111ebu;
     return (size_t)((h * 0x9e3779b97f4a7c15u) >> (64 - MS_PRICE_MEMO_BITS));
 }
 

@@ -23,7 +23,8 @@ struct ms_event {
  * as their bit patterns, so only identical inputs match) and its result. */
 typedef struct ms_price_memo {
     uint64_t flops, bytes, comm_bytes;
-    int32_t cls, dtype, comm, link, group_size;
+    int64_t shape[4]; /* GEMM and attention efficiency go by shape */
+    int32_t cls, dtype, comm, link, group_size, ranks_per_node;
     bool used;
     int64_t ns;
 } ms_price_memo;

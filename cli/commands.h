@@ -25,6 +25,8 @@ int cli_replay(int argc, char **argv);  /* cli/replay.c */
 int cli_compare(int argc, char **argv); /* cli/compare.c */
 int cli_sweep(int argc, char **argv);   /* cli/sweep.c */
 int cli_list(int argc, char **argv);    /* cli/list.c */
+int cli_calibrate(int argc, char **argv); /* cli/calibrate.c */
+int cli_validate(int argc, char **argv);  /* cli/validate.c */
 
 /* ---- cli/suggest.c: what ships, and "did you mean" -------------------- */
 

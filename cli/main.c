@@ -15,6 +15,8 @@ static void usage(FILE *out)
             "       memsim sweep SCENARIO --vary KEY=V1,V2,... [--policies A,B] [-j N]\n"
             "       memsim replay TRACE [--allocator-conf STR] [--capacity BYTES] ...\n"
             "       memsim list [scenarios|devices|policies|keys]\n"
+            "       memsim calibrate --backend cuda|npu|mock --device FILE [--out FILE]\n"
+            "       memsim validate TABLE.csv... [--fit PARAMS] [--out FILE]\n"
             "       memsim --help | --version\n"
             "\n"
             "run      simulate training steps of a scenario file (scenarios/*.lua) under a\n"
@@ -24,6 +26,8 @@ static void usage(FILE *out)
             "         sweep.csv that marks the best configuration that fits\n"
             "replay   replay a PyTorch memory snapshot through the allocator model\n"
             "list     the shipped scenarios, devices and policies\n"
+            "calibrate  measure a device through a backend and fit its device file\n"
+            "validate   put the model beside public measurements (validation/*.csv)\n"
             "\n"
             "memsim COMMAND --help shows each command's options and examples; man memsim\n"
             "has them all.\n"
@@ -39,7 +43,8 @@ int main(int argc, char **argv)
         int (*fn)(int, char **);
     } commands[] = {
         {"run", cli_run},       {"compare", cli_compare}, {"sweep", cli_sweep},
-        {"replay", cli_replay}, {"list", cli_list},
+        {"replay", cli_replay}, {"list", cli_list},       {"calibrate", cli_calibrate},
+        {"validate", cli_validate},
     };
     if (argc < 2) {
         usage(stderr);

@@ -1,7 +1,10 @@
 /* The cost model: device time of a kernel from its FLOPs and HBM bytes (a
- * roofline with size-dependent efficiencies), of a collective from an
- * alpha-beta model of its ring algorithm, and of a copy from the host link's
- * latency and size-dependent bandwidth. */
+ * roofline whose compute side has a GEMM efficiency by shape, a fused
+ * attention efficiency by shape, or a curve by FLOPs), of a collective from
+ * an alpha-beta model of its ring algorithm with a bandwidth efficiency by
+ * link, message size and collective kind, and of a copy from the host link's
+ * latency and size-dependent bandwidth.  docs/validation.md says where each
+ * parameter's value comes from. */
 #include <math.h>
 #include <stdlib.h>
 
@@ -21,7 +24,9 @@ static const ms_curve *spec_curve(const ms_device_spec *s, ms_cost_curve which)
     case MS_CURVE_ATTENTION_EFF: return &s->attention_eff;
     case MS_CURVE_HBM_EFF: return &s->hbm_eff;
     case MS_CURVE_H2D_BW: return &s->h2d_bw;
-    default: return &s->d2h_bw;
+    case MS_CURVE_D2H_BW: return &s->d2h_bw;
+    case MS_CURVE_INTRA_EFF: return &s->intra_node_eff;
+    default: return &s->inter_node_eff;
     }
 }
 
@@ -116,7 +121,9 @@ static double comm_seconds(ms_comm_kind kind, int n, double B, double bw, double
     }
 }
 
-static ms_status comm_ns(const ms_cost_model *cm, const ms_kernel *k, double *ns)
+_Static_assert(MS_COMM_KINDS == MS_COMM_COUNT, "device.h's collective slots follow backend.h");
+
+static ms_status check_comm(const ms_kernel *k)
 {
     if (k->comm <= MS_COMM_NONE || k->comm >= MS_COMM_COUNT || bad_size(k->comm_bytes) ||
         (k->link != MS_LINK_INTRA_NODE && k->link != MS_LINK_INTER_NODE))
@@ -124,16 +131,118 @@ static ms_status comm_ns(const ms_cost_model *cm, const ms_kernel *k, double *ns
     bool p2p = k->comm == MS_COMM_SEND || k->comm == MS_COMM_RECV;
     if (!p2p && k->group_size < 1)
         return MS_EINVAL;
-    if (!p2p && k->group_size == 1) {
-        *ns = 0; /* a group of one moves nothing */
-        return MS_OK;
-    }
+    return MS_OK;
+}
+
+/* A group of one moves nothing. */
+static bool comm_is_free(const ms_kernel *k)
+{
+    return k->comm != MS_COMM_SEND && k->comm != MS_COMM_RECV && k->group_size == 1;
+}
+
+/* The bandwidth one transfer of k gets: the link's, times its efficiency at
+ * the message size, the collective kind's efficiency relative to an
+ * all-reduce, and on a full mesh the share of links the group uses. */
+static double comm_bandwidth(const ms_cost_model *cm, const ms_kernel *k)
+{
     const ms_device_spec *s = &cm->spec;
     bool intra = k->link == MS_LINK_INTRA_NODE;
     double bw = intra ? s->intra_node_bw : s->inter_node_bw;
-    double alpha_ns = intra ? s->intra_node_latency_ns : s->inter_node_latency_ns;
-    *ns = comm_seconds(k->comm, k->group_size, k->comm_bytes, bw, alpha_ns * 1e-9) * 1e9;
+    bw *= curve(cm, intra ? MS_CURVE_INTRA_EFF : MS_CURVE_INTER_EFF, k->comm_bytes);
+    int kind = k->comm == MS_COMM_RECV ? MS_COMM_SEND : k->comm;
+    if (kind != MS_COMM_ALLREDUCE && s->collective_eff[kind] > 0)
+        bw *= s->collective_eff[kind];
+    if (!intra && k->ranks_per_node > 1) {
+        /* One NIC per device: k ranks of the group on a node cross on k
+         * NICs, the hierarchical ring's intra-node hops staying on the
+         * faster intra-node link, which bounds it. */
+        int nics =
+            k->ranks_per_node < s->devices_per_node ? k->ranks_per_node : s->devices_per_node;
+        bw = fmin(bw * nics, s->intra_node_bw);
+    }
+    if (intra && s->intra_node_mesh && s->devices_per_node > 1) {
+        bool p2p = k->comm == MS_COMM_SEND || k->comm == MS_COMM_RECV;
+        int links = p2p ? 1 : k->group_size - 1;
+        if (links > s->devices_per_node - 1)
+            links = s->devices_per_node - 1;
+        bw *= (double)links / (s->devices_per_node - 1);
+    }
+    return bw;
+}
+
+static double comm_alpha_s(const ms_cost_model *cm, const ms_kernel *k)
+{
+    const ms_device_spec *s = &cm->spec;
+    return (k->link == MS_LINK_INTRA_NODE ? s->intra_node_latency_ns : s->inter_node_latency_ns) *
+           1e-9;
+}
+
+ms_status sim_cost_comm_parts(const ms_cost_model *cm, const ms_kernel *k, int64_t *latency_ns,
+                              double *transfer_ns)
+{
+    if (cm == NULL || k == NULL || latency_ns == NULL || transfer_ns == NULL ||
+        k->cls != MS_KC_COMM)
+        return MS_EINVAL;
+    ms_status st = check_comm(k);
+    if (st != MS_OK)
+        return st;
+    *latency_ns = 0;
+    *transfer_ns = 0;
+    if (comm_is_free(k))
+        return MS_OK;
+    double alpha = comm_alpha_s(cm, k);
+    /* The latency part is comm_seconds with no bytes; the rest moves data. */
+    double lat = comm_seconds(k->comm, k->group_size, 0, 1, alpha);
+    double all = comm_seconds(k->comm, k->group_size, k->comm_bytes, comm_bandwidth(cm, k), alpha);
+    if (!(all < 9e9))
+        return MS_ERANGE;
+    *latency_ns = llround(lat * 1e9);
+    *transfer_ns = (all - lat) * 1e9;
     return MS_OK;
+}
+
+static ms_status comm_ns(const ms_cost_model *cm, const ms_kernel *k, double *ns)
+{
+    int64_t lat = 0;
+    double xfer = 0;
+    ms_status st = sim_cost_comm_parts(cm, k, &lat, &xfer);
+    *ns = (double)lat + xfer;
+    return st;
+}
+
+static double saturation(double x, double half)
+{
+    return x / (x + half);
+}
+
+static bool has_shape(const ms_kernel *k)
+{
+    return k->shape[0] > 0 && k->shape[1] > 0 && k->shape[2] > 0;
+}
+
+/* Fraction of peak a matmul reaches: by shape where the device has a GEMM
+ * model for the dtype (device.h), else by FLOPs. */
+static double gemm_efficiency(const ms_cost_model *cm, const ms_kernel *k)
+{
+    const ms_gemm_model *g = &cm->spec.gemm;
+    double max = g->max[k->dtype];
+    if (!(max > 0) || !has_shape(k))
+        return curve(cm, MS_CURVE_MATMUL_EFF, k->flops);
+    double m = (double)k->shape[0] * (double)(k->shape[3] > 1 ? k->shape[3] : 1);
+    return max * saturation(m, g->m_half) * saturation((double)k->shape[1], g->n_half) *
+           saturation((double)k->shape[2], g->k_half);
+}
+
+/* Seconds of compute of a fused attention kernel. */
+static double attention_seconds(const ms_cost_model *cm, const ms_kernel *k, double peak)
+{
+    const ms_attention_model *a = &cm->spec.flash;
+    if (!(a->max > 0) || !has_shape(k))
+        return k->flops / (peak * curve(cm, MS_CURVE_ATTENTION_EFF, k->flops));
+    double eff = a->max * saturation((double)k->shape[0], a->seq_half) *
+                 saturation((double)k->shape[2], a->head_dim_half);
+    double executed = a->executed_fraction > 0 ? a->executed_fraction : 1.0;
+    return k->flops * executed / (peak * eff);
 }
 
 static ms_status compute_ns(const ms_cost_model *cm, const ms_kernel *k, double *ns)
@@ -146,12 +255,12 @@ static ms_status compute_ns(const ms_cost_model *cm, const ms_kernel *k, double 
         double peak = s->peak_flops[k->dtype];
         if (!(peak > 0))
             return MS_EUNSUPPORTED;
-        double eff = 1.0; /* elementwise/norm are memory bound: no curve */
         if (k->cls == MS_KC_MATMUL)
-            eff = curve(cm, MS_CURVE_MATMUL_EFF, k->flops);
+            t_flops = k->flops / (peak * gemm_efficiency(cm, k));
         else if (k->cls == MS_KC_ATTENTION)
-            eff = curve(cm, MS_CURVE_ATTENTION_EFF, k->flops);
-        t_flops = k->flops / (peak * eff);
+            t_flops = attention_seconds(cm, k, peak);
+        else
+            t_flops = k->flops / peak; /* elementwise/norm are memory bound: no curve */
     }
     double t_bytes = 0;
     if (k->bytes > 0)

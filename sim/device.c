@@ -1,8 +1,8 @@
-/* A simulated device: its streams, serial engines (compute, comm link), the
- * two copy engines of its host link, and its HBM capacity, tied together by
- * one rule: whenever something finishes or arrives, settle the device (move
- * every stream head forward, then let the serial engines pick their next
- * item). */
+/* A simulated device: its streams, the compute engine, the links that move
+ * bytes (two directions of the host link, the intra- and inter-node
+ * networks), and its HBM capacity, tied together by one rule: whenever
+ * something finishes or arrives, settle the device (move every stream head
+ * forward, then let the compute engine pick its next item). */
 #include <stdlib.h>
 
 #include "device_model.h"
@@ -24,9 +24,10 @@ ms_status sim_dev_create(ms_sim *sim, const ms_device_spec *spec, int index, ms_
     d->index = index;
     d->spec = *spec;
     sim_serial_engine_init(&d->compute, d, MS_RES_COMPUTE);
-    sim_serial_engine_init(&d->comm, d, MS_RES_COMM);
-    sim_copy_engine_init(&d->copy[MS_COPY_H2D], d, MS_COPY_H2D);
-    sim_copy_engine_init(&d->copy[MS_COPY_D2H], d, MS_COPY_D2H);
+    for (int i = 0; i < 2; i++) {
+        sim_link_engine_init(&d->copy[i], d);
+        sim_link_engine_init(&d->net[i], d);
+    }
     if ((st = sim_p2p_attach(sim, d, index)) != MS_OK) {
         sim_cost_model_destroy(d->cm);
         free(d);
@@ -42,9 +43,9 @@ static bool owned_by(ms_sim_fn fn, void *arg, const void *ctx)
     if (fn == sim_dev_kick_event)
         return arg == d;
     if (fn == sim_serial_engine_done)
-        return arg == &d->compute || arg == &d->comm;
-    if (fn == sim_copy_engine_wake)
-        return arg == &d->copy[0] || arg == &d->copy[1];
+        return arg == &d->compute;
+    if (fn == sim_link_engine_wake)
+        return arg == &d->copy[0] || arg == &d->copy[1] || arg == &d->net[0] || arg == &d->net[1];
     return false;
 }
 
@@ -240,7 +241,6 @@ void sim_dev_settle(ms_simdev *d, ms_simstream *changed)
             advance_all(d);
         }
         sim_serial_engine_dispatch(&d->compute);
-        sim_serial_engine_dispatch(&d->comm);
     } while (d->resettle || d->captures_done);
     if (d->sweep)
         sweep_streams(d);
@@ -271,8 +271,8 @@ void sim_dev_kick_event(ms_sim *sim, void *arg)
 
 bool sim_dev_defer_dispatch(ms_simdev *d)
 {
-    /* Items that become ready at the same instant compete by priority, so a
-     * serial engine waits for everything else due now before it chooses
+    /* Items that become ready at the same instant compete by priority, so the
+     * compute engine waits for everything else due now before it chooses
      * (a kick event scheduled now runs after them). */
     if (d->in_kick)
         return false;

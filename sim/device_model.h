@@ -1,5 +1,5 @@
 /* sim/: the structures of a simulated device, shared by its models (stream.c,
- * device_event.c, serial_engine.c, copy_engine.c, work_pool.c, device.c).
+ * device_event.c, serial_engine.c, link_engine.c, work_pool.c, device.c).
  * Nothing outside sim/ includes this. */
 #ifndef MEMSIM_SIM_DEVICE_MODEL_H
 #define MEMSIM_SIM_DEVICE_MODEL_H
@@ -20,10 +20,10 @@ typedef enum ms_item_kind { MS_IK_KERNEL = 0, MS_IK_COPY, MS_IK_RECORD, MS_IK_WA
 
 /* Where an item runs once it is at the head of its stream. */
 typedef enum ms_item_res {
-    MS_RES_NONE = 0,   /* event record / wait: instantaneous */
-    MS_RES_COMPUTE,    /* compute-class kernels, D2D copies */
-    MS_RES_COMM,       /* collectives, SENDs, RECVs from unattached peers */
-    MS_RES_P2P_RECV,   /* RECV from an attached peer: waits for the SEND */
+    MS_RES_NONE = 0, /* event record / wait: instantaneous */
+    MS_RES_COMPUTE,  /* compute-class kernels, D2D copies */
+    MS_RES_COMM,     /* collectives, SENDs, RECVs from unattached peers: a network link */
+    MS_RES_P2P_RECV, /* RECV from an attached peer: waits for the SEND */
     MS_RES_COPY_H2D,
     MS_RES_COPY_D2H
 } ms_item_res;
@@ -49,10 +49,11 @@ typedef struct ms_work_item {
     struct ms_work_item *link; /* copy engine lists; a serial engine's ready list */
     ms_simstream *stream;
     uint8_t kind, res, state;
+    uint8_t net;         /* MS_RES_COMM: its ms_link_kind */
     bool arrival_kicked; /* a kick is scheduled for its issue time */
     int64_t issue_ns, ready_ns, start_ns;
-    int64_t dur_ns;      /* kernels: cost; copies: latency */
-    double remaining_ns; /* H2D/D2H copies: exclusive link time still to move */
+    int64_t dur_ns;      /* compute: cost; link transfers: latency */
+    double remaining_ns; /* link transfers: exclusive link time still to move */
     int64_t lat_end_ns;
     uint64_t seq, tag, bytes;
     const char *name;
@@ -62,7 +63,7 @@ typedef struct ms_work_item {
     ms_capture *cap; /* record / wait */
 } ms_work_item;
 
-/* A device resource that runs one item at a time (compute engine, comm link). */
+/* A device resource that runs one item at a time (the compute engine). */
 typedef struct ms_serial_engine {
     ms_simdev *dev;
     ms_item_res res;
@@ -74,17 +75,17 @@ typedef struct ms_serial_engine {
     ms_work_item *ready;
 } ms_serial_engine;
 
-/* One direction of the full-duplex host link. */
-typedef struct ms_copy_engine {
+/* A link that moves bytes with processor sharing (link_engine.c): a
+ * direction of the host link, or a network. */
+typedef struct ms_link_engine {
     ms_simdev *dev;
-    ms_copy_kind dir;
-    ms_work_item *lat_head, *lat_tail; /* in their latency phase, FIFO */
+    ms_work_item *lat_head, *lat_tail; /* in their latency phase, by its end */
     ms_work_item *act_head, *act_tail; /* sharing the bandwidth */
     uint32_t n_active;
     int64_t last_update_ns;
     int64_t wake_at;
     bool wake_pending;
-} ms_copy_engine;
+} ms_link_engine;
 
 struct ms_simstream {
     ms_simdev *dev;
@@ -114,8 +115,9 @@ struct ms_simdev {
     ms_simstream **streams; /* creation order, destroyed ones until drained */
     size_t n_streams, cap_streams;
     uint64_t next_stream_id;
-    ms_serial_engine compute, comm;
-    ms_copy_engine copy[2]; /* [MS_COPY_H2D], [MS_COPY_D2H] */
+    ms_serial_engine compute;
+    ms_link_engine copy[2]; /* [MS_COPY_H2D], [MS_COPY_D2H] */
+    ms_link_engine net[2];  /* [MS_LINK_INTRA_NODE], [MS_LINK_INTER_NODE] */
     uint64_t hbm_used, hbm_peak;
     uint64_t next_seq;
     ms_work_item *free_items;
@@ -203,10 +205,17 @@ static inline void sim_serial_engine_add_ready(ms_serial_engine *e, ms_work_item
 void sim_serial_engine_dispatch(ms_serial_engine *e);
 void sim_serial_engine_done(ms_sim *sim, void *arg);
 
-/* copy_engine.c */
-void sim_copy_engine_init(ms_copy_engine *ce, ms_simdev *d, ms_copy_kind dir);
-void sim_copy_engine_start(ms_copy_engine *ce, ms_work_item *it);
-void sim_copy_engine_wake(ms_sim *sim, void *arg);
+/* link_engine.c */
+void sim_link_engine_init(ms_link_engine *ce, ms_simdev *d);
+/* it (latency in dur_ns, exclusive transfer time in remaining_ns) started now. */
+void sim_link_engine_start(ms_link_engine *ce, ms_work_item *it);
+void sim_link_engine_wake(ms_sim *sim, void *arg);
+/* When the link runs out of work if nothing more arrives (INT64_MIN: idle). */
+int64_t sim_link_engine_busy_until(const ms_link_engine *ce);
+
+/* p2p.c: an item finished on a link; a SEND to an attached peer posts its
+ * data to the peer's mailbox (an eager send). */
+void sim_p2p_sent(ms_simdev *d, const ms_work_item *it);
 
 /* device.c's kick handler (an engine event). */
 void sim_dev_kick_event(ms_sim *sim, void *arg);

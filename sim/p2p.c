@@ -73,3 +73,12 @@ bool sim_p2p_take(ms_sim *sim, int src, int dst, int tag)
     }
     return false;
 }
+
+void sim_p2p_sent(ms_simdev *d, const ms_work_item *it)
+{
+    if (it->kind != MS_IK_KERNEL || it->comm != MS_COMM_SEND)
+        return;
+    if (sim_p2p_find_device(d->sim, it->peer) != NULL &&
+        sim_p2p_post(d->sim, d->index, it->peer, it->p2p_tag) != MS_OK)
+        d->fault = MS_ENOMEM;
+}

@@ -1,9 +1,11 @@
 /* A device resource that runs one item at a time: the compute engine (every
- * compute-class kernel and D2D copy of the device serialises on it) and the
- * comm link (collectives and p2p sends, which overlap compute as NCCL/HCCL
- * kernels on their own stream do).  When several streams have a ready head,
- * the stream with the lower priority number wins (CUDA stream priorities),
- * then the item that became ready first, then the one issued first. */
+ * compute-class kernel and D2D copy of the device serialises on it;
+ * collectives and p2p run beside it on the network links, link_engine.c).
+ * When several streams have a ready head, the stream with the lower priority
+ * number wins (CUDA stream priorities), then the item that became ready
+ * first, then the one issued first.  A kernel that starts while a network
+ * link moves data runs slower by the device's overlap_compute_slowdown over
+ * the part of it that overlaps (as far as the link's work known now goes). */
 #include "device_model.h"
 #include "sim_private.h"
 
@@ -19,6 +21,23 @@ static bool before(const ms_work_item *a, const ms_work_item *b)
     if (a->ready_ns != b->ready_ns)
         return a->ready_ns < b->ready_ns;
     return a->seq < b->seq;
+}
+
+/* Extra time of a compute item of dur ns starting now while collectives
+ * move data: the slowdown over the overlapping part. */
+static int64_t overlap_penalty_ns(const ms_simdev *d, int64_t now, int64_t dur)
+{
+    double slow = d->spec.overlap_compute_slowdown;
+    if (!(slow > 0) || dur <= 0)
+        return 0;
+    int64_t busy = sim_link_engine_busy_until(&d->net[0]);
+    int64_t inter = sim_link_engine_busy_until(&d->net[1]);
+    if (inter > busy)
+        busy = inter;
+    if (busy <= now)
+        return 0;
+    int64_t overlap = busy - now < dur ? busy - now : dur;
+    return llround(slow * (double)overlap);
 }
 
 void sim_serial_engine_dispatch(ms_serial_engine *e)
@@ -43,7 +62,8 @@ void sim_serial_engine_dispatch(ms_serial_engine *e)
     best->start_ns = now;
     best->stream->not_started--;
     e->current = best;
-    if (sim_schedule(d->sim, now + best->dur_ns, sim_serial_engine_done, e) != MS_OK)
+    int64_t dur = best->dur_ns + overlap_penalty_ns(d, now, best->dur_ns);
+    if (sim_schedule(d->sim, now + dur, sim_serial_engine_done, e) != MS_OK)
         d->fault = MS_ENOMEM;
 }
 
@@ -53,10 +73,7 @@ void sim_serial_engine_done(ms_sim *sim, void *arg)
     ms_simdev *d = e->dev;
     ms_work_item *it = e->current;
     e->current = NULL;
-    /* An eager send: its data is at the receiver once the send finishes. */
-    if (it->comm == MS_COMM_SEND && sim_p2p_find_device(sim, it->peer) != NULL &&
-        sim_p2p_post(sim, d->index, it->peer, it->p2p_tag) != MS_OK)
-        d->fault = MS_ENOMEM;
+    (void)sim;
     ms_simstream *s = it->stream;
     sim_dev_finish_item(d, it);
     sim_dev_settle(d, s);

@@ -75,6 +75,8 @@ typedef enum ms_cost_curve {
     MS_CURVE_HBM_EFF,        /* bytes of one kernel -> fraction of hbm_bw */
     MS_CURVE_H2D_BW,         /* bytes of one copy -> bytes per second */
     MS_CURVE_D2H_BW,
+    MS_CURVE_INTRA_EFF, /* bytes of one collective -> fraction of intra_node_bw */
+    MS_CURVE_INTER_EFF, /* bytes of one collective -> fraction of inter_node_bw */
     MS_CURVE_COUNT
 } ms_cost_curve;
 
@@ -89,15 +91,26 @@ ms_status sim_cost_model_spec(const ms_cost_model *cm, const ms_device_spec **sp
 /* y of one curve at x (clamped).  Pure: safe to call concurrently. */
 ms_status sim_cost_curve_eval(const ms_cost_model *cm, ms_cost_curve which, double x, double *y);
 
-/* Device time of a kernel, rounded to the nearest ns.
- *   compute classes: max(flops / (peak[dtype] x eff(flops)),
+/* Device time of a kernel running alone, rounded to the nearest ns.
+ *   compute classes: max(flops / (peak[dtype] x eff),
  *                        bytes / (hbm_bw x hbm_eff(bytes))) + kernel_overhead_ns
- *   with eff = matmul_eff (MATMUL), attention_eff (ATTENTION), 1.0 otherwise;
+ *   with eff the GEMM model by shape (MATMUL; matmul_eff by FLOPs without
+ *   one), the fused attention model by shape (ATTENTION: flops x
+ *   executed_fraction / (peak x eff); attention_eff by FLOPs without one),
+ *   1.0 otherwise (device.h);
  *   MS_KC_COMM: the alpha-beta formula of k->comm on k->link (see
- *   cost_model.c; B = k->comm_bytes, the full buffer; group_size 1 costs 0).
+ *   cost_model.c; B = k->comm_bytes, the full buffer; the bandwidth is the
+ *   link's x its efficiency at B x the kind's relative efficiency x the mesh
+ *   share; group_size 1 costs 0).
  * MS_EUNSUPPORTED when flops > 0 and the device has no peak for k->dtype;
  * MS_EINVAL for a negative size or a malformed comm kernel. */
 ms_status sim_cost_kernel_ns(const ms_cost_model *cm, const ms_kernel *k, int64_t *ns);
+/* The two parts of a collective or p2p transfer (sim_cost_kernel_ns is
+ * their sum): *latency_ns, the alpha terms (integer ns, not shared), and
+ * *transfer_ns, exclusive link time that concurrent transfers on the same
+ * link share. */
+ms_status sim_cost_comm_parts(const ms_cost_model *cm, const ms_kernel *k, int64_t *latency_ns,
+                              double *transfer_ns);
 /* Device time of one copy running alone:
  *   H2D/D2H: host_link_latency_ns + bytes / bw(bytes), bw from the direction's curve;
  *   D2D: 2 x bytes / (hbm_bw x hbm_eff(2 x bytes)) + kernel_overhead_ns (a copy

@@ -76,6 +76,25 @@ static bool usable(const ms_simstream *s)
     return s != NULL && !s->destroyed;
 }
 
+/* A transfer on a network link: its latency (not shared) and the rest of
+ * its time, exclusive link time that concurrent transfers share. */
+static ms_status comm_split(ms_simdev *d, const ms_kernel *k, int64_t dur_ns, ms_work_item *it)
+{
+    int64_t lat = 0;
+    double xfer = 0;
+    ms_status st = sim_cost_comm_parts(d->cm, k, &lat, &xfer);
+    if (st != MS_OK)
+        return st;
+    /* A time given by the caller (measured) keeps the modeled latency. */
+    if (lat > dur_ns)
+        lat = dur_ns;
+    it->res = MS_RES_COMM;
+    it->net = (uint8_t)k->link;
+    it->dur_ns = lat;
+    it->remaining_ns = (double)(dur_ns - lat);
+    return MS_OK;
+}
+
 ms_status sim_stream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t dur_ns,
                                   int64_t issue_ns, uint64_t tag)
 {
@@ -94,12 +113,17 @@ ms_status sim_stream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t d
     it->bytes = (uint64_t)(k->cls == MS_KC_COMM ? k->comm_bytes : k->bytes);
     it->peer = k->peer;
     it->p2p_tag = k->tag;
-    if (k->cls != MS_KC_COMM)
+    if (k->cls != MS_KC_COMM) {
         it->res = MS_RES_COMPUTE;
-    else if (k->comm == MS_COMM_RECV && sim_p2p_find_device(d->sim, k->peer) != NULL)
+    } else if (k->comm == MS_COMM_RECV && sim_p2p_find_device(d->sim, k->peer) != NULL) {
         it->res = MS_RES_P2P_RECV;
-    else
-        it->res = MS_RES_COMM;
+    } else {
+        ms_status st = comm_split(d, k, dur_ns, it);
+        if (st != MS_OK) {
+            sim_pool_item_put(d, it);
+            return st;
+        }
+    }
     enqueue(s, it);
     return MS_OK;
 }
@@ -207,8 +231,10 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
         sim_serial_engine_add_ready(&d->compute, it);
         return false;
     case MS_RES_COMM:
-        it->state = MS_IS_READY;
-        sim_serial_engine_add_ready(&d->comm, it);
+        it->state = MS_IS_RUNNING;
+        it->start_ns = now;
+        s->not_started--;
+        sim_link_engine_start(&d->net[it->net], it);
         return false;
     case MS_RES_P2P_RECV:
         /* A receive occupies its stream from now until its send arrives. */
@@ -220,7 +246,7 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
         it->state = MS_IS_RUNNING;
         it->start_ns = now;
         s->not_started--;
-        sim_copy_engine_start(&d->copy[it->copy_kind], it);
+        sim_link_engine_start(&d->copy[it->copy_kind], it);
         return false;
     }
 }

@@ -144,6 +144,13 @@ else
 EXTRA_DIST += tests/unit/test_npu_cuda.c
 endif
 
+# lib/calibrate: memsim calibrate and memsim validate.
+check_PROGRAMS += tests/unit/test_calibrate
+tests_unit_test_calibrate_SOURCES = tests/unit/test_calibrate.c
+tests_unit_test_calibrate_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_calibrate_LDADD = lib/calibrate/libms_calibrate.la $(TEST_ALL_PARTS) $(TEST_LIBS)
+EXTRA_tests_unit_test_calibrate_DEPENDENCIES = memsim$(EXEEXT)
+
 TESTS += $(check_PROGRAMS)
 
 # DESIGN.md's layout rules on the tree and on the built library's exports.

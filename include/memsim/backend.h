@@ -69,6 +69,10 @@ typedef struct ms_kernel {
     double comm_bytes;    /* the full (gathered / reduced) buffer, as nccl-tests count it */
     int peer;             /* p2p: the other device's index */
     int tag;              /* p2p: matches a SEND with its RECV */
+    /* Inter-node collectives: ranks of the group on each node (0 or 1: one).
+     * NCCL/HCCL run one channel per NIC, so a group with k ranks a node
+     * crosses between nodes on k NICs at once. */
+    int ranks_per_node;
 } ms_kernel;
 
 typedef enum ms_copy_kind { MS_COPY_H2D = 0, MS_COPY_D2H, MS_COPY_D2D } ms_copy_kind;

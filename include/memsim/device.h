@@ -34,6 +34,10 @@ MS_API ms_status ms_dtype_parse(const char *name, ms_dtype *out);
 
 #define MS_CURVE_MAX 32
 
+/* Slots of ms_device_spec.collective_eff: ms_comm_kind values (backend.h),
+ * MS_COMM_NONE unused. */
+#define MS_COMM_KINDS 8
+
 /* A piecewise curve y(x), x strictly ascending, interpolated by sim/ with GSL
  * (Steffen, which never overshoots, so efficiencies stay within their points);
  * clamped to the end points outside [x0, xn].  n == 0 means "constant 1.0"
@@ -43,6 +47,28 @@ typedef struct ms_curve {
     double x[MS_CURVE_MAX];
     double y[MS_CURVE_MAX];
 } ms_curve;
+
+/* GEMM efficiency by shape.  A matmul of M x N x K (shape[0..2], times a
+ * batch shape[3] folded into M) reaches
+ *     eff = max[dtype] * M/(M + m_half) * N/(N + n_half) * K/(K + k_half)
+ * of the dtype's peak: small dimensions leave tiles and SMs idle (the
+ * saturation form of Calculon's and Roofline-style GEMM models).  max[dtype]
+ * == 0 (or a kernel without a shape) falls back to matmul_eff by FLOPs. */
+typedef struct ms_gemm_model {
+    double max[MS_DTYPE_COUNT];
+    double m_half, n_half, k_half; /* elements */
+} ms_gemm_model;
+
+/* Fused (flash) attention by shape (shape[0] = query length, shape[2] = head
+ * dim): eff = max * sq/(sq + seq_half) * d/(d + head_dim_half) of the peak on
+ * the FLOPs the kernel executes, executed_fraction x the FLOPs it counts (a
+ * causal kernel skips the masked half of the score blocks; 0 means 1).
+ * max == 0 falls back to attention_eff by FLOPs. */
+typedef struct ms_attention_model {
+    double max;
+    double seq_half, head_dim_half; /* elements */
+    double executed_fraction;
+} ms_attention_model;
 
 typedef struct ms_device_spec {
     char name[64];
@@ -69,6 +95,25 @@ typedef struct ms_device_spec {
     double intra_node_latency_ns;
     double inter_node_bw;
     double inter_node_latency_ns;
+    /* The fraction of a link's bandwidth one collective of x bytes (the full
+     * buffer) reaches: protocol and pipelining losses of small messages and
+     * the algorithm's efficiency on large ones (empty: 1). */
+    ms_curve intra_node_eff;
+    ms_curve inter_node_eff;
+    /* Intra-node links form a full mesh (Ascend HCCS) rather than a switch
+     * (NVSwitch): a collective among n of the node's P devices uses n - 1 of
+     * each device's P - 1 links, so it gets (n - 1) / (P - 1) of
+     * intra_node_bw; a p2p transfer gets one link. */
+    bool intra_node_mesh;
+    /* Bus bandwidth of each collective kind relative to an all-reduce's on
+     * the same link and size (MS_COMM_SEND also prices RECV; 0 means 1). */
+    double collective_eff[MS_COMM_KINDS];
+    /* Compute kernels run this fraction slower while a collective moves data
+     * on the same device (NCCL/HCCL kernels take SMs/AI cores and HBM
+     * bandwidth: Calculon's "processor_usage"). */
+    double overlap_compute_slowdown;
+    ms_gemm_model gemm;
+    ms_attention_model flash;
 } ms_device_spec;
 
 /* Check that a spec is usable (positive capacity, bandwidths, ascending

@@ -59,6 +59,48 @@ static ms_status check_curve(const ms_curve *c, const char *field, bool is_effic
     return MS_OK;
 }
 
+static bool in_range(double v, double lo, double hi)
+{
+    return v >= lo && v <= hi;
+}
+
+/* The GEMM and attention models, the collective efficiencies and the
+ * overlap slowdown: zero means "not modeled" everywhere (device.h). */
+static ms_status check_models(const ms_device_spec *s, ms_diag *d)
+{
+    const ms_gemm_model *g = &s->gemm;
+    for (int i = 0; i < MS_DTYPE_COUNT; i++)
+        if (!in_range(g->max[i], 0, 1))
+            return ms_diag_set(d, MS_ERANGE, "device '%s': gemm.%s must be in [0, 1] (got %g)",
+                               s->name, ms_dtype_name((ms_dtype)i), g->max[i]);
+    if (!in_range(g->m_half, 0, 1e9) || !in_range(g->n_half, 0, 1e9) ||
+        !in_range(g->k_half, 0, 1e9))
+        return ms_diag_set(d, MS_ERANGE,
+                           "device '%s': gemm m_half, n_half and k_half must be "
+                           "in [0, 1e9]",
+                           s->name);
+    const ms_attention_model *a = &s->flash;
+    if (!in_range(a->max, 0, 1) || !in_range(a->executed_fraction, 0, 1) ||
+        !in_range(a->seq_half, 0, 1e9) || !in_range(a->head_dim_half, 0, 1e9))
+        return ms_diag_set(d, MS_ERANGE,
+                           "device '%s': flash_attention max and "
+                           "executed_fraction must be in [0, 1], seq_half and head_dim_half in "
+                           "[0, 1e9]",
+                           s->name);
+    for (int i = 0; i < MS_COMM_KINDS; i++)
+        if (!in_range(s->collective_eff[i], 0, 16))
+            return ms_diag_set(d, MS_ERANGE,
+                               "device '%s': a collective efficiency must be in "
+                               "[0, 16] (got %g)",
+                               s->name, s->collective_eff[i]);
+    if (!in_range(s->overlap_compute_slowdown, 0, 10))
+        return ms_diag_set(d, MS_ERANGE,
+                           "device '%s': overlap.compute_slowdown must be in "
+                           "[0, 10] (got %g)",
+                           s->name, s->overlap_compute_slowdown);
+    return MS_OK;
+}
+
 ms_status ms_device_spec_validate(const ms_device_spec *s, ms_diag *d)
 {
     if (s == NULL)
@@ -85,6 +127,10 @@ ms_status ms_device_spec_validate(const ms_device_spec *s, ms_diag *d)
         (st = check_curve(&s->hbm_eff, "hbm_efficiency", true, d)) != MS_OK ||
         (st = check_curve(&s->h2d_bw, "h2d_bandwidth", false, d)) != MS_OK ||
         (st = check_curve(&s->d2h_bw, "d2h_bandwidth", false, d)) != MS_OK)
+        return st;
+    if ((st = check_curve(&s->intra_node_eff, "intra_node_efficiency", true, d)) != MS_OK ||
+        (st = check_curve(&s->inter_node_eff, "inter_node_efficiency", true, d)) != MS_OK ||
+        (st = check_models(s, d)) != MS_OK)
         return st;
     if (s->launch_overhead_ns < 0 || s->kernel_overhead_ns < 0 || s->host_link_latency_ns < 0 ||
         s->intra_node_latency_ns < 0 || s->inter_node_latency_ns < 0)

@@ -26,6 +26,11 @@ enum {
     ST_SEND_PREV,
     ST_RECV_NEXT,
     ST_RECV_PREV,
+    /* The data-parallel gradient reduction (collectives on persistent
+     * tensors only): ProcessGroupNCCL/HCCL gives each process group its own
+     * stream, so a bucket's reduction never holds up the tensor-parallel
+     * collectives issued after it. */
+    ST_GRAD_COMM,
     ST_COUNT
 };
 
@@ -37,8 +42,8 @@ typedef struct ms_tensor_rt {
     uint8_t state;
     uint8_t ready_stream;   /* stream whose work produces its current contents */
     uint8_t alloc_stream;   /* stream its block was allocated on */
-    uint8_t waited;         /* streams that already waited on ready_ev (bit mask) */
-    uint8_t used_streams;   /* other streams that touched the block (bit mask) */
+    uint16_t waited;        /* streams that already waited on ready_ev (bit mask) */
+    uint16_t used_streams;  /* other streams that touched the block (bit mask) */
     uint8_t ready_recorded;
     uint8_t cross_stream;   /* some use is on another stream than the producer's */
     uint8_t replay_temp;    /* allocated by a recompute replay, not needed after it */
@@ -215,7 +220,7 @@ static ms_status record_ready(ms_exec *e, uint32_t t, int stream)
         return be_call_failed(e, st, "event_record");
     r->ready_stream = (uint8_t)stream;
     r->ready_recorded = 1;
-    r->waited = (uint8_t)(1u << stream);
+    r->waited = (uint16_t)(1u << stream);
     return MS_OK;
 }
 
@@ -227,7 +232,7 @@ static ms_status wait_ready(ms_exec *e, uint32_t t, int stream)
     ms_status st = BE(e, stream_wait_event, e->streams[stream], r->ready_ev);
     if (st != MS_OK)
         return be_call_failed(e, st, "stream_wait_event");
-    r->waited |= (uint8_t)(1u << stream);
+    r->waited |= (uint16_t)(1u << stream);
     return MS_OK;
 }
 
@@ -423,7 +428,7 @@ static ms_status prepare_inputs(ms_exec *e, const ms_op *op, int stream)
         if (st != MS_OK)
             return st;
         if (stream != e->rt[t].alloc_stream)
-            e->rt[t].used_streams |= (uint8_t)(1u << stream);
+            e->rt[t].used_streams |= (uint16_t)(1u << stream);
     }
     return MS_OK;
 }
@@ -452,14 +457,19 @@ static ms_status alloc_outputs(ms_exec *e, const ms_op *op, bool replay)
 /* work.wait() of a synchronous collective: the compute stream continues only
  * after it, so its buffers may be freed in compute-stream order.  Collectives
  * on persistent tensors only (the DP gradient reduction) stay asynchronous. */
-static ms_status wait_for_collective(ms_exec *e, const ms_op *op)
+static bool touches_step_tensors(const ms_exec *e, const ms_op *op)
 {
-    bool step_tensors = false;
     for (uint32_t i = 0; i < op->n_inputs + op->n_outputs; i++) {
         uint32_t t = i < op->n_inputs ? op->inputs[i] : op->outputs[i - op->n_inputs];
-        step_tensors |= !e->p->tensors[t].persistent;
+        if (!e->p->tensors[t].persistent)
+            return true;
     }
-    if (!step_tensors)
+    return false;
+}
+
+static ms_status wait_for_collective(ms_exec *e, const ms_op *op)
+{
+    if (!touches_step_tensors(e, op))
         return MS_OK;
     ms_status st = get_event(e, &e->comm_done);
     if (st == MS_OK)
@@ -469,7 +479,7 @@ static ms_status wait_for_collective(ms_exec *e, const ms_op *op)
     if (st != MS_OK)
         return be_call_failed(e, st, "waiting for a collective");
     for (uint32_t i = 0; i < op->n_outputs; i++)
-        e->rt[op->outputs[i]].waited |= (uint8_t)(1u << ST_COMPUTE);
+        e->rt[op->outputs[i]].waited |= (uint16_t)(1u << ST_COMPUTE);
     return MS_OK;
 }
 
@@ -479,7 +489,7 @@ static int stream_of(const ms_exec *e, const ms_op *op)
         return ST_COMPUTE;
     bool send = op->kernel.comm == MS_COMM_SEND, recv = op->kernel.comm == MS_COMM_RECV;
     if (!send && !recv)
-        return ST_COMM;
+        return touches_step_tensors(e, op) ? ST_COMM : ST_GRAD_COMM;
     int p = e->cfg.pipeline_size > 0 ? e->cfg.pipeline_size : 1;
     bool next = op->kernel.peer == (e->cfg.backend->device + 1) % p;
     if (send)
@@ -518,7 +528,7 @@ static ms_status issue_op(ms_exec *e, uint32_t id, bool replay)
     if (st == MS_OK && stream != ST_COMPUTE)
         for (uint32_t i = 0; i < op->n_outputs; i++)
             if (!e->p->tensors[op->outputs[i]].persistent)
-                e->rt[op->outputs[i]].used_streams |= (uint8_t)(1u << stream);
+                e->rt[op->outputs[i]].used_streams |= (uint16_t)(1u << stream);
     if (st != MS_OK)
         return st;
     ms_alloc_totals now = ms_alloc_current(e->cfg.alloc);
@@ -657,7 +667,7 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
         (st = BE(e, event_record, done, e->streams[ST_SWAP_OUT])) != MS_OK)
         return be_call_failed(e, st, "event for swap-out completion");
     e->inflight[e->n_inflight++] = (ms_inflight_copy){r->addr, tn->bytes, done};
-    r->used_streams |= (uint8_t)(1u << ST_SWAP_OUT);
+    r->used_streams |= (uint16_t)(1u << ST_SWAP_OUT);
     if (e->cfg.release_after_copy) {
         r->state = TS_ON_HOST; /* the block waits for MS_ACT_RELEASE */
         r->held = 1;
@@ -683,7 +693,7 @@ static ms_status release_held(ms_exec *e, uint32_t t)
             if (st != MS_OK)
                 return be_call_failed(e, st, "event_synchronize of a swap-out");
         }
-    r->used_streams &= (uint8_t) ~(1u << ST_SWAP_OUT);
+    r->used_streams &= (uint16_t) ~(1u << ST_SWAP_OUT);
     r->held = 0;
     r->state = TS_ON_DEVICE;
     ms_status st = tensor_free(e, t);
@@ -956,7 +966,7 @@ ms_status ms_exec_create(const ms_exec_config *cfg, ms_exec **out, bool *setup_o
         (st = ms_program_facts_derive(e->p, &e->own_facts, d)) == MS_OK)
         e->facts = &e->own_facts;
     /* Swaps run on lower-priority streams so compute is never starved. */
-    static const int priority[ST_COUNT] = {0, 0, 1, 1, 0, 0, 0, 0};
+    static const int priority[ST_COUNT] = {0, 0, 1, 1, 0, 0, 0, 0, 0};
     for (int s = 0; st == MS_OK && s < ST_COUNT; s++) {
         st = BE(e, stream_create, priority[s], &e->streams[s]);
         if (st == MS_OK)

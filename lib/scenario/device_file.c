@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "lib/base/sandbox.h"
+#include "memsim/backend.h"
 
 #define DEVICE_INSTRUCTIONS 20000000ULL
 #define DEVICE_MEMORY (64u << 20)
@@ -19,10 +20,67 @@
 #define US 1e3 /* ns */
 
 enum dv_field {
-    DV_NAME = 0, DV_HBM_GIB, DV_HBM_BYTES, DV_HBM_BW, DV_PINNED_GIB, DV_MATMUL_EFF,
-    DV_ATTN_EFF, DV_HBM_EFF, DV_H2D, DV_D2H, DV_LINK_LAT, DV_LAUNCH, DV_KERNEL, DV_QUEUE,
-    DV_PER_NODE, DV_INTRA_BW, DV_INTRA_LAT, DV_INTER_BW, DV_INTER_LAT,
-    DV_PEAK_BF16, DV_PEAK_FP16, DV_PEAK_FP32, DV_PEAK_FP8, DV_PEAK_INT8,
+    DV_NAME = 0,
+    DV_HBM_GIB,
+    DV_HBM_BYTES,
+    DV_HBM_BW,
+    DV_PINNED_GIB,
+    DV_MATMUL_EFF,
+    DV_ATTN_EFF,
+    DV_HBM_EFF,
+    DV_H2D,
+    DV_D2H,
+    DV_LINK_LAT,
+    DV_LAUNCH,
+    DV_KERNEL,
+    DV_QUEUE,
+    DV_PER_NODE,
+    DV_INTRA_BW,
+    DV_INTRA_LAT,
+    DV_INTER_BW,
+    DV_INTER_LAT,
+    DV_PEAK_BF16,
+    DV_PEAK_FP16,
+    DV_PEAK_FP32,
+    DV_PEAK_FP8,
+    DV_PEAK_INT8,
+    DV_GEMM_FP32,
+    DV_GEMM_FP16,
+    DV_GEMM_BF16,
+    DV_GEMM_FP8,
+    DV_GEMM_INT8,
+    DV_GEMM_M,
+    DV_GEMM_N,
+    DV_GEMM_K,
+    DV_FA_MAX,
+    DV_FA_SEQ,
+    DV_FA_DIM,
+    DV_FA_EXEC,
+    DV_INTRA_EFF,
+    DV_INTER_EFF,
+    DV_INTRA_TOPO,
+    DV_CE_AG,
+    DV_CE_RS,
+    DV_CE_A2A,
+    DV_CE_BC,
+    DV_CE_P2P,
+    DV_OVERLAP,
+    DV_PV_SOURCE,
+    DV_PV_DATE,
+    DV_PV_DEVICE,
+    DV_PV_DRIVER,
+    DV_PV_COMMAND,
+    DV_RS_GEMM,
+    DV_RS_FA,
+    DV_RS_HBM,
+    DV_RS_H2D,
+    DV_RS_D2H,
+    DV_RS_INTRA,
+    DV_RS_INTER,
+    DV_RS_LAUNCH,
+    DV_RS_OVERLAP,
+    DV_RS_COPY_COMPUTE,
+    DV_RS_VALIDATION,
     DV_COUNT
 };
 
@@ -51,6 +109,48 @@ static const st_field dv_fields[DV_COUNT] = {
     [DV_PEAK_FP32] = {"peak_tflops", "fp32", ST_NUM},
     [DV_PEAK_FP8] = {"peak_tflops", "fp8", ST_NUM},
     [DV_PEAK_INT8] = {"peak_tflops", "int8", ST_NUM},
+    /* GEMM efficiency by shape (device.h): the fraction of each dtype's peak
+     * large GEMMs reach, and the half-saturation sizes of M, N, K. */
+    [DV_GEMM_FP32] = {"gemm", "fp32", ST_NUM},
+    [DV_GEMM_FP16] = {"gemm", "fp16", ST_NUM},
+    [DV_GEMM_BF16] = {"gemm", "bf16", ST_NUM},
+    [DV_GEMM_FP8] = {"gemm", "fp8", ST_NUM},
+    [DV_GEMM_INT8] = {"gemm", "int8", ST_NUM},
+    [DV_GEMM_M] = {"gemm", "m_half", ST_NUM},
+    [DV_GEMM_N] = {"gemm", "n_half", ST_NUM},
+    [DV_GEMM_K] = {"gemm", "k_half", ST_NUM},
+    [DV_FA_MAX] = {"flash_attention", "max", ST_NUM},
+    [DV_FA_SEQ] = {"flash_attention", "seq_half", ST_NUM},
+    [DV_FA_DIM] = {"flash_attention", "head_dim_half", ST_NUM},
+    [DV_FA_EXEC] = {"flash_attention", "executed_fraction", ST_NUM},
+    [DV_INTRA_EFF] = {"", "intra_node_efficiency", ST_CURVE},
+    [DV_INTER_EFF] = {"", "inter_node_efficiency", ST_CURVE},
+    [DV_INTRA_TOPO] = {"", "intra_node_topology", ST_STR},
+    [DV_CE_AG] = {"collective_efficiency", "all_gather", ST_NUM},
+    [DV_CE_RS] = {"collective_efficiency", "reduce_scatter", ST_NUM},
+    [DV_CE_A2A] = {"collective_efficiency", "all_to_all", ST_NUM},
+    [DV_CE_BC] = {"collective_efficiency", "broadcast", ST_NUM},
+    [DV_CE_P2P] = {"collective_efficiency", "send_recv", ST_NUM},
+    [DV_OVERLAP] = {"overlap", "compute_slowdown", ST_NUM},
+    /* Where the values came from (memsim calibrate writes them); read for
+     * their types only. */
+    [DV_PV_SOURCE] = {"provenance", "source", ST_STR},
+    [DV_PV_DATE] = {"provenance", "date", ST_STR},
+    [DV_PV_DEVICE] = {"provenance", "device", ST_STR},
+    [DV_PV_DRIVER] = {"provenance", "driver", ST_STR},
+    [DV_PV_COMMAND] = {"provenance", "command", ST_STR},
+    /* RMS relative error of each fit over its measurements. */
+    [DV_RS_GEMM] = {"residuals", "gemm", ST_NUM},
+    [DV_RS_FA] = {"residuals", "flash_attention", ST_NUM},
+    [DV_RS_HBM] = {"residuals", "hbm", ST_NUM},
+    [DV_RS_H2D] = {"residuals", "h2d", ST_NUM},
+    [DV_RS_D2H] = {"residuals", "d2h", ST_NUM},
+    [DV_RS_INTRA] = {"residuals", "intra_node", ST_NUM},
+    [DV_RS_INTER] = {"residuals", "inter_node", ST_NUM},
+    [DV_RS_LAUNCH] = {"residuals", "launch", ST_NUM},
+    [DV_RS_OVERLAP] = {"residuals", "overlap", ST_NUM},
+    [DV_RS_COPY_COMPUTE] = {"residuals", "copy_with_compute", ST_NUM},
+    [DV_RS_VALIDATION] = {"residuals", "validation", ST_NUM},
 };
 
 static const st_schema dv_schema = {dv_fields, DV_COUNT};
@@ -136,6 +236,12 @@ static ms_status check_values(const st_value *v, const char *file, ms_diag *d)
         st = ms_diag_set(d, MS_ERANGE, "%s: field 'hbm_gib' is beyond any device", file);
     if (st == MS_OK && v[DV_PINNED_GIB].n > 1e9)
         st = ms_diag_set(d, MS_ERANGE, "%s: field 'host_pinned_gib' is beyond any host", file);
+    if (st == MS_OK && v[DV_INTRA_TOPO].set && strcmp(v[DV_INTRA_TOPO].s, "switch") != 0 &&
+        strcmp(v[DV_INTRA_TOPO].s, "mesh") != 0)
+        st = ms_diag_set(d, MS_EINVAL,
+                         "%s: field 'intra_node_topology' must be \"switch\" or "
+                         "\"mesh\" (got \"%s\")",
+                         file, v[DV_INTRA_TOPO].s);
     return st;
 }
 
@@ -144,6 +250,35 @@ static void scaled_curve(const st_value *v, double scale, ms_curve *out)
     *out = v->set ? v->c : (ms_curve){0};
     for (int i = 0; i < out->n; i++)
         out->y[i] *= scale;
+}
+
+static double num_or_zero(const st_value *v)
+{
+    return v->set ? v->n : 0;
+}
+
+/* The GEMM and attention models, the network efficiencies and the overlap
+ * (device.h; an absent value is 0, "not modeled"). */
+static void fill_models(const st_value *v, ms_device_spec *s)
+{
+    for (int dt = 0; dt < MS_DTYPE_COUNT; dt++)
+        s->gemm.max[dt] = num_or_zero(&v[DV_GEMM_FP32 + dt]);
+    s->gemm.m_half = num_or_zero(&v[DV_GEMM_M]);
+    s->gemm.n_half = num_or_zero(&v[DV_GEMM_N]);
+    s->gemm.k_half = num_or_zero(&v[DV_GEMM_K]);
+    s->flash.max = num_or_zero(&v[DV_FA_MAX]);
+    s->flash.seq_half = num_or_zero(&v[DV_FA_SEQ]);
+    s->flash.head_dim_half = num_or_zero(&v[DV_FA_DIM]);
+    s->flash.executed_fraction = num_or_zero(&v[DV_FA_EXEC]);
+    scaled_curve(&v[DV_INTRA_EFF], 1, &s->intra_node_eff);
+    scaled_curve(&v[DV_INTER_EFF], 1, &s->inter_node_eff);
+    s->intra_node_mesh = v[DV_INTRA_TOPO].set && strcmp(v[DV_INTRA_TOPO].s, "mesh") == 0;
+    s->collective_eff[MS_COMM_ALLGATHER] = num_or_zero(&v[DV_CE_AG]);
+    s->collective_eff[MS_COMM_REDUCE_SCATTER] = num_or_zero(&v[DV_CE_RS]);
+    s->collective_eff[MS_COMM_ALLTOALL] = num_or_zero(&v[DV_CE_A2A]);
+    s->collective_eff[MS_COMM_BROADCAST] = num_or_zero(&v[DV_CE_BC]);
+    s->collective_eff[MS_COMM_SEND] = num_or_zero(&v[DV_CE_P2P]);
+    s->overlap_compute_slowdown = num_or_zero(&v[DV_OVERLAP]);
 }
 
 static void fill_spec(const st_value *v, const char *path, ms_device_spec *s)
@@ -180,6 +315,7 @@ static void fill_spec(const st_value *v, const char *path, ms_device_spec *s)
     s->intra_node_latency_ns = v[DV_INTRA_LAT].set ? v[DV_INTRA_LAT].n * US : 0;
     s->inter_node_bw = v[DV_INTER_BW].n * GB;
     s->inter_node_latency_ns = v[DV_INTER_LAT].set ? v[DV_INTER_LAT].n * US : 0;
+    fill_models(v, s);
 }
 
 ms_status ms_device_load(const char *path, ms_device_spec *spec, ms_diag *d)

@@ -163,11 +163,18 @@ static uint32_t expert_mm_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, 
 static uint32_t moe_comm(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
                          uint32_t in, uint64_t out_bytes, ms_tensor_kind out_kind)
 {
-    ms_kernel k = {.name = kind == MS_COMM_ALLTOALL ? "all_to_all"
-                           : kind == MS_COMM_ALLGATHER ? "all_gather" : "reduce_scatter",
-                   .cls = MS_KC_COMM, .dtype = m->dt, .bytes = -1, .comm = kind,
-                   .group_size = group, .link = link, .comm_bytes = (double)wl_bytes(m, in),
+    ms_kernel k = {.name = kind == MS_COMM_ALLTOALL    ? "all_to_all"
+                           : kind == MS_COMM_ALLGATHER ? "all_gather"
+                                                       : "reduce_scatter",
+                   .cls = MS_KC_COMM,
+                   .dtype = m->dt,
+                   .bytes = -1,
+                   .comm = kind,
+                   .group_size = group,
+                   .link = link,
                    .peer = -1};
+    /* The full buffer (the cost model's B): an all-gather's output. */
+    k.comm_bytes = (double)(kind == MS_COMM_ALLGATHER ? out_bytes : wl_bytes(m, in));
     wl_build_op_add(m->b, &k, 0, &in, 1, "%s", name);
     return wl_build_out(m->b, "out", out_bytes, m->dt, out_kind);
 }

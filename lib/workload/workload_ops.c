@@ -66,14 +66,33 @@ uint32_t wl_elementwise(wm *m, const char *name, const char *kname, ms_kernel_cl
     return wl_build_op_add(m->b, &k, 0, in, n_in, "%s", name);
 }
 
-static ms_kernel comm_kernel(const char *kname, ms_comm_kind kind, int group, ms_link_kind link,
-                             ms_dtype dt, double comm_bytes)
+/* Ranks of a group on one node, in Megatron's rank order (tp fastest, then
+ * cp, dp): a TP group is consecutive ranks, a DP group every (tp x cp)-th. */
+static int ranks_per_node(const wm *m, int group, ms_link_kind link)
+{
+    int per = m->sc->device.devices_per_node;
+    if (link != MS_LINK_INTER_NODE || per <= 1)
+        return 1;
+    if (group == m->tp_group)
+        return group < per ? group : per;
+    if (group != m->dp_group)
+        return 1;
+    int64_t stride = (int64_t)m->t * (int64_t)m->c;
+    if (stride >= per)
+        return 1;
+    int64_t k = per / stride;
+    return (int)(k < group ? k : group);
+}
+
+static ms_kernel comm_kernel(const wm *m, const char *kname, ms_comm_kind kind, int group,
+                             ms_link_kind link, ms_dtype dt, double comm_bytes)
 {
     ms_kernel k = kernel(kname, MS_KC_COMM, dt, 0);
     k.comm = kind;
     k.group_size = group;
     k.link = link;
     k.comm_bytes = comm_bytes;
+    k.ranks_per_node = ranks_per_node(m, group, link);
     return k;
 }
 
@@ -96,11 +115,13 @@ static const char *comm_kname(ms_comm_kind kind)
 }
 
 /* A collective with a new output (all-gather, reduce-scatter); comm_bytes
- * is what this rank contributes, i.e. its input buffer. */
+ * is the full buffer as the cost model and nccl-tests count it: the
+ * gathered output of an all-gather, the input of a reduce-scatter. */
 uint32_t wl_collective(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
                        uint32_t in, uint64_t out_bytes, ms_tensor_kind out_kind)
 {
-    ms_kernel k = comm_kernel(comm_kname(kind), kind, group, link, m->dt, (double)wl_bytes(m, in));
+    double full = kind == MS_COMM_ALLGATHER ? (double)out_bytes : (double)wl_bytes(m, in);
+    ms_kernel k = comm_kernel(m, comm_kname(kind), kind, group, link, m->dt, full);
     wl_build_op_add(m->b, &k, 0, &in, 1, "%s", name);
     return wl_build_out(m->b, "out", out_bytes, m->dt, out_kind);
 }
@@ -113,7 +134,7 @@ void wl_collective_inplace(wm *m, const char *name, ms_comm_kind kind, int group
 {
     if (m->b->err != MS_OK)
         return;
-    ms_kernel k = comm_kernel(comm_kname(kind), kind, group, link,
+    ms_kernel k = comm_kernel(m, comm_kname(kind), kind, group, link,
                               n ? m->b->tensors[ts[0]].dtype : m->dt, comm_bytes);
     wl_build_op_add(m->b, &k, 0, ts, n, "%s", name);
     for (uint32_t i = 0; i < n; i++)

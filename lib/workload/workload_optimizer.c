@@ -295,8 +295,9 @@ static void adam(wm *m, const wm_group *g)
         snprintf(name, sizeof name, "optimizer.%s.all_gather", g->name);
         uint32_t w[WM_GROUP_MAX];
         group_ids(g, w, false);
+        /* The gathered buffer, every rank's shard: the cost model's B. */
         wl_collective_inplace(m, name, MS_COMM_ALLGATHER, (int)g->dp, g->dp_link, w, (uint32_t)g->n,
-                              p * (double)m->es);
+                              p * (double)g->dp * (double)m->es);
     }
 }
 

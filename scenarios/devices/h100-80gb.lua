@@ -7,6 +7,14 @@
 -- 50 GB/s reached by pinned copies.  nvidia-smi reports 81559 MiB.  Nodes:
 -- 8 x 400 Gb/s NDR InfiniBand, one per GPU.
 --
+-- NOT CALIBRATED: no H100 was available when the time model was validated
+-- (docs/validation.md), and no public table in validation/ runs on one.  On
+-- an H100, measure this file with
+--   memsim calibrate --backend cuda --device scenarios/devices/h100-80gb.lua \
+--     --out scenarios/devices/h100-80gb.lua
+-- (it keeps the data-sheet figures below and replaces the curves, the
+-- GEMM/attention shape models, the latencies and overheads).
+--
 -- MODELING ASSUMPTIONS TO CALIBRATE (not measurements): the efficiency and
 -- bandwidth curves, the latencies and overheads.
 return {

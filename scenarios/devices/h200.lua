@@ -5,6 +5,14 @@
 -- dense BF16/FP16, 67 TFLOP/s FP32, 1,979 TFLOP/s dense FP8; NVLink 4 at
 -- 450 GB/s each way; PCIe 5.0 x16.  nvidia-smi reports 143771 MiB.
 --
+-- NOT CALIBRATED: no H200 was available when the time model was validated
+-- (docs/validation.md), and no public table in validation/ runs on one.  On
+-- an H200, measure this file with
+--   memsim calibrate --backend cuda --device scenarios/devices/h200.lua \
+--     --out scenarios/devices/h200.lua
+-- (it keeps the data-sheet figures below and replaces the curves, the
+-- GEMM/attention shape models, the latencies and overheads).
+--
 -- MODELING ASSUMPTIONS TO CALIBRATE (not measurements): the efficiency and
 -- bandwidth curves, the latencies and overheads (taken from the H100 file;
 -- the larger HBM bandwidth makes memory-bound kernels relatively faster).

@@ -344,6 +344,76 @@ START_TEST(cost_collectives_alpha_beta)
 }
 END_TEST
 
+/* GEMM efficiency by shape (device.h): max x M/(M+m_half) x N/(N+n_half) x
+ * K/(K+k_half), the batch folded into M; without a shape, by FLOPs. */
+START_TEST(cost_gemm_by_shape)
+{
+    ms_device_spec s = spec_base();
+    s.matmul_eff = (ms_curve){.n = 1, .x = {1e9}, .y = {0.5}};
+    s.gemm.max[MS_DTYPE_BF16] = 0.8;
+    s.gemm.m_half = 1024;
+    s.gemm.n_half = 1024;
+    s.gemm.k_half = 1024;
+    ms_cost_model *cm = model(&s);
+    /* 1024^3: each factor 1/2 -> 0.8 / 8 = 0.1 of 1 PFLOP/s:
+     * 2147483648 / 1e14 s = 21474.84 ns -> 21475. */
+    ms_kernel k = matmul(2.0 * 1024 * 1024 * 1024);
+    k.shape[0] = k.shape[1] = k.shape[2] = 1024;
+    ck_assert_int_eq(kernel_ns(cm, k), 21475);
+    /* The same FLOPs as 4 x (256 x 1024 x 1024): M = 4 x 256 folded, the same. */
+    k.shape[0] = 256;
+    k.shape[3] = 4;
+    ck_assert_int_eq(kernel_ns(cm, k), 21475);
+    /* 3072 x 1024 x 1024 (3x the FLOPs): M factor 3/4 -> 0.15 of peak:
+     * 6442450944 / 1.5e14 s = 42949.67 ns. */
+    k = matmul(2.0 * 3072 * 1024 * 1024);
+    k.shape[0] = 3072;
+    k.shape[1] = k.shape[2] = 1024;
+    ck_assert_int_eq(kernel_ns(cm, k), 42950);
+    /* No shape: the FLOPs curve (0.5). */
+    ck_assert_int_eq(kernel_ns(cm, matmul(2.0 * 1024 * 1024 * 1024)), 4295);
+    sim_cost_model_destroy(cm);
+}
+END_TEST
+
+/* Collective bandwidth: the link's x its efficiency at the message size x
+ * the kind's efficiency relative to all-reduce; on a full mesh a group of n
+ * of P devices gets (n-1)/(P-1) of it; an inter-node group with k ranks a
+ * node crosses on k NICs, bounded by the intra-node link. */
+START_TEST(cost_collective_efficiencies)
+{
+    ms_device_spec s = spec_base();
+    s.intra_node_eff = (ms_curve){.n = 1, .x = {0}, .y = {0.5}};
+    s.collective_eff[MS_COMM_ALLGATHER] = 0.8;
+    ms_cost_model *cm = model(&s);
+    /* All-reduce 8 ranks 1e9 B at 100 GB/s x 0.5: 35 ms + 70 us. */
+    ck_assert_int_eq(kernel_ns(cm, comm(MS_COMM_ALLREDUCE, 8, MS_LINK_INTRA_NODE, 1e9)), 35070000);
+    /* All-gather at x 0.8 more: 7/8 x 1e9 / 4e10 s = 21.875 ms + 35 us. */
+    ck_assert_int_eq(kernel_ns(cm, comm(MS_COMM_ALLGATHER, 8, MS_LINK_INTRA_NODE, 1e9)), 21910000);
+    sim_cost_model_destroy(cm);
+    s = spec_base();
+    s.intra_node_mesh = true;
+    cm = model(&s);
+    /* Mesh of 8: a group of 2 uses 1 of 7 links: all-reduce 2 ranks 1e9 B:
+     * 2 x 1/2 x 1e9 / (1e11 / 7) s = 70 ms + 2 x 5 us. */
+    ck_assert_int_eq(kernel_ns(cm, comm(MS_COMM_ALLREDUCE, 2, MS_LINK_INTRA_NODE, 1e9)), 70010000);
+    /* A group of all 8 gets the whole link, as on a switch. */
+    ck_assert_int_eq(kernel_ns(cm, comm(MS_COMM_ALLREDUCE, 8, MS_LINK_INTRA_NODE, 1e9)), 17570000);
+    sim_cost_model_destroy(cm);
+    s = spec_base();
+    cm = model(&s);
+    /* Inter-node all-reduce of 16 with 2 ranks a node: 2 NICs, 50 GB/s:
+     * 2 x 15/16 x 1e9 / 5e10 s = 37.5 ms + 2 x 15 x 20 us = 600 us. */
+    ms_kernel k = comm(MS_COMM_ALLREDUCE, 16, MS_LINK_INTER_NODE, 1e9);
+    k.ranks_per_node = 2;
+    ck_assert_int_eq(kernel_ns(cm, k), 38100000);
+    /* 8 ranks a node would be 200 GB/s: bounded by the 100 GB/s intra link. */
+    k.ranks_per_node = 8;
+    ck_assert_int_eq(kernel_ns(cm, k), 18750000 + 600000);
+    sim_cost_model_destroy(cm);
+}
+END_TEST
+
 START_TEST(cost_copies)
 {
     ms_device_spec s = spec_base();
@@ -630,6 +700,42 @@ START_TEST(concurrent_d2h_copies_share_bandwidth)
 }
 END_TEST
 
+/* Two all-reduces on one network link share it, as two copies share the
+ * host link; compute beside them runs overlap_compute_slowdown slower over
+ * the part that overlaps. */
+START_TEST(collectives_share_link_and_slow_compute)
+{
+    ms_device_spec s = spec_base();
+    s.intra_node_latency_ns = 0;
+    s.overlap_compute_slowdown = 0.5;
+    rig r;
+    rig_open(&r, &s);
+    ms_simstream *a = stream(&r, 0), *b = stream(&r, 0), *c = stream(&r, 0);
+    /* Alone: all-reduce 2 ranks 1e8 B at 100 GB/s: 1 ms. */
+    launch(a, comm(MS_COMM_ALLREDUCE, 2, MS_LINK_INTRA_NODE, 1e8), 0, 1);
+    sim_run(r.sim);
+    assert_span(&r.tr, 1, 0, 1000000);
+    /* Two at once: each ends after 2 ms. */
+    launch(a, comm(MS_COMM_ALLREDUCE, 2, MS_LINK_INTRA_NODE, 1e8), 2000000, 2);
+    launch(b, comm(MS_COMM_ALLREDUCE, 2, MS_LINK_INTRA_NODE, 1e8), 2000000, 3);
+    sim_run(r.sim);
+    assert_span(&r.tr, 2, 2000000, 4000000);
+    assert_span(&r.tr, 3, 2000000, 4000000);
+    /* A 2 ms matmul (2e12 FLOPs at 1 PFLOP/s) starting with a 1 ms
+     * all-reduce: its first 1 ms overlaps, +50% of it: 2.5 ms. */
+    launch(a, comm(MS_COMM_ALLREDUCE, 2, MS_LINK_INTRA_NODE, 1e8), 5000000, 4);
+    launch(c, matmul(2e12), 5000000, 5);
+    sim_run(r.sim);
+    assert_span(&r.tr, 4, 5000000, 6000000);
+    assert_span(&r.tr, 5, 5000000, 7500000);
+    /* Alone again: 2 ms. */
+    launch(c, matmul(2e12), 8000000, 6);
+    sim_run(r.sim);
+    assert_span(&r.tr, 6, 8000000, 10000000);
+    rig_close(&r);
+}
+END_TEST
+
 START_TEST(opposite_directions_are_independent)
 {
     ms_device_spec s = spec_base();
@@ -907,6 +1013,8 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, cost_efficiency_curves_interpolate_and_clamp);
     tcase_add_test(tc, cost_elementwise_is_hbm_bound);
     tcase_add_test(tc, cost_collectives_alpha_beta);
+    tcase_add_test(tc, cost_gemm_by_shape);
+    tcase_add_test(tc, cost_collective_efficiencies);
     tcase_add_test(tc, cost_copies);
     tcase_add_test(tc, cost_model_rejects_bad_spec);
     suite_add_tcase(s, tc);
@@ -917,6 +1025,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, compute_engine_picks_priority_then_readiness);
     tcase_add_test(tc, same_instant_readiness_respects_priority);
     tcase_add_test(tc, concurrent_d2h_copies_share_bandwidth);
+    tcase_add_test(tc, collectives_share_link_and_slow_compute);
     tcase_add_test(tc, opposite_directions_are_independent);
     tcase_add_test(tc, hbm_capacity_accounting);
     tcase_add_test(tc, p2p_recv_waits_for_matching_send);

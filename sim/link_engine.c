@@ -1,23 +1,28 @@
-/* One direction of the full-duplex host link (PCIe, or HCCS to the host).
- * A copy first spends the link latency (setup, round trip: it uses no
- * bandwidth), then moves its bytes.  Copies moving at the same time share the
- * direction's bandwidth equally (fluid processor sharing: with n active, each
+/* A link of the device that moves bytes: one direction of the full-duplex
+ * host link (PCIe, or HCCS to the host), or the device's share of the
+ * intra-node or the inter-node network.  A transfer first spends its
+ * latency (setup, round trips, the alpha terms of a collective: it uses no
+ * bandwidth), then moves its bytes.  Transfers moving at the same time share
+ * the link's bandwidth equally (fluid processor sharing: with n active, each
  * progresses at 1/n of its exclusive rate, recomputed at every arrival and
- * departure), so two equal concurrent copies take twice as long as one.  A
- * copy's exclusive rate is bw(its size) from the direction's curve.  The
- * two directions are independent engines. */
+ * departure), so two equal concurrent copies take twice as long as one, and
+ * a pipeline send that meets a data-parallel all-reduce on the same network
+ * slows down instead of queueing behind it (NCCL/HCCL run the collectives of
+ * different process groups on their own streams, concurrently).  A
+ * transfer's exclusive rate comes from the cost model.  Every link is an
+ * independent engine. */
 #include "device_model.h"
 #include "sim_private.h"
 
 /* Remaining work below this (in exclusive ns) is float noise: done. */
 #define DONE_EPS_NS 1e-6
 
-void sim_copy_engine_init(ms_copy_engine *ce, ms_simdev *d, ms_copy_kind dir)
+void sim_link_engine_init(ms_link_engine *ce, ms_simdev *d)
 {
-    *ce = (ms_copy_engine){.dev = d, .dir = dir};
+    *ce = (ms_link_engine){.dev = d};
 }
 
-static void reschedule(ms_copy_engine *ce)
+static void reschedule(ms_link_engine *ce)
 {
     int64_t next = INT64_MAX;
     if (ce->lat_head != NULL)
@@ -35,7 +40,7 @@ static void reschedule(ms_copy_engine *ce)
     }
     if (next == INT64_MAX || (ce->wake_pending && ce->wake_at == next))
         return;
-    if (sim_schedule(ce->dev->sim, next, sim_copy_engine_wake, ce) != MS_OK) {
+    if (sim_schedule(ce->dev->sim, next, sim_link_engine_wake, ce) != MS_OK) {
         ce->dev->fault = MS_ENOMEM;
         return;
     }
@@ -43,21 +48,39 @@ static void reschedule(ms_copy_engine *ce)
     ce->wake_pending = true;
 }
 
-void sim_copy_engine_start(ms_copy_engine *ce, ms_work_item *it)
+void sim_link_engine_start(ms_link_engine *ce, ms_work_item *it)
 {
     it->lat_end_ns = it->start_ns + it->dur_ns;
     it->link = NULL;
-    /* Every copy has the same latency, so latency phases end in FIFO order. */
-    if (ce->lat_tail != NULL)
-        ce->lat_tail->link = it;
-    else
-        ce->lat_head = it;
-    ce->lat_tail = it;
+    /* Latencies differ (a collective's grows with its group), so the list
+     * is kept in order of their ends, FIFO among equal ends. */
+    ms_work_item **at = &ce->lat_head;
+    while (*at != NULL && (*at)->lat_end_ns <= it->lat_end_ns)
+        at = &(*at)->link;
+    it->link = *at;
+    *at = it;
+    if (it->link == NULL)
+        ce->lat_tail = it;
     reschedule(ce);
 }
 
-/* Progress every active copy from the last update to now. */
-static void advance(ms_copy_engine *ce, int64_t now)
+int64_t sim_link_engine_busy_until(const ms_link_engine *ce)
+{
+    /* The link stays busy (fully used) for the work left on it. */
+    double work = 0;
+    for (const ms_work_item *it = ce->act_head; it != NULL; it = it->link)
+        work += it->remaining_ns > 0 ? it->remaining_ns : 0;
+    int64_t t = ce->n_active > 0 ? ce->last_update_ns + sim_ceil_ns(work) : INT64_MIN;
+    for (const ms_work_item *it = ce->lat_head; it != NULL; it = it->link) {
+        int64_t end = it->lat_end_ns + sim_ceil_ns(it->remaining_ns);
+        if (end > t)
+            t = end;
+    }
+    return t;
+}
+
+/* Progress every active transfer from the last update to now. */
+static void advance(ms_link_engine *ce, int64_t now)
 {
     if (ce->n_active > 0 && now > ce->last_update_ns) {
         double share = (double)(now - ce->last_update_ns) / ce->n_active;
@@ -67,7 +90,7 @@ static void advance(ms_copy_engine *ce, int64_t now)
     ce->last_update_ns = now;
 }
 
-static void finish_done(ms_copy_engine *ce)
+static void finish_done(ms_link_engine *ce)
 {
     ms_work_item *prev = NULL, *it = ce->act_head;
     while (it != NULL) {
@@ -80,6 +103,7 @@ static void finish_done(ms_copy_engine *ce)
             if (ce->act_tail == it)
                 ce->act_tail = prev;
             ce->n_active--;
+            sim_p2p_sent(ce->dev, it);
             sim_dev_finish_item(ce->dev, it);
         } else {
             prev = it;
@@ -88,7 +112,7 @@ static void finish_done(ms_copy_engine *ce)
     }
 }
 
-static void promote(ms_copy_engine *ce, int64_t now)
+static void promote(ms_link_engine *ce, int64_t now)
 {
     while (ce->lat_head != NULL && ce->lat_head->lat_end_ns <= now) {
         ms_work_item *it = ce->lat_head;
@@ -105,9 +129,9 @@ static void promote(ms_copy_engine *ce, int64_t now)
     }
 }
 
-void sim_copy_engine_wake(ms_sim *sim, void *arg)
+void sim_link_engine_wake(ms_sim *sim, void *arg)
 {
-    ms_copy_engine *ce = arg;
+    ms_link_engine *ce = arg;
     int64_t now = sim_clock(sim);
     /* A superseded wake-up (the schedule moved) does nothing. */
     if (!ce->wake_pending || ce->wake_at != now)
@@ -116,7 +140,7 @@ void sim_copy_engine_wake(ms_sim *sim, void *arg)
     advance(ce, now);
     finish_done(ce);
     promote(ce, now);
-    finish_done(ce); /* zero-byte copies leave as soon as their latency ends */
+    finish_done(ce); /* zero-byte transfers leave as soon as their latency ends */
     reschedule(ce);
     sim_dev_settle(ce->dev, NULL);
 }

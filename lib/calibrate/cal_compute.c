@@ -1,0 +1,271 @@
+/* Calibrating the compute side: overheads, HBM efficiency by size, GEMM
+ * efficiency by shape, fused attention by shape (calibrate.c). */
+#include "calibrate_parts.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fit.h"
+
+void cal_log(const cal_ctx *c, const char *fmt, ...)
+{
+    if (c->log == NULL)
+        return;
+    va_list ap;
+    va_start(ap, fmt);
+    fputs("calibrate: ", c->log);
+    vfprintf(c->log, fmt, ap);
+    fputc('\n', c->log);
+    va_end(ap);
+}
+
+ms_status cal_overheads(cal_ctx *c)
+{
+    double kernel = 0, launch = 0;
+    ms_kernel empty = cal_stream_kernel(0);
+    ms_status st = cal_time_kernel(c->cb, &empty, &kernel);
+    if (st == MS_OK)
+        st = cal_time_launch(c->cb, &launch);
+    if (st != MS_OK)
+        return st;
+    c->spec->kernel_overhead_ns = kernel;
+    c->spec->launch_overhead_ns = launch;
+    c->res->launch = 0; /* measured directly, nothing fitted */
+    cal_log(c, "kernel overhead %.3f us, launch overhead %.3f us", kernel / 1e3, launch / 1e3);
+    return MS_OK;
+}
+
+/* ---- HBM ------------------------------------------------------------- */
+
+double cal_memory_ns(const cal_ctx *c, double bytes)
+{
+    if (c->n_hbm == 0 || !(bytes > 0))
+        return 0;
+    /* Linear in log(bytes) between measured sizes, clamped at the ends. */
+    double eff = c->hbm_eff[0];
+    if (bytes >= c->hbm_x[c->n_hbm - 1]) {
+        eff = c->hbm_eff[c->n_hbm - 1];
+    } else {
+        for (int i = 1; i < c->n_hbm; i++) {
+            if (bytes > c->hbm_x[i])
+                continue;
+            double u = log(bytes / c->hbm_x[i - 1]) / log(c->hbm_x[i] / c->hbm_x[i - 1]);
+            eff = u < 0 ? c->hbm_eff[i - 1]
+                        : c->hbm_eff[i - 1] + u * (c->hbm_eff[i] - c->hbm_eff[i - 1]);
+            break;
+        }
+    }
+    return bytes / (c->spec->hbm_bw * eff) * 1e9;
+}
+
+ms_status cal_hbm(cal_ctx *c)
+{
+    /* 4 KiB to 2 GiB: a point per doubling (every other one when quick). */
+    int step = c->quick ? 2 : 1;
+    c->n_hbm = 0;
+    for (int e = 12; e <= 31 && c->n_hbm < MS_CURVE_MAX; e += step) {
+        double bytes = ldexp(1, e), ns = 0;
+        ms_kernel k = cal_stream_kernel(bytes);
+        ms_status st = cal_time_kernel(c->cb, &k, &ns);
+        if (st != MS_OK)
+            return st;
+        double t = ns - c->spec->kernel_overhead_ns;
+        /* Small buffers that stay in cache can beat the HBM data sheet. */
+        double eff = t > 0 ? bytes / (t * 1e-9) / c->spec->hbm_bw : 1;
+        c->hbm_x[c->n_hbm] = bytes;
+        c->hbm_eff[c->n_hbm++] = eff > 1 ? 1 : eff;
+    }
+    ms_curve *cv = &c->spec->hbm_eff;
+    cv->n = c->n_hbm;
+    memcpy(cv->x, c->hbm_x, sizeof(double) * (size_t)c->n_hbm);
+    memcpy(cv->y, c->hbm_eff, sizeof(double) * (size_t)c->n_hbm);
+    c->res->hbm = 0; /* an interpolation table: exact at its points */
+    cal_log(c, "HBM: %d sizes, %.1f%% of %.0f GB/s at %.0f MiB", c->n_hbm,
+            100 * c->hbm_eff[c->n_hbm - 1], c->spec->hbm_bw / 1e9,
+            c->hbm_x[c->n_hbm - 1] / 1048576);
+    return MS_OK;
+}
+
+/* ---- GEMM ------------------------------------------------------------ */
+
+#define MAX_SHAPES 1024
+
+typedef struct gemm_obs {
+    int dt_slot; /* index among the fitted dtypes */
+    double m, n, k, flops, peak, ns;
+} gemm_obs;
+
+typedef struct gemm_fit {
+    const cal_ctx *c;
+    gemm_obs *obs;
+    size_t n_obs;
+    int n_dt;
+} gemm_fit;
+
+static double sat(double x, double half)
+{
+    return x / (x + half);
+}
+
+/* x: log max per dtype slot, then log m_half, n_half, k_half. */
+static ms_status gemm_residuals(const double *x, void *user, double *f)
+{
+    const gemm_fit *g = user;
+    double mh = exp(x[g->n_dt]), nh = exp(x[g->n_dt + 1]), kh = exp(x[g->n_dt + 2]);
+    for (size_t i = 0; i < g->n_obs; i++) {
+        const gemm_obs *o = &g->obs[i];
+        double eff = exp(x[o->dt_slot]) * sat(o->m, mh) * sat(o->n, nh) * sat(o->k, kh);
+        double t = o->flops / (o->peak * eff) * 1e9 + g->c->spec->kernel_overhead_ns;
+        f[i] = log(t / o->ns);
+    }
+    return MS_OK;
+}
+
+static const ms_dtype gemm_dtypes[] = {MS_DTYPE_BF16, MS_DTYPE_FP16, MS_DTYPE_FP32};
+
+/* Time the grid; keep the shapes whose time is clearly compute's. */
+static ms_status gemm_measure(cal_ctx *c, gemm_fit *g, int *slot_dt)
+{
+    static const double full[] = {256, 512, 1024, 2048, 4096, 8192};
+    static const double quick[] = {256, 1024, 4096};
+    const double *sizes = c->quick ? quick : full;
+    int ns = c->quick ? 3 : 6;
+    for (size_t di = 0; di < sizeof gemm_dtypes / sizeof gemm_dtypes[0]; di++) {
+        ms_dtype dt = gemm_dtypes[di];
+        double peak = c->spec->peak_flops[dt];
+        if (!(peak > 0))
+            continue;
+        int slot = g->n_dt++;
+        slot_dt[slot] = dt;
+        for (int a = 0; a < ns; a++)
+            for (int b = 0; b < ns; b++)
+                for (int e = 0; e < ns; e++) {
+                    ms_kernel k = cal_gemm_kernel(dt, sizes[a], sizes[b], sizes[e]);
+                    double t = 0;
+                    ms_status st = cal_time_kernel(c->cb, &k, &t);
+                    if (st != MS_OK)
+                        return st;
+                    double compute = t - c->spec->kernel_overhead_ns;
+                    if (compute < 1.5 * cal_memory_ns(c, k.bytes) || g->n_obs >= MAX_SHAPES)
+                        continue;
+                    g->obs[g->n_obs++] =
+                        (gemm_obs){slot, sizes[a], sizes[b], sizes[e], k.flops, peak, t};
+                }
+    }
+    return MS_OK;
+}
+
+ms_status cal_gemm(cal_ctx *c)
+{
+    gemm_fit g = {.c = c, .obs = calloc(MAX_SHAPES, sizeof(gemm_obs))};
+    if (g.obs == NULL)
+        return MS_ENOMEM;
+    int slot_dt[3] = {0};
+    ms_status st = gemm_measure(c, &g, slot_dt);
+    double x[6];
+    if (st == MS_OK && (g.n_dt == 0 || g.n_obs < (size_t)g.n_dt + 3))
+        st = ms_diag_set(c->d, MS_ERANGE, "calibrate: too few compute-bound GEMM shapes (%zu)",
+                         g.n_obs);
+    if (st == MS_OK) {
+        /* Start: each dtype's best observed efficiency, halves of 128. */
+        for (int s = 0; s < g.n_dt; s++)
+            x[s] = log(0.05);
+        for (size_t i = 0; i < g.n_obs; i++) {
+            const gemm_obs *o = &g.obs[i];
+            double eff = o->flops / (o->peak * (o->ns - c->spec->kernel_overhead_ns) * 1e-9);
+            if (log(eff * 1.05) > x[o->dt_slot])
+                x[o->dt_slot] = log(eff * 1.05);
+        }
+        x[g.n_dt] = x[g.n_dt + 1] = x[g.n_dt + 2] = log(128);
+        cal_nls_result r = {0};
+        st = cal_nls(gemm_residuals, &g, (size_t)g.n_dt + 3, g.n_obs, x, 1e-6, 200, &r, c->d);
+        if (st == MS_OK) {
+            for (int s = 0; s < g.n_dt; s++)
+                c->spec->gemm.max[slot_dt[s]] = fmin(exp(x[s]), 1.0);
+            c->spec->gemm.m_half = exp(x[g.n_dt]);
+            c->spec->gemm.n_half = exp(x[g.n_dt + 1]);
+            c->spec->gemm.k_half = exp(x[g.n_dt + 2]);
+            c->res->gemm = r.rms;
+            cal_log(c,
+                    "GEMM: %zu compute-bound shapes, bf16 max %.4f, halves %.1f %.1f %.1f, "
+                    "RMS %.2e",
+                    g.n_obs, c->spec->gemm.max[MS_DTYPE_BF16], c->spec->gemm.m_half,
+                    c->spec->gemm.n_half, c->spec->gemm.k_half, r.rms);
+        }
+    }
+    free(g.obs);
+    return st;
+}
+
+/* ---- fused attention ------------------------------------------------- */
+
+typedef struct flash_obs {
+    double seq, dim, flops, ns;
+} flash_obs;
+
+typedef struct flash_fit {
+    const cal_ctx *c;
+    flash_obs obs[64];
+    size_t n_obs;
+    double peak, executed;
+} flash_fit;
+
+static ms_status flash_residuals(const double *x, void *user, double *f)
+{
+    const flash_fit *g = user;
+    for (size_t i = 0; i < g->n_obs; i++) {
+        const flash_obs *o = &g->obs[i];
+        double eff = exp(x[0]) * sat(o->seq, exp(x[1])) * sat(o->dim, exp(x[2]));
+        double t = o->flops * g->executed / (g->peak * eff) * 1e9 + g->c->spec->kernel_overhead_ns;
+        f[i] = log(t / o->ns);
+    }
+    return MS_OK;
+}
+
+ms_status cal_flash(cal_ctx *c)
+{
+    static const double seqs[] = {512, 1024, 2048, 4096, 8192, 16384};
+    static const double dims[] = {64, 128, 256};
+    flash_fit g = {.c = c, .peak = c->spec->peak_flops[MS_DTYPE_BF16]};
+    /* Whether the kernel skips masked blocks is the kernel's, not measured. */
+    g.executed = c->spec->flash.executed_fraction > 0 ? c->spec->flash.executed_fraction : 1;
+    if (!(g.peak > 0))
+        return MS_OK;
+    for (size_t a = 0; a < 6; a += c->quick ? 2 : 1)
+        for (size_t b = 0; b < 3; b++) {
+            ms_kernel k = cal_flash_kernel(MS_DTYPE_BF16, seqs[a], dims[b], 32);
+            double t = 0;
+            ms_status st = cal_time_kernel(c->cb, &k, &t);
+            if (st != MS_OK)
+                return st;
+            if (t - c->spec->kernel_overhead_ns < 1.5 * cal_memory_ns(c, k.bytes))
+                continue;
+            g.obs[g.n_obs++] = (flash_obs){seqs[a], dims[b], k.flops, t};
+        }
+    if (g.n_obs < 4)
+        return ms_diag_set(c->d, MS_ERANGE, "calibrate: too few compute-bound attention shapes");
+    double x[3] = {log(0.5), log(256), log(32)};
+    for (size_t i = 0; i < g.n_obs; i++) {
+        double eff = g.obs[i].flops * g.executed /
+                     (g.peak * (g.obs[i].ns - c->spec->kernel_overhead_ns) * 1e-9);
+        if (log(eff * 1.05) > x[0])
+            x[0] = log(eff * 1.05);
+    }
+    cal_nls_result r = {0};
+    ms_status st = cal_nls(flash_residuals, &g, 3, g.n_obs, x, 1e-6, 200, &r, c->d);
+    if (st != MS_OK)
+        return st;
+    c->spec->flash = (ms_attention_model){.max = fmin(exp(x[0]), 1.0),
+                                          .seq_half = exp(x[1]),
+                                          .head_dim_half = exp(x[2]),
+                                          .executed_fraction = c->spec->flash.executed_fraction};
+    c->res->flash_attention = r.rms;
+    cal_log(c,
+            "flash attention: %zu shapes, max %.4f, seq half %.1f, head dim half %.2f, "
+            "RMS %.2e",
+            g.n_obs, c->spec->flash.max, c->spec->flash.seq_half, c->spec->flash.head_dim_half,
+            r.rms);
+    return MS_OK;
+}
