@@ -144,6 +144,15 @@ else
 EXTRA_DIST += tests/unit/test_npu_cuda.c
 endif
 
+# bridge_torch: the pluggable allocator on a host-memory double of the
+# runtime layer; its traces replay in memsim replay.
+check_PROGRAMS += tests/unit/test_bridge_alloc
+tests_unit_test_bridge_alloc_SOURCES = tests/unit/test_bridge_alloc.c tests/unit/test_bridge_fake.c \
+	tests/unit/test_bridge_fake.h
+tests_unit_test_bridge_alloc_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_bridge_alloc_LDADD = bridge_torch/libmemsim_alloc.la libmemsim.la $(TEST_LIBS)
+EXTRA_tests_unit_test_bridge_alloc_DEPENDENCIES = memsim$(EXEEXT)
+
 TESTS += $(check_PROGRAMS)
 
 # DESIGN.md's layout rules on the tree and on the built library's exports.
