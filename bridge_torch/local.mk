@@ -14,3 +14,12 @@ bridge_torch_libmemsim_alloc_la_LIBADD = bridge_torch/libms_bridge.la $(MS_PARTS
 	$(LUA_LIBS) $(CSV_LIBS) -lm -lpthread
 bridge_torch_libmemsim_alloc_la_LDFLAGS = -avoid-version -export-symbols-regex '^memsim_'
 include_HEADERS = bridge_torch/memsim_alloc.h
+
+# The C side of memsim_torch (include/memsim/torch.h): part of libmemsim.
+noinst_LTLIBRARIES += bridge_torch/libms_torch.la
+bridge_torch_libms_torch_la_SOURCES = bridge_torch/torch_step.c
+MS_PARTS += bridge_torch/libms_torch.la
+
+# memsim_torch: plain Python over libmemsim (ctypes), no build step.
+memsim_torchdir = $(pkgdatadir)/python/memsim_torch
+dist_memsim_torch_DATA = bridge_torch/python/memsim_torch/__init__.py

@@ -152,9 +152,11 @@ tests_unit_test_bridge_alloc_SOURCES = tests/unit/test_bridge_alloc.c tests/unit
 tests_unit_test_bridge_alloc_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_bridge_alloc_LDADD = bridge_torch/libmemsim_alloc.la libmemsim.la $(TEST_LIBS)
 EXTRA_tests_unit_test_bridge_alloc_DEPENDENCIES = memsim$(EXEEXT)
+# memsim_torch on CPU tensors (python3-torch); skips without torch.
+EXTRA_DIST += tests/torch.sh tests/python/test_memsim_torch.py
 
 TESTS += $(check_PROGRAMS)
 
 # DESIGN.md's layout rules on the tree and on the built library's exports.
-TESTS += tests/layout.sh
+TESTS += tests/layout.sh tests/torch.sh
 EXTRA_DIST += tests/layout.sh

@@ -12,4 +12,5 @@
 #include "memsim/run.h"
 #include "memsim/report.h"
 #include "memsim/trace.h"
+#include "memsim/torch.h"
 #endif
