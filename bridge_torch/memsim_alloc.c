@@ -188,9 +188,7 @@ PLUGIN_API int memsim_alloc_set_context(const char *kind, int persistent, int fo
     return rc;
 }
 
-/* memory_stats() of a device: allocated, reserved, peak allocated, peak
- * reserved bytes.  0, or -1 when the device has no allocator. */
-PLUGIN_API int memsim_alloc_stats(int device, unsigned long long out[4])
+PLUGIN_API int memsim_alloc_stats(int device, unsigned long long out[5])
 {
     pthread_mutex_lock(&the_plugin.lock);
     bridge_alloc *b = device >= 0 && device < PLUGIN_MAX_DEVICES ? the_plugin.dev[device] : NULL;
@@ -200,6 +198,7 @@ PLUGIN_API int memsim_alloc_stats(int device, unsigned long long out[4])
         out[1] = (unsigned long long)s.reserved_bytes[MS_STAT_ALL].current;
         out[2] = (unsigned long long)s.allocated_bytes[MS_STAT_ALL].peak;
         out[3] = (unsigned long long)s.reserved_bytes[MS_STAT_ALL].peak;
+        out[4] = (unsigned long long)s.num_ooms;
     }
     pthread_mutex_unlock(&the_plugin.lock);
     return b != NULL ? 0 : -1;

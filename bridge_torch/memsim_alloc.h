@@ -25,9 +25,10 @@ int memsim_alloc_last_error(char *buf, size_t n);
  * "activation", "temp", "comm_buffer"); forward turns borrowing from
  * lendable pools off.  0, or -1 for an unknown kind. */
 int memsim_alloc_set_context(const char *kind, int persistent, int forward);
-/* Current allocated, reserved, peak allocated, peak reserved bytes of a
- * device; -1 when it has no allocator yet. */
-int memsim_alloc_stats(int device, unsigned long long out[4]);
+/* memory_stats() of a device: current allocated, reserved, peak allocated,
+ * peak reserved bytes, and the number of requests that ran out of memory
+ * (num_ooms).  0, or -1 when the device has no allocator yet. */
+int memsim_alloc_stats(int device, unsigned long long out[5]);
 /* Release cached blocks (torch.cuda.empty_cache for this allocator). */
 int memsim_alloc_empty_cache(void);
 /* Open devices on this runtime table (an npu_runtime of memsim's

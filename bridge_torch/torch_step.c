@@ -276,15 +276,17 @@ static ms_status apply_plan(ms_torch_step *s)
         else if (dc->kind == MS_DEC_RECOMPUTE && dc->segment < s->n_segs)
             rec[dc->segment] = true;
     }
-    /* MindFormers' precedence, as the executor: keep over recompute over
-     * swap. */
+    /* MindFormers' precedence, as the executor: keep over swap.  A
+     * recomputed segment is one torch.utils.checkpoint region, which
+     * re-runs the whole module: every activation saved inside it is
+     * recomputed, a keep of one of them included. */
     for (uint32_t t = 0; t < s->n_tensors; t++) {
         int32_t p = s->tensors[t].t.producer;
         int32_t g = p >= 0 ? s->ops[p].segment : MS_NONE;
-        if (g != MS_NONE && rec[g] && s->tensors[t].t.kind == MS_TK_ACTIVATION)
-            act[t] = MS_TORCH_RECOMPUTE;
         if (kept[t])
             act[t] = MS_TORCH_KEEP;
+        if (g != MS_NONE && rec[g] && s->tensors[t].t.kind == MS_TK_ACTIVATION)
+            act[t] = MS_TORCH_RECOMPUTE;
     }
     free(kept);
     free(s->action);

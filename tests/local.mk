@@ -152,6 +152,11 @@ tests_unit_test_bridge_alloc_SOURCES = tests/unit/test_bridge_alloc.c tests/unit
 tests_unit_test_bridge_alloc_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_bridge_alloc_LDADD = bridge_torch/libmemsim_alloc.la libmemsim.la $(TEST_LIBS)
 EXTRA_tests_unit_test_bridge_alloc_DEPENDENCIES = memsim$(EXEEXT)
+# include/memsim/torch.h, the C side of memsim_torch (public API only).
+check_PROGRAMS += tests/unit/test_torch_step
+tests_unit_test_torch_step_SOURCES = tests/unit/test_torch_step.c
+tests_unit_test_torch_step_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_torch_step_LDADD = libmemsim.la $(TEST_LIBS)
 # memsim_torch on CPU tensors (python3-torch); skips without torch.
 EXTRA_DIST += tests/torch.sh tests/python/test_memsim_torch.py
 

@@ -5,6 +5,7 @@ that gradients are bitwise equal to a run without hooks, and that a policy
 error stops the step with its file:line and leaves no tensor on the host.
 Run by tests/torch.sh (make check)."""
 import copy
+import csv
 import os
 import tempfile
 import unittest
@@ -175,6 +176,71 @@ class MemsimTorchTest(unittest.TestCase):
         self.assertGreater(len([a for _, _, a in sess.applied if a == "offload"]), 0)
         self.assertEqual(sess.host_tensors(), 0)
         h.remove()
+        sess.close()
+
+    def test_plan_sees_measured_step(self):
+        """torch_measured.lua offloads what the slowest forward op saved, by
+        the times measured in the profiling step."""
+        sess = self.session("torch_measured.lua")
+        opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        for step in range(2):
+            with sess.step():
+                train_step(self.model, opt, step)
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "profile.csv")
+            sess.write_profile(path)
+            with open(path) as f:
+                rows = list(csv.DictReader(f))
+        ops = [r for r in rows if r["row"] == "op"]
+        tensors = [r for r in rows if r["row"] == "tensor"]
+        self.assertTrue(all(int(r["end_ns"]) >= int(r["start_ns"]) >= 0 for r in ops))
+        saving = {t["producer"] for t in tensors if t["phase_or_kind"] == "activation"}
+        longest, best = None, -1
+        for r in ops:
+            took = int(r["end_ns"]) - int(r["start_ns"])
+            if r["phase_or_kind"] == "forward" and r["id"] in saving and took > best:
+                longest, best = r["id"], took
+        expected = {int(t["id"]) for t in tensors
+                    if t["producer"] == longest and t["phase_or_kind"] == "activation"}
+        self.assertTrue(expected)
+        offloaded = {tid for tid, _, a in sess.applied if a == "offload"}
+        self.assertEqual(offloaded, expected)
+        sess.close()
+
+    def test_allocator_oom_is_torch_oom(self):
+        """A request memsim's allocator could not serve ends the step in
+        PyTorch's OutOfMemoryError with the plugin's message (a stand-in
+        plugin here: the CUDA-format text itself is test_bridge_alloc's)."""
+        message = ("CUDA out of memory. Tried to allocate 40.00 MiB. GPU 0 has a total "
+                   "capacity of 64.00 MiB of which 24.00 MiB is free.")
+
+        class Plugin:
+            ooms = 0
+
+            def memsim_alloc_stats(self, device, out):
+                out[4] = self.ooms
+                return 0
+
+            def memsim_alloc_last_error(self, buf, n):
+                buf.value = message.encode()
+                return len(message)
+
+            def memsim_alloc_set_context(self, kind, persistent, forward):
+                return 0
+
+        plugin = Plugin()
+        sess = memsim_torch.Session(self.model, os.path.join(POLICIES, "torch_swap.lua"),
+                                    lib_dir=LIB_DIR, allocator=plugin)
+        opt = torch.optim.SGD(self.model.parameters(), lr=0.1)
+        with sess.step():
+            train_step(self.model, opt, 0)
+        oom = getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
+        with self.assertRaises(oom) as cm:
+            with sess.step():
+                train_step(self.model, opt, 1)
+                plugin.ooms += 1
+        self.assertEqual(str(cm.exception), message)
+        self.assertEqual(sess.host_tensors(), 0)
         sess.close()
 
     def test_bad_policy_file(self):

@@ -119,7 +119,7 @@ START_TEST(trace_replays_fully)
     ck_assert_int_eq(memsim_alloc_set_runtime(bridge_fake_runtime()), 0);
     setenv("MEMSIM_ALLOC_TRACE", tmp_path("trace.csv"), 1);
     drive(3000, 42);
-    unsigned long long s[4];
+    unsigned long long s[5];
     ck_assert_int_eq(memsim_alloc_stats(0, s), 0);
     ck_assert_uint_eq(s[0], 0); /* everything was freed */
     ck_assert_uint_gt(s[3], 0); /* something was reserved */
@@ -181,6 +181,9 @@ START_TEST(oom_gives_null_and_cuda_message)
     ck_assert_msg(strstr(msg, "CUDA out of memory. Tried to allocate 40.00 MiB. GPU 0 has a "
                               "total capacity of 64.00 MiB") != NULL,
                   "%s", msg);
+    unsigned long long s[5];
+    ck_assert_int_eq(memsim_alloc_stats(0, s), 0);
+    ck_assert_uint_eq(s[4], 1); /* num_ooms */
     memsim_free(a, 40 * MiB, 0, NULL);
     ck_assert_int_eq(memsim_alloc_shutdown(), 0);
     ck_assert_int_eq(bridge_fake()->live_allocs, 0);
@@ -199,7 +202,7 @@ START_TEST(lifetime_pools_route_by_kind)
     memsim_alloc_set_runtime(bridge_fake_runtime());
     setenv("MEMSIM_ALLOC_POLICY", "lifetime_pools", 1);
     setenv("MEMSIM_ALLOC_TRACE", tmp_path("pools.csv"), 1);
-    unsigned long long s[4];
+    unsigned long long s[5];
     void *x = memsim_alloc(3 * MiB, 0, NULL); /* opens the device: activation */
     ck_assert_ptr_nonnull(x);
     /* A large default-pool request opens a 20 MiB segment. */

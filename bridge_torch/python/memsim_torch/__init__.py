@@ -18,7 +18,8 @@ import time
 import torch
 import torch.utils.checkpoint
 
-__all__ = ["Session", "PolicyError", "load_library", "install_allocator"]
+__all__ = ["Session", "PolicyError", "load_library", "install_allocator", "allocator_stats",
+           "allocator_error", "allocation_kind"]
 
 _PHASE_FORWARD, _PHASE_BACKWARD = 0, 1
 _KIND_WEIGHT, _KIND_ACTIVATION = 0, 3
@@ -102,8 +103,30 @@ def install_allocator(path=None):
     plugin = ctypes.CDLL(path)
     plugin.memsim_alloc_last_error.argtypes = [ctypes.c_char_p, ctypes.c_size_t]
     plugin.memsim_alloc_set_context.argtypes = [ctypes.c_char_p, ctypes.c_int, ctypes.c_int]
-    plugin.memsim_alloc_stats.argtypes = [ctypes.c_int, ctypes.c_ulonglong * 4]
+    plugin.memsim_alloc_stats.argtypes = [ctypes.c_int, ctypes.c_ulonglong * 5]
     return plugin
+
+
+def allocator_stats(plugin, device=0):
+    """(allocated, reserved, peak allocated, peak reserved, num_ooms) of
+    memsim's allocator on a device; zeros before its first request."""
+    out = (ctypes.c_ulonglong * 5)()
+    if plugin.memsim_alloc_stats(device, out) != 0:
+        return (0, 0, 0, 0, 0)
+    return tuple(out)
+
+
+@contextlib.contextmanager
+def allocation_kind(plugin, kind, persistent=True):
+    """Declare what the requests inside are for ("weight" while the model is
+    built, "optimizer_state" around the optimizer's first step), so that a
+    policy's pool hook (lifetime_pools) sees it."""
+    if plugin.memsim_alloc_set_context(kind.encode(), int(persistent), 0) != 0:
+        raise ValueError(allocator_error(plugin))
+    try:
+        yield
+    finally:
+        plugin.memsim_alloc_set_context(b"activation", 0, 1)
 
 
 def allocator_error(plugin):
@@ -156,10 +179,12 @@ class Session:
 
     model: the nn.Module; policy: a Lua file (or a shipped name) with a
     plan(profile, ctx) hook; recompute: module paths whose modules may be
-    recomputed (each is a recompute segment the policy can choose).
+    recomputed (each is a recompute segment the policy can choose);
+    allocator: the plugin from install_allocator, when memsim's allocator
+    serves the step.
     """
 
-    def __init__(self, model, policy, recompute=(), lib_dir=None, memory=None, lib=None):
+    def __init__(self, model, policy, recompute=(), lib_dir=None, allocator=None, lib=None):
         self._lib = lib or load_library()
         self._h = ctypes.c_void_p()
         d = _Diag()
@@ -168,7 +193,14 @@ class Session:
                                             ctypes.byref(self._h), ctypes.byref(d))
         if st != 0:
             raise PolicyError(d.msg.decode())
-        self._memory = memory or _default_memory
+        # With memsim's allocator plugged in, memory figures and out-of-memory
+        # come from it (torch.cuda.memory_allocated does not see a
+        # pluggable allocator).
+        self._alloc = allocator
+        if allocator is not None:
+            self._memory = lambda: allocator_stats(allocator)[:2]
+        else:
+            self._memory = _default_memory
         self._names = {m: n for n, m in model.named_modules()}
         self._handles = []
         for m, name in self._names.items():
@@ -184,7 +216,7 @@ class Session:
         self.recomputed = []       # segment names recomputed in the last step
         self.tensor_names = []     # by tensor id (the profiled step's)
         self.tensor_info = []      # (name, bytes, kind) by tensor id
-        self._params = {p.data_ptr() for p in model.parameters()}
+        self._model_params = list(model.parameters())
         self.plans = 0
         self._host = {}            # offloaded tensors not yet returned
         self._stream = None
@@ -194,6 +226,32 @@ class Session:
     # ---- recording -------------------------------------------------------
     def _now(self):
         return time.perf_counter_ns() - self._t0
+
+    def _mark(self):
+        """A point of the profiled step: a CUDA event on the device's
+        stream (device time, as memsim's profile), or the host clock."""
+        if self._cuda:
+            e = torch.cuda.Event(enable_timing=True)
+            e.record()
+            return e
+        return self._now()
+
+    def _elapsed_ns(self, mark):
+        if self._cuda:
+            return int(self._ev0.elapsed_time(mark) * 1e6)
+        return mark
+
+    def _measure_ops(self):
+        """The profiled step's op times, once its device work is done."""
+        if self._cuda:
+            torch.cuda.synchronize()
+        for op, start in self._starts.items():
+            end = self._ends.get(op)
+            if end is None:
+                continue
+            t0, t1 = self._elapsed_ns(start), self._elapsed_ns(end[0])
+            self._check(self._lib.ms_torch_op_measure(self._h, op, t0, max(t0, t1), end[1],
+                                                      end[2]))
 
     def _pre(self, mod, args):
         if self._backward or not self._active:
@@ -205,7 +263,7 @@ class Session:
                                                    _PHASE_FORWARD, ctypes.byref(op)))
             self._fwd_ops.append(op.value)
             self._op_names.append(self._names[mod])
-            self._starts[op.value] = self._now()
+            self._starts[op.value] = self._mark()
         self._stack.append(self._op_count - 1)
         self._saves[self._op_count - 1] = 0
 
@@ -215,9 +273,7 @@ class Session:
         k = self._stack.pop()
         if self.step_index == 0:
             op = self._fwd_ops[k]
-            alloc, reserved = self._memory()
-            self._check(self._lib.ms_torch_op_measure(self._h, op, self._starts[op], self._now(),
-                                                      alloc, reserved))
+            self._ends[op] = (self._mark(),) + tuple(self._memory())
 
     def _wrap(self, mod, path):
         orig = mod.forward
@@ -298,9 +354,9 @@ class Session:
             self._check(self._lib.ms_torch_op_add(self._h, b"functional", _PHASE_FORWARD,
                                                    ctypes.byref(p)))
             producer = p.value
-            now = self._now()
-            self._check(self._lib.ms_torch_op_measure(self._h, producer, now, now,
-                                                      *self._memory()))
+            mark = self._mark()
+            self._starts[producer] = mark
+            self._ends[producer] = (mark,) + tuple(self._memory())
         self._check(self._lib.ms_torch_tensor_add(self._h, name.encode(),
                                                   t.numel() * t.element_size(), kind,
                                                   producer, ctypes.byref(tid)))
@@ -320,6 +376,8 @@ class Session:
         if not isinstance(packed, tuple):
             return packed
         kind, tid, obj = packed
+        if not self._backward and self._alloc is not None:
+            self._alloc.memsim_alloc_set_context(b"activation", 0, 0)
         self._backward = True
         if self.step_index == 0:
             self._record_use(tid)
@@ -341,13 +399,12 @@ class Session:
             self._check(self._lib.ms_torch_op_add(self._h, self._op_name(fop).encode(),
                                                    _PHASE_BACKWARD, ctypes.byref(op)))
             self._bwd_ops[fop] = op.value
-            self._bwd_start[op.value] = self._now()
+            self._starts[op.value] = self._mark()
         op = self._bwd_ops[fop]
         if self._lib.ms_torch_tensor_use(self._h, tid, op) != 0:
             return  # read again by a later backward op: the first reader counts
-        alloc, reserved = self._memory()
-        self._check(self._lib.ms_torch_op_measure(self._h, op, self._bwd_start[op], self._now(),
-                                                  alloc, reserved))
+        # A backward op runs from its first saved tensor's read to its last.
+        self._ends[op] = (self._mark(),) + tuple(self._memory())
 
     # ---- planning ------------------------------------------------------------
     def _plan(self):
@@ -376,10 +433,17 @@ class Session:
         self._stack, self._saves, self._calls, self._order = [], {}, {}, []
         self.applied, self.recomputed = [], []
         self._op_count, self._t0 = 0, time.perf_counter_ns()
+        self._cuda = any(p.is_cuda for p in self._model_params)
+        self._params = {p.data_ptr() for p in self._model_params}
+        if self._cuda:
+            self._ev0 = torch.cuda.Event(enable_timing=True)
+            self._ev0.record()
         if self.step_index == 0:
-            self._fwd_ops, self._starts, self._keys, self._producer = [], {}, {}, {}
-            self._bwd_ops, self._bwd_start = {}, {}
-            self._op_names = []
+            self._fwd_ops, self._starts, self._ends, self._keys = [], {}, {}, {}
+            self._producer, self._bwd_ops, self._op_names = {}, {}, []
+        ooms = allocator_stats(self._alloc)[4] if self._alloc is not None else 0
+        if self._alloc is not None:
+            self._alloc.memsim_alloc_set_context(b"activation", 0, 1)
         try:
             with torch.autograd.graph.saved_tensors_hooks(self._pack, self._unpack):
                 yield self
@@ -389,18 +453,37 @@ class Session:
             if err is not None and not isinstance(e, PolicyError):
                 # autograd re-raises a hook's exception as a RuntimeError.
                 raise PolicyError(err) from e
+            self._raise_if_oom(ooms, e)
             raise
         finally:
             self._active = False
+        self._raise_if_oom(ooms, None)
         if self.step_index == 0:
-            self._step_time = self._now()
-            self._peak = self._memory()
+            self._measure_ops()
+            self._step_time = self._elapsed_ns(self._mark())
+            if self._alloc is not None:
+                self._peak = allocator_stats(self._alloc)[2:4]
+            elif self._cuda:
+                self._peak = (torch.cuda.max_memory_allocated(), torch.cuda.max_memory_reserved())
+            else:
+                self._peak = (0, 0)
             self._capacity = _capacity()
         if self._host:
             n = len(self._host)
             self.release()
             raise RuntimeError("memsim_torch: %d offloaded tensors were never read back in "
                                "backward (run backward inside the step)" % n)
+
+    def _raise_if_oom(self, before, cause):
+        """PyTorch's CUDAPluggableAllocator passes a NULL from the plugin on
+        unchecked: the step then fails later, or not at all.  The plugin
+        counts its out-of-memory requests; a step during which one happened
+        ends in PyTorch's own OutOfMemoryError with memsim's message."""
+        if self._alloc is None or allocator_stats(self._alloc)[4] == before:
+            return
+        self.release()
+        oom = getattr(torch.cuda, "OutOfMemoryError", RuntimeError)
+        raise oom(allocator_error(self._alloc)) from cause
 
     def release(self):
         """Drop every offloaded tensor's host copy (after a failed step)."""
