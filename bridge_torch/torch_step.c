@@ -105,6 +105,20 @@ ms_status ms_torch_step_free(ms_torch_step *s)
     return MS_OK;
 }
 
+/* The layer of a module path: its first all-digit component, a
+ * ModuleList's index (layers.3.mlp.fc1, transformer.h.3.attn), as the
+ * simulator names its ops (layers.3.attention.core); MS_NONE without one. */
+static int32_t layer_of(const char *name)
+{
+    for (const char *c = name; *c != '\0';) {
+        size_t n = strcspn(c, ".");
+        if (n > 0 && n < 9 && strspn(c, "0123456789") == n)
+            return (int32_t)strtol(c, NULL, 10);
+        c += n + (c[n] == '.');
+    }
+    return MS_NONE;
+}
+
 ms_status ms_torch_op_add(ms_torch_step *s, const char *name, ms_phase phase, uint32_t *op)
 {
     if (s == NULL || name == NULL || op == NULL ||
@@ -124,7 +138,7 @@ ms_status ms_torch_op_add(ms_torch_step *s, const char *name, ms_phase phase, ui
                          .kernel = {.name = n, .cls = MS_KC_ELEMENTWISE},
                          .phase = phase,
                          .micro_batch = 0,
-                         .layer = MS_NONE,
+                         .layer = layer_of(n),
                          .segment = MS_NONE};
     s->prof[id] = (ms_op_profile){0};
     *op = id;
@@ -161,7 +175,7 @@ ms_status ms_torch_tensor_add(ms_torch_step *s, const char *name, uint64_t bytes
                                           .producer = producer,
                                           .persistent = kind == MS_TK_WEIGHT,
                                           .saved_for_backward = saved,
-                                          .layer = MS_NONE,
+                                          .layer = producer >= 0 ? s->ops[producer].layer : MS_NONE,
                                           .micro_batch = saved ? 0 : MS_NONE}};
     *tensor = id;
     return MS_OK;
@@ -199,7 +213,7 @@ ms_status ms_torch_segment_add(ms_torch_step *s, const char *name, uint32_t firs
     uint32_t id = s->n_segs++;
     s->segs[id] = (ms_segment){.id = id,
                                .name = n,
-                               .layer = MS_NONE,
+                               .layer = layer_of(n),
                                .micro_batch = 0,
                                .parent = MS_NONE,
                                .first_op = first_op,
@@ -341,6 +355,11 @@ ms_status ms_torch_decision(const ms_torch_step *s, uint32_t tensor, ms_torch_ac
         return MS_EINVAL;
     *out = s->action ? s->action[tensor] : MS_TORCH_KEEP;
     return MS_OK;
+}
+
+bool ms_torch_plan_stable(const ms_torch_step *s)
+{
+    return s != NULL && s->action != NULL && s->plan.stable;
 }
 
 ms_status ms_torch_segment_recomputed(const ms_torch_step *s, uint32_t segment, bool *out)

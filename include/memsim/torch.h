@@ -39,7 +39,10 @@ MS_API ms_status ms_torch_step_free(ms_torch_step *s);
 /* Forget the recorded program (a new structure is being recorded). */
 MS_API ms_status ms_torch_step_reset(ms_torch_step *s);
 
-/* Record an op: phase MS_PHASE_FORWARD or MS_PHASE_BACKWARD; its id in *op. */
+/* Record an op: phase MS_PHASE_FORWARD or MS_PHASE_BACKWARD; its id in *op.
+ * Its layer is the first all-digit component of its module path
+ * (layers.3.mlp.fc1 and transformer.h.3.attn are layer 3), as the
+ * simulator's ops; tensors take their producer's. */
 MS_API ms_status ms_torch_op_add(ms_torch_step *s, const char *name, ms_phase phase, uint32_t *op);
 /* Its measured device-time interval (ns from the step start) and the
  * allocator's bytes after it. */
@@ -68,6 +71,9 @@ typedef struct ms_torch_measure {
 MS_API ms_status ms_torch_plan(ms_torch_step *s, const ms_torch_measure *m, ms_diag *d);
 /* The plan's decision for a tensor (keep before any plan). */
 MS_API ms_status ms_torch_decision(const ms_torch_step *s, uint32_t tensor, ms_torch_action *out);
+/* Whether the last plan called ctx:stable() (no need to plan again);
+ * false for NULL. */
+MS_API bool ms_torch_plan_stable(const ms_torch_step *s);
 /* Whether the plan recomputes a segment. */
 MS_API ms_status ms_torch_segment_recomputed(const ms_torch_step *s, uint32_t segment, bool *out);
 /* The measured step as CSV (one row per op, then one per tensor with its

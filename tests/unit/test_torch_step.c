@@ -91,6 +91,8 @@ START_TEST(plan_decides_per_tensor)
     bool rec = false;
     ck_assert_int_eq(ms_torch_segment_recomputed(p.s, p.seg, &rec), MS_OK);
     ck_assert(rec);
+    ck_assert(!ms_torch_plan_stable(p.s)); /* torch_swap.lua never calls ctx:stable() */
+    ck_assert(!ms_torch_plan_stable(NULL));
     /* Planning again gives the same decisions. */
     ck_assert_int_eq(ms_torch_plan(p.s, &measured, &d), MS_OK);
     ck_assert_int_eq(decision(&p, 0), MS_TORCH_OFFLOAD);
@@ -108,6 +110,7 @@ START_TEST(plan_sees_measured_times)
     ck_assert_int_eq(decision(&p, 0), MS_TORCH_KEEP);
     ck_assert_int_eq(decision(&p, 1), MS_TORCH_OFFLOAD);
     ck_assert_int_eq(decision(&p, 2), MS_TORCH_KEEP);
+    ck_assert(ms_torch_plan_stable(p.s)); /* it calls ctx:stable() */
     /* Unmeasured step time: the policy's assert, at its line. */
     ms_torch_measure m = measured;
     m.step_time_ns = 0;

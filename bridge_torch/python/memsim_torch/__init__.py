@@ -85,12 +85,14 @@ def load_library():
         "ms_torch_decision": [P, U32, ctypes.POINTER(ctypes.c_int)],
         "ms_torch_segment_recomputed": [P, U32, ctypes.POINTER(ctypes.c_bool)],
         "ms_torch_profile_write": [P, ctypes.c_char_p, ctypes.POINTER(_Diag)],
+        "ms_torch_plan_stable": [P],
         "ms_strerror": [ctypes.c_int],
     }
     for name, args in sigs.items():
         fn = getattr(lib, name)
         fn.argtypes = args
-        fn.restype = ctypes.c_char_p if name == "ms_strerror" else ctypes.c_int
+        fn.restype = {"ms_strerror": ctypes.c_char_p,
+                      "ms_torch_plan_stable": ctypes.c_bool}.get(name, ctypes.c_int)
     return lib
 
 
@@ -207,6 +209,11 @@ class Session:
             if not list(m.children()):
                 self._handles.append(m.register_forward_pre_hook(self._pre))
                 self._handles.append(m.register_forward_hook(self._post))
+            else:
+                # Containers only name what code of their own saves
+                # (functional calls in their forward).
+                self._handles.append(m.register_forward_pre_hook(self._enter))
+                self._handles.append(m.register_forward_hook(self._leave))
         self._segments = {}
         for path in recompute:
             mod = model.get_submodule(path)
@@ -267,13 +274,22 @@ class Session:
         self._stack.append(self._op_count - 1)
         self._saves[self._op_count - 1] = 0
 
+    def _enter(self, mod, args):
+        if self._active and not self._backward:
+            self._mstack.append(self._names[mod] or "model")
+
+    def _leave(self, mod, args, out):
+        if self._active and not self._backward and self._mstack:
+            self._mstack.pop()
+
     def _post(self, mod, args, out):
         if self._backward or not self._active or not self._stack:
             return
         k = self._stack.pop()
         if self.step_index == 0:
             op = self._fwd_ops[k]
-            self._ends[op] = (self._mark(),) + tuple(self._memory())
+            self._last = self._mark()
+            self._ends[op] = (self._last,) + tuple(self._memory())
 
     def _wrap(self, mod, path):
         orig = mod.forward
@@ -342,21 +358,28 @@ class Session:
         return ("offload", tid, h)
 
     def _record(self, t, op, key):
-        name = "%s.saved%d" % (self._op_name(op), key[1])
         kind = _KIND_WEIGHT if t.data_ptr() in self._params else _KIND_ACTIVATION
         tid = ctypes.c_uint32()
         if op >= 0:
             producer = self._fwd_ops[op]
+            op_name = self._op_names[op]
+            name = "%s.saved%d" % (op_name, key[1])
         else:
-            # Saved by code outside every leaf module (a functional loss):
-            # an op of its own, so that the tensor has a forward use.
+            # Saved by a container's own code (a functional call in its
+            # forward, the loss outside every module): an op of its own,
+            # named by the innermost module running, so that the tensor has
+            # a forward use.
+            op_name = self._mstack[-1] if self._mstack else "step"
+            name = "%s.saved%d" % (op_name, key[1])
             p = ctypes.c_uint32()
-            self._check(self._lib.ms_torch_op_add(self._h, b"functional", _PHASE_FORWARD,
+            self._check(self._lib.ms_torch_op_add(self._h, op_name.encode(), _PHASE_FORWARD,
                                                    ctypes.byref(p)))
             producer = p.value
+            # It ran since the last thing recorded (the container's code).
             mark = self._mark()
-            self._starts[producer] = mark
+            self._starts[producer] = self._last if self._last is not None else mark
             self._ends[producer] = (mark,) + tuple(self._memory())
+            self._last = mark
         self._check(self._lib.ms_torch_tensor_add(self._h, name.encode(),
                                                   t.numel() * t.element_size(), kind,
                                                   producer, ctypes.byref(tid)))
@@ -366,11 +389,8 @@ class Session:
         self.tensor_names.append(name)
         self.tensor_info.append((name, t.numel() * t.element_size(),
                                  "weight" if kind == _KIND_WEIGHT else "activation"))
-        self._producer[tid.value] = (op, producer)
+        self._producer[tid.value] = (producer, op_name)
         return ("keep", tid.value, t)
-
-    def _op_name(self, op):
-        return self._op_names[op] if op >= 0 else "step"
 
     def _unpack(self, packed):
         if not isinstance(packed, tuple):
@@ -393,11 +413,11 @@ class Session:
         return t
 
     def _record_use(self, tid):
-        fop, producer = self._producer[tid]
+        fop, name = self._producer[tid]
         if fop not in self._bwd_ops:
             op = ctypes.c_uint32()
-            self._check(self._lib.ms_torch_op_add(self._h, self._op_name(fop).encode(),
-                                                   _PHASE_BACKWARD, ctypes.byref(op)))
+            self._check(self._lib.ms_torch_op_add(self._h, name.encode(), _PHASE_BACKWARD,
+                                                   ctypes.byref(op)))
             self._bwd_ops[fop] = op.value
             self._starts[op.value] = self._mark()
         op = self._bwd_ops[fop]
@@ -418,6 +438,8 @@ class Session:
         if self._lib.ms_torch_plan(self._h, ctypes.byref(m), ctypes.byref(d)) != 0:
             self._policy_error = d.msg.decode()
             raise PolicyError(self._policy_error)
+        # A policy that called ctx:stable() is not asked again.
+        self._stable = self._lib.ms_torch_plan_stable(self._h)
 
     def _check(self, st):
         if st != 0:
@@ -431,6 +453,7 @@ class Session:
         self._active, self._backward, self._planned = True, False, False
         self._policy_error = None
         self._stack, self._saves, self._calls, self._order = [], {}, {}, []
+        self._mstack, self._last = [], None
         self.applied, self.recomputed = [], []
         self._op_count, self._t0 = 0, time.perf_counter_ns()
         self._cuda = any(p.is_cuda for p in self._model_params)

@@ -23,5 +23,6 @@ return {
         ctx:swap(t.id)
       end
     end
+    ctx:stable()
   end,
 }
