@@ -23,3 +23,5 @@ MS_PARTS += bridge_torch/libms_torch.la
 # memsim_torch: plain Python over libmemsim (ctypes), no build step.
 memsim_torchdir = $(pkgdatadir)/python/memsim_torch
 dist_memsim_torch_DATA = bridge_torch/python/memsim_torch/__init__.py
+EXTRA_DIST += bridge_torch/python/examples/train_small.py \
+	bridge_torch/python/examples/offload_mlp.lua bridge_torch/python/examples/validate_gpu.py

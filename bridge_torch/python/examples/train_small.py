@@ -99,7 +99,9 @@ def main():
             line += "  peak allocated %.2f MiB  peak reserved %.2f MiB" % (
                 st[2] / 2**20, st[3] / 2**20)
         elif args.device.startswith("cuda"):
-            line += "  peak allocated %.2f MiB" % (torch.cuda.max_memory_allocated() / 2**20)
+            line += "  peak allocated %.2f MiB  peak reserved %.2f MiB" % (
+                torch.cuda.max_memory_allocated() / 2**20,
+                torch.cuda.max_memory_reserved() / 2**20)
         print(line, flush=True)
         with memsim_torch.allocation_kind(plugin, "optimizer_state") if plugin else _nothing():
             opt.step()

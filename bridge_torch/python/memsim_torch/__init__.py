@@ -142,28 +142,41 @@ def allocator_error(plugin):
 class _Offloaded:
     """A saved tensor on the host until backward (TransformerEngine's
     cpu_offload pattern: D2H on a side stream after the producer, H2D
-    prefetched on that stream before the consumer needs it)."""
-    __slots__ = ("host", "device", "event", "back", "tid")
+    prefetched on that stream before the consumer needs it).
+
+    A pluggable allocator has no record_stream, so no device block is handed
+    to another stream: the source stays referenced until its copy is done
+    (reap), and the block the tensor comes back into is allocated on the
+    compute stream, which then waits for the copy."""
+    __slots__ = ("host", "device", "event", "back", "tid", "src")
 
     def __init__(self, t, tid, stream):
-        self.tid, self.device, self.back = tid, t.device, None
+        self.tid, self.device, self.back, self.src = tid, t.device, None, None
         if t.is_cuda:
             stream.wait_stream(torch.cuda.current_stream(t.device))
             with torch.cuda.stream(stream):
                 self.host = torch.empty(t.size(), dtype=t.dtype, pin_memory=True)
                 self.host.copy_(t, non_blocking=True)
-                t.record_stream(stream)
                 self.event = torch.cuda.Event()
                 self.event.record(stream)
+            self.src = t
         else:
             # On CPU tensors the offload is a copy to a separate buffer.
             self.host, self.event = torch.empty_like(t).copy_(t), None
 
+    def reap(self):
+        """Let the device copy go once the D2H copy has read it."""
+        if self.src is not None and self.event.query():
+            self.src = None
+
     def prefetch(self, stream):
         if self.back is None and self.host is not None and self.device.type == "cuda":
+            current = torch.cuda.current_stream(self.device)
+            self.back = torch.empty(self.host.size(), dtype=self.host.dtype, device=self.device)
+            stream.wait_stream(current)
             with torch.cuda.stream(stream):
                 stream.wait_event(self.event)
-                self.back = self.host.to(self.device, non_blocking=True)
+                self.back.copy_(self.host, non_blocking=True)
                 self.event = torch.cuda.Event()
                 self.event.record(stream)
 
@@ -172,7 +185,7 @@ class _Offloaded:
             return self.host
         self.prefetch(stream)
         torch.cuda.current_stream(self.device).wait_event(self.event)
-        self.back.record_stream(torch.cuda.current_stream(self.device))
+        self.src = None
         return self.back
 
 
@@ -352,6 +365,8 @@ class Session:
             return ("keep", tid, t)
         if self._stream is None and t.is_cuda:
             self._stream = torch.cuda.Stream(t.device)
+        for earlier in self._order:
+            earlier.reap()
         h = _Offloaded(t, tid, self._stream)
         self._host[id(h)] = h
         self._order.append(h)
@@ -511,7 +526,7 @@ class Session:
     def release(self):
         """Drop every offloaded tensor's host copy (after a failed step)."""
         for h in self._host.values():
-            h.host, h.back = None, None
+            h.host, h.back, h.src = None, None, None
         self._host.clear()
         self._order = []
 
