@@ -99,6 +99,9 @@ def load_library():
 def install_allocator(path=None):
     """Make libmemsim_alloc.so PyTorch's CUDA allocator (before any CUDA
     tensor exists); returns the plugin (ctypes) for its statistics."""
+    if not hasattr(torch.cuda.memory, "CUDAPluggableAllocator"):
+        raise RuntimeError("PyTorch %s has no torch.cuda.memory.CUDAPluggableAllocator "
+                           "(PyTorch 2.0 or later)" % torch.__version__)
     path = path or _find("libmemsim_alloc.so", "MEMSIM_ALLOC_LIB")
     alloc = torch.cuda.memory.CUDAPluggableAllocator(path, "memsim_alloc", "memsim_free")
     torch.cuda.memory.change_current_allocator(alloc)
