@@ -21,6 +21,12 @@
 #include "memsim/allocator.h"
 #include "memsim/policy.h"
 
+/* ---- torch_step.c ------------------------------------------------------ */
+
+/* Load a policy (a path or a shipped name); lib_dir NULL: the shipped
+ * policies_lua, where require() may read. */
+ms_status bridge_policy_load(const char *policy, const char *lib_dir, ms_policy **out, ms_diag *d);
+
 /* ---- bridge_device.c: backend.h's memory calls on a runtime ------------ */
 
 /* An ms_backend for the allocator alone: device memory, the caller's own

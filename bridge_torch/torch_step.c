@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bridge_torch/bridge.h"
 #include "lib/base/growable.h"
 #include "memsim/torch.h"
 
@@ -34,25 +35,29 @@ struct ms_torch_step {
     bool *recomputed;        /* per segment */
 };
 
+ms_status bridge_policy_load(const char *policy, const char *lib_dir, ms_policy **out, ms_diag *d)
+{
+    char dir[4096];
+    if (lib_dir == NULL) {
+        if (ms_data_path("policies_lua", dir, sizeof dir) != MS_OK)
+            return ms_diag_set(d, MS_ENOENT, "cannot find the shipped policies "
+                                             "(policies_lua); set MEMSIM_DATADIR");
+        lib_dir = dir;
+    }
+    return ms_policy_load(policy, lib_dir, NULL, out, d);
+}
+
 ms_status ms_torch_step_create(const char *policy, const char *lib_dir, ms_torch_step **out,
                                ms_diag *d)
 {
     if (policy == NULL || out == NULL)
         return ms_diag_set(d, MS_EINVAL, "ms_torch_step_create: NULL argument");
     *out = NULL;
-    char dir[4096];
-    if (lib_dir == NULL) {
-        if (ms_data_path("policies_lua", dir, sizeof dir) != MS_OK)
-            return ms_diag_set(d, MS_ENOENT,
-                               "cannot find the shipped policies "
-                               "(policies_lua); set MEMSIM_DATADIR");
-        lib_dir = dir;
-    }
     ms_torch_step *s = calloc(1, sizeof *s);
     if (s == NULL)
         return ms_diag_set(d, MS_ENOMEM, "out of host memory");
     ms_plan_init(&s->plan);
-    ms_status st = ms_policy_load(policy, lib_dir, NULL, &s->policy, d);
+    ms_status st = bridge_policy_load(policy, lib_dir, &s->policy, d);
     if (st != MS_OK) {
         ms_torch_step_free(s);
         return st;
