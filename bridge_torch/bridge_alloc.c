@@ -28,16 +28,7 @@ struct bridge_alloc {
 
 static ms_status open_policy(bridge_alloc *b, const bridge_options *o, ms_diag *d)
 {
-    char dir[4096];
-    const char *lib = o->policy_dir;
-    if (lib == NULL) {
-        if (ms_data_path("policies_lua", dir, sizeof dir) != MS_OK)
-            return ms_diag_set(d, MS_ENOENT,
-                               "cannot find the shipped policies "
-                               "(policies_lua); set MEMSIM_DATADIR");
-        lib = dir;
-    }
-    ms_status st = ms_policy_load(o->policy, lib, NULL, &b->policy, d);
+    ms_status st = bridge_policy_load(o->policy, o->policy_dir, &b->policy, d);
     uint32_t n = 0;
     const ms_pool_decl *pools = st == MS_OK ? ms_policy_pools(b->policy, &n) : NULL;
     for (uint32_t i = 0; st == MS_OK && i < n; i++) {
