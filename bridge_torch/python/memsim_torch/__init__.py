@@ -245,6 +245,7 @@ class Session:
         self._stream = None
         self._stable = False
         self._policy_error = None
+        self._next_op = 0          # the next memsim op id
 
     # ---- recording -------------------------------------------------------
     def _now(self):
@@ -276,17 +277,21 @@ class Session:
             self._check(self._lib.ms_torch_op_measure(self._h, op, t0, max(t0, t1), end[1],
                                                       end[2]))
 
+    def _add_op(self, name, phase):
+        op = ctypes.c_uint32()
+        self._check(self._lib.ms_torch_op_add(self._h, name.encode(), phase, ctypes.byref(op)))
+        self._next_op = op.value + 1
+        return op.value
+
     def _pre(self, mod, args):
         if self._backward or not self._active:
             return
         self._op_count += 1
         if self.step_index == 0:
-            op = ctypes.c_uint32()
-            self._check(self._lib.ms_torch_op_add(self._h, self._names[mod].encode(),
-                                                   _PHASE_FORWARD, ctypes.byref(op)))
-            self._fwd_ops.append(op.value)
+            op = self._add_op(self._names[mod], _PHASE_FORWARD)
+            self._fwd_ops.append(op)
             self._op_names.append(self._names[mod])
-            self._starts[op.value] = self._mark()
+            self._starts[op] = self._mark()
         self._stack.append(self._op_count - 1)
         self._saves[self._op_count - 1] = 0
 
@@ -319,18 +324,18 @@ class Session:
             if calls > 0:          # the recompute, in backward
                 session._backward = True
                 return orig(*args, **kwargs)
-            first = session._op_count
+            first = session._next_op
             if session._recompute_now(path):
                 session.recomputed.append(path)
                 out = torch.utils.checkpoint.checkpoint(orig, *args, use_reentrant=False,
                                                         **kwargs)
             else:
                 out = orig(*args, **kwargs)
-            if session.step_index == 0 and session._op_count > first:
+            # Every op recorded while it ran, its container code's included.
+            if session.step_index == 0 and session._next_op > first:
                 seg = ctypes.c_uint32()
                 session._check(session._lib.ms_torch_segment_add(
-                    session._h, path.encode(), session._fwd_ops[first],
-                    session._fwd_ops[session._op_count - 1], ctypes.byref(seg)))
+                    session._h, path.encode(), first, session._next_op - 1, ctypes.byref(seg)))
                 session._segments[path] = seg.value
             return out
 
@@ -389,10 +394,7 @@ class Session:
             # a forward use.
             op_name = self._mstack[-1] if self._mstack else "step"
             name = "%s.saved%d" % (op_name, key[1])
-            p = ctypes.c_uint32()
-            self._check(self._lib.ms_torch_op_add(self._h, op_name.encode(), _PHASE_FORWARD,
-                                                   ctypes.byref(p)))
-            producer = p.value
+            producer = self._add_op(op_name, _PHASE_FORWARD)
             # It ran since the last thing recorded (the container's code).
             mark = self._mark()
             self._starts[producer] = self._last if self._last is not None else mark
@@ -433,11 +435,9 @@ class Session:
     def _record_use(self, tid):
         fop, name = self._producer[tid]
         if fop not in self._bwd_ops:
-            op = ctypes.c_uint32()
-            self._check(self._lib.ms_torch_op_add(self._h, name.encode(), _PHASE_BACKWARD,
-                                                   ctypes.byref(op)))
-            self._bwd_ops[fop] = op.value
-            self._starts[op.value] = self._mark()
+            op = self._add_op(name, _PHASE_BACKWARD)
+            self._bwd_ops[fop] = op
+            self._starts[op] = self._mark()
         op = self._bwd_ops[fop]
         if self._lib.ms_torch_tensor_use(self._h, tid, op) != 0:
             return  # read again by a later backward op: the first reader counts
