@@ -30,10 +30,12 @@ typedef struct plugin {
     pthread_mutex_t lock;
     const npu_runtime *rt;
     bridge_alloc *dev[PLUGIN_MAX_DEVICES];
+    bridge_context ctx; /* what the next requests are for, on every device */
     char error[2 * MS_DIAG_MAX];
 } plugin;
 
-static plugin the_plugin = {.lock = PTHREAD_MUTEX_INITIALIZER};
+static plugin the_plugin = {.lock = PTHREAD_MUTEX_INITIALIZER,
+                            .ctx = {.kind = MS_TK_ACTIVATION, .forward = true}};
 
 static const npu_runtime *built_runtime(void)
 {
@@ -117,6 +119,9 @@ static bridge_alloc *device_alloc(int device)
     ms_status st = options_from_env(rt, device, trace, sizeof trace, &o, &d);
     if (st == MS_OK)
         st = bridge_alloc_open(rt, device, &o, &the_plugin.dev[device], &d);
+    /* A context declared before the device's first request holds for it. */
+    if (st == MS_OK)
+        st = bridge_alloc_set_context(the_plugin.dev[device], &the_plugin.ctx);
     if (st != MS_OK) {
         snprintf(the_plugin.error, sizeof the_plugin.error, "memsim_alloc: device %d: %s", device,
                  d.msg[0] ? d.msg : ms_strerror(st));
@@ -181,6 +186,8 @@ PLUGIN_API int memsim_alloc_set_context(const char *kind, int persistent, int fo
     if (rc != 0)
         snprintf(the_plugin.error, sizeof the_plugin.error,
                  "memsim_alloc_set_context: unknown kind '%s'", kind ? kind : "(null)");
+    else
+        the_plugin.ctx = c;
     for (int i = 0; rc == 0 && i < PLUGIN_MAX_DEVICES; i++)
         if (the_plugin.dev[i] != NULL && bridge_alloc_set_context(the_plugin.dev[i], &c) != MS_OK)
             rc = -1;

@@ -203,23 +203,31 @@ START_TEST(lifetime_pools_route_by_kind)
     setenv("MEMSIM_ALLOC_POLICY", "lifetime_pools", 1);
     setenv("MEMSIM_ALLOC_TRACE", tmp_path("pools.csv"), 1);
     unsigned long long s[5];
-    void *x = memsim_alloc(3 * MiB, 0, NULL); /* opens the device: activation */
-    ck_assert_ptr_nonnull(x);
-    /* A large default-pool request opens a 20 MiB segment. */
-    ck_assert_int_eq(memsim_alloc_stats(0, s), 0);
-    ck_assert_uint_eq(s[1], 20 * MiB);
+    /* Declared before the device's first request, as around a model's
+     * construction. */
     ck_assert_int_eq(memsim_alloc_set_context("weight", 1, 0), 0);
     void *w = memsim_alloc(3 * MiB, 0, NULL);
     ck_assert_ptr_nonnull(w);
-    /* The long pool's segment is exactly 3 MiB rounded to 2 MiB pages,
-     * though the default segment has 17 MiB free. */
+    /* The long pool's segment is exactly 3 MiB rounded to 2 MiB pages. */
+    ck_assert_int_eq(memsim_alloc_stats(0, s), 0);
+    ck_assert_uint_eq(s[1], 4 * MiB);
+    ck_assert_int_eq(memsim_alloc_set_context("activation", 0, 1), 0);
+    void *x = memsim_alloc(3 * MiB, 0, NULL);
+    ck_assert_ptr_nonnull(x);
+    /* A large default-pool request opens a 20 MiB segment of its own. */
     ck_assert_int_eq(memsim_alloc_stats(0, s), 0);
     ck_assert_uint_eq(s[1], 24 * MiB);
-    ck_assert_int_eq(memsim_alloc_set_context("activation", 0, 1), 0);
     void *y = memsim_alloc(3 * MiB, 0, NULL);
     ck_assert_ptr_nonnull(y);
     ck_assert_int_eq(memsim_alloc_stats(0, s), 0);
-    ck_assert_uint_eq(s[1], 24 * MiB); /* back in the default segment */
+    ck_assert_uint_eq(s[1], 24 * MiB); /* in the default segment's free 17 MiB */
+    /* Weights again: a second exact segment, though the default one has room. */
+    ck_assert_int_eq(memsim_alloc_set_context("weight", 1, 0), 0);
+    void *v = memsim_alloc(1 * MiB, 0, NULL);
+    ck_assert_ptr_nonnull(v);
+    ck_assert_int_eq(memsim_alloc_stats(0, s), 0);
+    ck_assert_uint_eq(s[1], 26 * MiB);
+    memsim_free(v, 1 * MiB, 0, NULL);
     memsim_free(x, 3 * MiB, 0, NULL);
     memsim_free(w, 3 * MiB, 0, NULL);
     memsim_free(y, 3 * MiB, 0, NULL);
