@@ -17,7 +17,7 @@ include_HEADERS = bridge_torch/memsim_alloc.h
 
 # The C side of memsim_torch (include/memsim/torch.h): part of libmemsim.
 noinst_LTLIBRARIES += bridge_torch/libms_torch.la
-bridge_torch_libms_torch_la_SOURCES = bridge_torch/torch_step.c
+bridge_torch_libms_torch_la_SOURCES = bridge_torch/torch_step.c bridge_torch/torch_profile.c
 MS_PARTS += bridge_torch/libms_torch.la
 
 # memsim_torch: plain Python over libmemsim (ctypes), no build step.

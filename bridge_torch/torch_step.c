@@ -33,6 +33,8 @@ struct ms_torch_step {
     ms_plan plan;
     ms_torch_action *action; /* per tensor, from the last plan */
     bool *recomputed;        /* per segment */
+    ms_torch_measure measure; /* the last plan's */
+    bool measured;
 };
 
 ms_status bridge_policy_load(const char *policy, const char *lib_dir, ms_policy **out, ms_diag *d)
@@ -342,6 +344,8 @@ ms_status ms_torch_plan(ms_torch_step *s, const ms_torch_measure *m, ms_diag *d)
                        .step_time_ns = m->step_time_ns,
                        .oom_op = MS_NONE,
                        .current = &s->plan};
+    s->measure = *m;
+    s->measured = true;
     ms_plan next;
     ms_plan_init(&next);
     st = ms_policy_plan(s->policy, &prof, NULL, NULL, &next, d);
@@ -387,33 +391,79 @@ static void csv_name(FILE *f, const char *s)
         csv_fwrite(f, s, n);
 }
 
-ms_status ms_torch_profile_write(const ms_torch_step *s, const char *path, ms_diag *d)
+static void write_ops(FILE *f, const ms_torch_step *s)
+{
+    for (uint32_t i = 0; i < s->n_ops; i++) {
+        fprintf(f, "op,%u,", i);
+        csv_name(f, s->ops[i].name);
+        fprintf(f, ",%s,%lld,%lld,%llu,%llu,,,,\n", ms_phase_name(s->ops[i].phase),
+                (long long)s->prof[i].start_ns, (long long)s->prof[i].end_ns,
+                (unsigned long long)s->prof[i].allocated, (unsigned long long)s->prof[i].reserved);
+    }
+}
+
+static void write_tensors(FILE *f, const ms_torch_step *s)
 {
     static const char *const actions[] = {"keep", "offload", "recompute"};
+    for (uint32_t t = 0; t < s->n_tensors; t++) {
+        const torch_tensor *x = &s->tensors[t];
+        fprintf(f, "tensor,%u,", t);
+        csv_name(f, x->t.name);
+        fprintf(f, ",%s,,,,,%llu,%d,", ms_tensor_kind_name(x->t.kind),
+                (unsigned long long)x->t.bytes, x->t.producer);
+        for (uint32_t k = 0; k < x->n_uses; k++)
+            fprintf(f, k ? " %u" : "%u", x->uses[k]);
+        fprintf(f, ",%s\n", actions[s->action ? s->action[t] : MS_TORCH_KEEP]);
+    }
+}
+
+static void write_segments(FILE *f, const ms_torch_step *s)
+{
+    for (uint32_t g = 0; g < s->n_segs; g++) {
+        fprintf(f, "segment,%u,", g);
+        csv_name(f, s->segs[g].name);
+        fprintf(f, ",,,,,,,,%u %u,%s\n", s->segs[g].first_op, s->segs[g].last_op,
+                s->recomputed && s->recomputed[g] ? "recompute" : "keep");
+    }
+}
+
+ms_status ms_torch_profile_write(const ms_torch_step *s, const char *path, ms_diag *d)
+{
     if (s == NULL || path == NULL)
         return ms_diag_set(d, MS_EINVAL, "ms_torch_profile_write: NULL argument");
     FILE *f = fopen(path, "w");
     if (f == NULL)
         return ms_diag_set(d, MS_EIO, "%s: cannot write: %s", path, strerror(errno));
-    fputs("row,id,name,phase_or_kind,start_ns,end_ns,allocated,reserved,bytes,producer,"
+    fputs("row,id,name,phase_or_kind,start_ns,end_ns,allocated,reserved,bytes,producer,uses,"
           "decision\n",
           f);
-    for (uint32_t i = 0; i < s->n_ops; i++) {
-        fprintf(f, "op,%u,", i);
-        csv_name(f, s->ops[i].name);
-        fprintf(f, ",%s,%lld,%lld,%llu,%llu,,,\n", ms_phase_name(s->ops[i].phase),
-                (long long)s->prof[i].start_ns, (long long)s->prof[i].end_ns,
-                (unsigned long long)s->prof[i].allocated, (unsigned long long)s->prof[i].reserved);
-    }
-    for (uint32_t t = 0; t < s->n_tensors; t++) {
-        const ms_tensor *x = &s->tensors[t].t;
-        fprintf(f, "tensor,%u,", t);
-        csv_name(f, x->name);
-        fprintf(f, ",%s,,,,,%llu,%d,%s\n", ms_tensor_kind_name(x->kind),
-                (unsigned long long)x->bytes, x->producer,
-                actions[s->action ? s->action[t] : MS_TORCH_KEEP]);
-    }
+    if (s->measured)
+        fprintf(f, "step,%d,,,0,%lld,%llu,%llu,%llu,,,\n", s->measure.step,
+                (long long)s->measure.step_time_ns, (unsigned long long)s->measure.peak_allocated,
+                (unsigned long long)s->measure.peak_reserved,
+                (unsigned long long)s->measure.capacity);
+    write_ops(f, s);
+    write_tensors(f, s);
+    write_segments(f, s);
     if (fclose(f) != 0)
         return ms_diag_set(d, MS_EIO, "%s: write error", path);
+    return MS_OK;
+}
+
+ms_status ms_torch_summarize(const ms_torch_step *s, ms_torch_summary *out)
+{
+    if (s == NULL || out == NULL)
+        return MS_EINVAL;
+    *out = (ms_torch_summary){.ops = s->n_ops,
+                              .tensors = s->n_tensors,
+                              .segments = s->n_segs,
+                              .stable = ms_torch_plan_stable(s)};
+    for (uint32_t t = 0; t < s->n_tensors; t++) {
+        ms_torch_action a = s->action ? s->action[t] : MS_TORCH_KEEP;
+        out->count[a]++;
+        out->bytes[a] += s->tensors[t].t.bytes;
+    }
+    for (uint32_t g = 0; g < s->n_segs; g++)
+        out->segments_recomputed += s->recomputed && s->recomputed[g];
     return MS_OK;
 }

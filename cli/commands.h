@@ -6,5 +6,6 @@
 
 int cli_run(int argc, char **argv);    /* cli/run.c */
 int cli_replay(int argc, char **argv); /* cli/replay.c */
+int cli_profile_torch(int argc, char **argv); /* cli/profile_torch.c */
 
 #endif

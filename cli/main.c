@@ -24,7 +24,9 @@ static void usage(FILE *out)
             "         in results/<scenario>-compare/, details in one folder per policy.\n"
             "         --set overrides a scenario field: --set model.seq_length=8192\n"
             "replay   replay a PyTorch memory snapshot through the allocator model\n"
-            "         (memsim replay --help for its options)\n");
+            "         (memsim replay --help for its options)\n"
+            "profile-torch PROFILE.csv --policy P\n"
+            "         a policy's plan on a step measured in PyTorch (docs/torch.md)\n");
 }
 
 int main(int argc, char **argv)
@@ -46,6 +48,8 @@ int main(int argc, char **argv)
         return cli_run(argc - 1, argv + 1);
     if (strcmp(argv[1], "replay") == 0)
         return cli_replay(argc - 1, argv + 1);
+    if (strcmp(argv[1], "profile-torch") == 0)
+        return cli_profile_torch(argc - 1, argv + 1);
     fprintf(stderr, "memsim: unknown command '%s'\n", argv[1]);
     usage(stderr);
     return 2;

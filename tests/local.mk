@@ -157,6 +157,7 @@ check_PROGRAMS += tests/unit/test_torch_step
 tests_unit_test_torch_step_SOURCES = tests/unit/test_torch_step.c
 tests_unit_test_torch_step_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_torch_step_LDADD = libmemsim.la $(TEST_LIBS)
+EXTRA_tests_unit_test_torch_step_DEPENDENCIES = memsim$(EXEEXT)
 # memsim_torch on CPU tensors (python3-torch); skips without torch.
 EXTRA_DIST += tests/torch.sh tests/python/test_memsim_torch.py
 

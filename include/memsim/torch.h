@@ -76,9 +76,24 @@ MS_API ms_status ms_torch_decision(const ms_torch_step *s, uint32_t tensor, ms_t
 MS_API bool ms_torch_plan_stable(const ms_torch_step *s);
 /* Whether the plan recomputes a segment. */
 MS_API ms_status ms_torch_segment_recomputed(const ms_torch_step *s, uint32_t segment, bool *out);
-/* The measured step as CSV (one row per op, then one per tensor with its
- * decision): what plan() saw, for inspection. */
+/* The measured step as CSV (docs/torch.md): a step row with the figures
+ * of the last plan, a row per op, per tensor (with its readers and the
+ * last plan's decision) and per segment. */
 MS_API ms_status ms_torch_profile_write(const ms_torch_step *s, const char *path, ms_diag *d);
+/* Read such a CSV back into s (its program is replaced) and the step's
+ * figures into m, so that a policy can plan on a step measured elsewhere
+ * (memsim profile-torch).  Errors name the file, line and field. */
+MS_API ms_status ms_torch_profile_read(ms_torch_step *s, const char *path, ms_torch_measure *m,
+                                       ms_diag *d);
+
+typedef struct ms_torch_summary {
+    uint32_t ops, tensors, segments, segments_recomputed;
+    uint32_t count[3]; /* tensors by ms_torch_action */
+    uint64_t bytes[3];
+    bool stable;
+} ms_torch_summary;
+/* What the last plan decides, in totals. */
+MS_API ms_status ms_torch_summarize(const ms_torch_step *s, ms_torch_summary *out);
 
 #ifdef __cplusplus
 }

@@ -7,6 +7,7 @@ Run by tests/torch.sh (make check)."""
 import copy
 import csv
 import os
+import subprocess
 import tempfile
 import unittest
 
@@ -16,6 +17,7 @@ import torch.nn as nn
 import memsim_torch
 
 SRC = os.environ["MEMSIM_SRCDIR"]
+BUILD = os.environ.get("MEMSIM_BUILDDIR", SRC)
 POLICIES = os.path.join(SRC, "tests", "data", "policies")
 LIB_DIR = os.path.join(SRC, "policies_lua")
 
@@ -132,16 +134,27 @@ class MemsimTorchTest(unittest.TestCase):
             self.assertEqual(sess.recomputed, ["layers.1"])
             opt.step()
             ref_opt.step()
-        # The profiled step as plan() saw it, with the last decisions.
+        # The profiled step as plan() saw it, with the last decisions; and
+        # the same policy planning on that file in `memsim profile-torch`
+        # decides what it decided in the step.
         with tempfile.TemporaryDirectory() as tmp:
             path = os.path.join(tmp, "profile.csv")
             sess.write_profile(path)
             with open(path) as f:
                 rows = f.read().splitlines()
+            out = subprocess.run([os.path.join(BUILD, "memsim"), "profile-torch", path,
+                                  "--policy", os.path.join(POLICIES, "torch_swap.lua")],
+                                 capture_output=True, text=True, check=True).stdout
         self.assertTrue(rows[0].startswith("row,id,name,phase_or_kind,start_ns"))
-        self.assertIn("op,0,embed,forward,", rows[1])
-        self.assertEqual(sum(r.endswith(",offload") for r in rows),
-                         sum(a == "offload" for a in expected.values()))
+        self.assertTrue(rows[1].startswith("step,0,,,0,"))
+        self.assertIn("op,0,embed,forward,", rows[2])
+        offloaded = sum(a == "offload" for a in expected.values())
+        self.assertEqual(sum(r.endswith(",offload") for r in rows), offloaded)
+        recomputed = sum(1 for name, _, kind in sess.tensor_info
+                         if name.startswith("layers.1.") and kind == "activation")
+        self.assertRegex(out, r"offloaded +%d tensors" % offloaded)
+        self.assertRegex(out, r"recomputed +%d tensors" % recomputed)
+        self.assertIn("segments recomputed: 1 of 1", out)
         sess.close()
 
     def test_policy_error_stops_step(self):

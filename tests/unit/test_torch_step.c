@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
 
 #include "memsim/torch.h"
 
@@ -136,16 +137,156 @@ START_TEST(profile_csv)
     buf[n] = '\0';
     fclose(f);
     remove(path);
-    ck_assert_msg(strstr(buf, "op,1,layers.0.mlp.fc2,forward,100,190,2097152,20971520,,,\n") !=
+    ck_assert_msg(strstr(buf, "step,0,,,0,700,3145728,20971520,85899345920,,,\n") != NULL, "%s",
+                  buf);
+    ck_assert_msg(strstr(buf, "op,1,layers.0.mlp.fc2,forward,100,190,2097152,20971520,,,,\n") !=
                       NULL,
                   "%s", buf);
     ck_assert_msg(
-        strstr(buf, "tensor,0,layers.0.mlp.fc1.saved0,activation,,,,,1048576,0,offload\n") != NULL,
+        strstr(buf, "tensor,0,layers.0.mlp.fc1.saved0,activation,,,,,1048576,0,0 5,offload\n") !=
+            NULL,
         "%s", buf);
-    ck_assert_msg(strstr(buf, ",recompute\n") != NULL, "%s", buf);
+    ck_assert_msg(strstr(buf, "segment,0,layers.1,,,,,,,,2 2,recompute\n") != NULL, "%s", buf);
     ck_assert_int_eq(ms_torch_profile_write(p.s, "/nonexistent-dir/p.csv", &d), MS_EIO);
     ck_assert_msg(strstr(d.msg, "/nonexistent-dir/p.csv: cannot write") != NULL, "%s", d.msg);
     ms_torch_step_free(p.s);
+}
+END_TEST
+
+static void write_file(const char *path, const char *text)
+{
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(text, f);
+    fclose(f);
+}
+
+/* What memsim_torch writes reads back into the same program: a policy
+ * planning on the file decides as it did live (memsim profile-torch). */
+START_TEST(profile_round_trip)
+{
+    prog p;
+    build(&p, policy("torch_swap.lua"));
+    ms_diag d = {0};
+    ck_assert_int_eq(ms_torch_plan(p.s, &measured, &d), MS_OK);
+    char path[] = "/tmp/memsim-torch-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ck_assert_int_eq(ms_torch_profile_write(p.s, path, &d), MS_OK);
+    ms_torch_step *s = NULL;
+    ck_assert_int_eq(ms_torch_step_create(policy("torch_measured.lua"), lib_dir, &s, &d), MS_OK);
+    ms_torch_measure m;
+    ck_assert_msg(ms_torch_profile_read(s, path, &m, &d) == MS_OK, "%s", d.msg);
+    ck_assert_int_eq(m.step_time_ns, measured.step_time_ns);
+    ck_assert_uint_eq(m.peak_allocated, measured.peak_allocated);
+    ck_assert_uint_eq(m.capacity, measured.capacity);
+    ck_assert_msg(ms_torch_plan(s, &m, &d) == MS_OK, "%s", d.msg);
+    /* The measured times came back: fc2's saved tensor is the slowest op's. */
+    ms_torch_action a;
+    ck_assert_int_eq(ms_torch_decision(s, p.t[1], &a), MS_OK);
+    ck_assert_int_eq(a, MS_TORCH_OFFLOAD);
+    ms_torch_summary sum;
+    ck_assert_int_eq(ms_torch_summarize(s, &sum), MS_OK);
+    ck_assert_uint_eq(sum.ops, 6);
+    ck_assert_uint_eq(sum.tensors, 4);
+    ck_assert_uint_eq(sum.segments, 1);
+    ck_assert_uint_eq(sum.count[MS_TORCH_OFFLOAD], 1);
+    ck_assert_uint_eq(sum.bytes[MS_TORCH_OFFLOAD], 8 * KiB);
+    ck_assert_uint_eq(sum.count[MS_TORCH_KEEP], 3);
+    /* The segment and the uses came back too: torch_swap.lua on the file
+     * decides as it did on the live recording. */
+    ms_torch_step *s2 = NULL;
+    ck_assert_int_eq(ms_torch_step_create(policy("torch_swap.lua"), lib_dir, &s2, &d), MS_OK);
+    ck_assert_int_eq(ms_torch_profile_read(s2, path, &m, &d), MS_OK);
+    ck_assert_int_eq(ms_torch_plan(s2, &m, &d), MS_OK);
+    for (int i = 0; i < 4; i++) {
+        ms_torch_action live, file;
+        ck_assert_int_eq(ms_torch_decision(p.s, p.t[i], &live), MS_OK);
+        ck_assert_int_eq(ms_torch_decision(s2, p.t[i], &file), MS_OK);
+        ck_assert_int_eq(live, file);
+    }
+    ck_assert_int_eq(ms_torch_summarize(s2, &sum), MS_OK);
+    ck_assert_uint_eq(sum.segments_recomputed, 1);
+    remove(path);
+    ms_torch_step_free(s2);
+    ms_torch_step_free(s);
+    ms_torch_step_free(p.s);
+}
+END_TEST
+
+/* Bad files: the file, line and field, and what was expected. */
+START_TEST(profile_read_errors)
+{
+    static const struct {
+        const char *text, *want;
+    } cases[] = {
+        {"row,id\n", "line 1: 2 fields, expected 12"},
+        {"op,0,f,forward,0,10,0,0,,,,\nop,2,g,forward,0,10,0,0,,,,\n",
+         "line 2: field id: op 2 out of order"},
+        {"op,0,f,sideways,0,10,0,0,,,,\n", "line 1: field phase_or_kind: 'sideways' is neither"},
+        {"op,0,f,forward,0,x,0,0,,,,\n", "line 1: field end_ns: 'x' is not an integer"},
+        {"op,0,f,forward,20,10,0,0,,,,\n", "line 1: op 'f': invalid"},
+        {"op,0,f,forward,0,10,0,0,,,,\ntensor,0,t,activation,,,,,4,0,0 7,keep\n",
+         "line 2: field uses: '7' is not an op of the file"},
+        {"op,0,f,forward,0,10,0,0,,,,\ntensor,0,t,blob,,,,,4,0,0,keep\n",
+         "line 2: field phase_or_kind: unknown tensor kind 'blob'"},
+        {"op,0,f,forward,0,10,0,0,,,,\ntensor,0,t,activation,,,,,4,5,,keep\n",
+         "line 2: field producer: '5' is not an op"},
+        {"op,0,f,backward,0,10,0,0,,,,\nsegment,0,s,,,,,,,,0 0,keep\n",
+         "line 2: segment 's': its ops must all be forward ops"},
+        {"thing,0,f,forward,0,10,0,0,,,,\n", "line 1: field row: 'thing' is none of"},
+        {"op,0,\"f,forward,0,10,0,0,,,,\n", "line 1: error parsing data"},
+        {"row,id,name,phase_or_kind,start_ns,end_ns,allocated,reserved,bytes,producer,uses,"
+         "decision\n",
+         "no op rows"},
+    };
+    char path[] = "/tmp/memsim-torch-XXXXXX";
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    ms_torch_step *s = NULL;
+    ms_diag d = {0};
+    ms_torch_measure m;
+    ck_assert_int_eq(ms_torch_step_create(policy("torch_swap.lua"), lib_dir, &s, &d), MS_OK);
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        write_file(path, cases[i].text);
+        ck_assert_int_eq(ms_torch_profile_read(s, path, &m, &d), MS_EPARSE);
+        ck_assert_msg(strstr(d.msg, cases[i].want) != NULL && strstr(d.msg, path) != NULL,
+                      "case %zu: %s", i, d.msg);
+    }
+    remove(path);
+    ck_assert_int_eq(ms_torch_profile_read(s, "/nonexistent-dir/p.csv", &m, &d), MS_EIO);
+    ck_assert_int_eq(ms_torch_profile_read(s, NULL, &m, &d), MS_EINVAL);
+    ck_assert_int_eq(ms_torch_summarize(NULL, NULL), MS_EINVAL);
+    ms_torch_step_free(s);
+}
+END_TEST
+
+/* memsim profile-torch: exit 2 on usage errors, 1 on a bad file. */
+static int run_cli(const char *args, char *out, size_t n)
+{
+    const char *build = getenv("MEMSIM_BUILDDIR");
+    char cmd[24576];
+    snprintf(cmd, sizeof cmd, "%s/memsim profile-torch %s 2>&1", build ? build : ".", args);
+    FILE *p = popen(cmd, "r");
+    ck_assert_ptr_nonnull(p);
+    size_t k = fread(out, 1, n - 1, p);
+    out[k] = '\0';
+    int st = pclose(p);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+START_TEST(cli_errors)
+{
+    char out[8192], args[16500];
+    ck_assert_int_eq(run_cli("", out, sizeof out), 2);
+    ck_assert_msg(strstr(out, "--policy is required") != NULL, "%s", out);
+    snprintf(args, sizeof args, "/nonexistent-dir/p.csv --policy %s", policy("torch_swap.lua"));
+    ck_assert_int_eq(run_cli(args, out, sizeof out), 1);
+    ck_assert_msg(strstr(out, "/nonexistent-dir/p.csv: cannot read") != NULL, "%s", out);
+    snprintf(args, sizeof args, "%s --policy %s", policy("torch_swap.lua"),
+             policy("torch_swap.lua"));
+    ck_assert_int_eq(run_cli(args, out, sizeof out), 1); /* a Lua file is no profile */
+    ck_assert_msg(strstr(out, "torch_swap.lua: line 1:") != NULL, "%s", out);
 }
 END_TEST
 
@@ -196,6 +337,9 @@ int main(void)
     tcase_add_test(tc, plan_decides_per_tensor);
     tcase_add_test(tc, plan_sees_measured_times);
     tcase_add_test(tc, profile_csv);
+    tcase_add_test(tc, profile_round_trip);
+    tcase_add_test(tc, profile_read_errors);
+    tcase_add_test(tc, cli_errors);
     tcase_add_test(tc, bad_arguments);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);
