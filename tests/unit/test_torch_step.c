@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/wait.h>
+#include <unistd.h>
 
 #include "memsim/torch.h"
 
@@ -121,16 +122,25 @@ START_TEST(plan_sees_measured_times)
 }
 END_TEST
 
+/* The test program planned with torch_swap.lua, written to a new file in
+ * path (a mkstemp template). */
+static void planned_profile(prog *p, char *path)
+{
+    build(p, policy("torch_swap.lua"));
+    ms_diag d = {0};
+    ck_assert_int_eq(ms_torch_plan(p->s, &measured, &d), MS_OK);
+    int fd = mkstemp(path);
+    ck_assert_int_ge(fd, 0);
+    close(fd);
+    ck_assert_msg(ms_torch_profile_write(p->s, path, &d) == MS_OK, "%s", d.msg);
+}
+
 START_TEST(profile_csv)
 {
     prog p;
-    build(&p, policy("torch_swap.lua"));
-    ms_diag d = {0};
-    ck_assert_int_eq(ms_torch_plan(p.s, &measured, &d), MS_OK);
     char path[] = "/tmp/memsim-torch-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(ms_torch_profile_write(p.s, path, &d), MS_OK);
+    planned_profile(&p, path);
+    ms_diag d = {0};
     FILE *f = fopen(path, "r");
     char buf[4096];
     size_t n = fread(buf, 1, sizeof buf - 1, f);
@@ -166,13 +176,9 @@ static void write_file(const char *path, const char *text)
 START_TEST(profile_round_trip)
 {
     prog p;
-    build(&p, policy("torch_swap.lua"));
-    ms_diag d = {0};
-    ck_assert_int_eq(ms_torch_plan(p.s, &measured, &d), MS_OK);
     char path[] = "/tmp/memsim-torch-XXXXXX";
-    int fd = mkstemp(path);
-    ck_assert_int_ge(fd, 0);
-    ck_assert_int_eq(ms_torch_profile_write(p.s, path, &d), MS_OK);
+    planned_profile(&p, path);
+    ms_diag d = {0};
     ms_torch_step *s = NULL;
     ck_assert_int_eq(ms_torch_step_create(policy("torch_measured.lua"), lib_dir, &s, &d), MS_OK);
     ms_torch_measure m;
@@ -243,6 +249,7 @@ START_TEST(profile_read_errors)
     char path[] = "/tmp/memsim-torch-XXXXXX";
     int fd = mkstemp(path);
     ck_assert_int_ge(fd, 0);
+    close(fd);
     ms_torch_step *s = NULL;
     ms_diag d = {0};
     ms_torch_measure m;
