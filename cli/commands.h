@@ -27,6 +27,7 @@ int cli_sweep(int argc, char **argv);   /* cli/sweep.c */
 int cli_list(int argc, char **argv);    /* cli/list.c */
 int cli_calibrate(int argc, char **argv); /* cli/calibrate.c */
 int cli_validate(int argc, char **argv);  /* cli/validate.c */
+int cli_profile_torch(int argc, char **argv); /* cli/profile_torch.c */
 
 /* ---- cli/suggest.c: what ships, and "did you mean" -------------------- */
 

@@ -17,6 +17,7 @@ static void usage(FILE *out)
             "       memsim list [scenarios|devices|policies|keys]\n"
             "       memsim calibrate --backend cuda|npu|mock --device FILE [--out FILE]\n"
             "       memsim validate TABLE.csv... [--fit PARAMS] [--out FILE]\n"
+            "       memsim profile-torch PROFILE.csv --policy P [--out FILE]\n"
             "       memsim --help | --version\n"
             "\n"
             "run      simulate training steps of a scenario file (scenarios/*.lua) under a\n"
@@ -28,6 +29,7 @@ static void usage(FILE *out)
             "list     the shipped scenarios, devices and policies\n"
             "calibrate  measure a device through a backend and fit its device file\n"
             "validate   put the model beside public measurements (validation/*.csv)\n"
+            "profile-torch  a policy's plan on a step measured in PyTorch (docs/torch.md)\n"
             "\n"
             "memsim COMMAND --help shows each command's options and examples; man memsim\n"
             "has them all.\n"
@@ -44,7 +46,7 @@ int main(int argc, char **argv)
     } commands[] = {
         {"run", cli_run},       {"compare", cli_compare}, {"sweep", cli_sweep},
         {"replay", cli_replay}, {"list", cli_list},       {"calibrate", cli_calibrate},
-        {"validate", cli_validate},
+        {"validate", cli_validate}, {"profile-torch", cli_profile_torch},
     };
     if (argc < 2) {
         usage(stderr);

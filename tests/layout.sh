@@ -34,6 +34,18 @@ if [ ! -s "$tmp/declared" ]; then
     fail=1
 fi
 
+# The allocator plugin exports its memsim_* functions and nothing else (it
+# carries its own hidden copy of memsim's parts).
+plugin=$build/bridge_torch/.libs/libmemsim_alloc.so
+if [ -f "$plugin" ]; then
+    other=$(nm -D --defined-only "$plugin" | awk '{print $3}' | grep -v '^memsim_')
+    if [ -n "$other" ]; then
+        echo "FAIL: libmemsim_alloc.so exports more than memsim_*:"
+        echo "$other"
+        fail=1
+    fi
+fi
+
 leaks=$(cd "$src" && grep -rlE '#include "(sim/|backend_mock/)' --include='*.c' --include='*.h' \
     include lib cli bridge_torch backend_npu 2>/dev/null)
 if [ -n "$leaks" ]; then

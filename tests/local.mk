@@ -150,11 +150,27 @@ tests_unit_test_calibrate_SOURCES = tests/unit/test_calibrate.c
 tests_unit_test_calibrate_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_calibrate_LDADD = lib/calibrate/libms_calibrate.la $(TEST_ALL_PARTS) $(TEST_LIBS)
 EXTRA_tests_unit_test_calibrate_DEPENDENCIES = memsim$(EXEEXT)
+# bridge_torch: the pluggable allocator on a host-memory double of the
+# runtime layer; its traces replay in memsim replay.
+check_PROGRAMS += tests/unit/test_bridge_alloc
+tests_unit_test_bridge_alloc_SOURCES = tests/unit/test_bridge_alloc.c tests/unit/test_bridge_fake.c \
+	tests/unit/test_bridge_fake.h
+tests_unit_test_bridge_alloc_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_bridge_alloc_LDADD = bridge_torch/libmemsim_alloc.la libmemsim.la $(TEST_LIBS)
+EXTRA_tests_unit_test_bridge_alloc_DEPENDENCIES = memsim$(EXEEXT)
+# include/memsim/torch.h, the C side of memsim_torch (public API only).
+check_PROGRAMS += tests/unit/test_torch_step
+tests_unit_test_torch_step_SOURCES = tests/unit/test_torch_step.c
+tests_unit_test_torch_step_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_torch_step_LDADD = libmemsim.la $(TEST_LIBS)
+EXTRA_tests_unit_test_torch_step_DEPENDENCIES = memsim$(EXEEXT)
+# memsim_torch on CPU tensors (python3-torch); skips without torch.
+EXTRA_DIST += tests/torch.sh tests/python/test_memsim_torch.py
 
 TESTS += $(check_PROGRAMS)
 
 # DESIGN.md's layout rules on the tree and on the built library's exports.
-TESTS += tests/layout.sh
+TESTS += tests/layout.sh tests/torch.sh
 EXTRA_DIST += tests/layout.sh
 
 # The memsim command as a user meets it, and hostile input (each case stopped

@@ -13,4 +13,5 @@
 #include "memsim/report.h"
 #include "memsim/trace.h"
 #include "memsim/calibrate.h"
+#include "memsim/torch.h"
 #endif
