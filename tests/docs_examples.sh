@@ -9,7 +9,8 @@
 # benchmarks fewer pairs and one repeat; each change is printed.
 # MEMSIM_DOCS_AS_WRITTEN=1 runs the examples exactly as written.  Names that
 # stand for the user's own files (my-scenario.lua, my_policy.lua,
-# snapshot.pickle) get shipped ones; paths under /tmp go to a scratch
+# snapshot.pickle, the alloc.csv a GPU job writes through libmemsim_alloc)
+# get shipped ones; paths under /tmp go to a scratch
 # folder; the public PyTorch snapshots outside the repository
 # (../shared/traces, or $MEMSIM_TRACES) are used where present, and the
 # examples that need them are skipped, and said so, where not.  A
@@ -25,7 +26,8 @@ trap 'rm -rf "$work"' EXIT
 # Run where files may be written (distcheck's source tree is read-only),
 # with the source tree's scenarios, policies and test data at hand.
 run_dir=$work/cwd
-mkdir -p "$run_dir/tmp" && ln -s "$src/scenarios" "$src/tests" "$src/policies_lua" "$run_dir/"
+mkdir -p "$run_dir/tmp" && ln -s "$src/scenarios" "$src/tests" "$src/policies_lua" \
+    "$src/bridge_torch" "$run_dir/"
 tab=$(printf '\t')
 mpi=no
 grep -q '^#define HAVE_MPI 1' "$build/config.h" 2>/dev/null && mpi=yes
@@ -101,7 +103,8 @@ adapt() {
         -e 's# scenario\.lua # tests/data/cli/tiny-gpt.lua #g' \
         -e 's# \(\./\|path/to/\)my_policy\.lua # policies_lua/full_recompute.lua #g' \
         -e 's# snapshot\.pickle # tests/data/traces/small.pickle #g' \
-        -e 's# trace\.pickle # tests/data/traces/small.pickle #g')
+        -e 's# trace\.pickle # tests/data/traces/small.pickle #g' \
+        -e 's# \([a-z-]*/\)\{0,1\}\(memsim-\)\{0,1\}alloc\.csv # tests/data/traces/basic.csv #g')
     if [ "$as_written" != 1 ]; then
         case $cmd in
         *"/memsim run "* | *"/memsim compare "* | *"/memsim sweep "*)
