@@ -1,16 +1,177 @@
 /* The runtime layer on CUDA (runtime.h): the CUDA runtime API and cuBLAS,
  * called from C; no device code of our own (the proxies are cuBLAS GEMMs
- * and copies), so nothing here needs nvcc and the library links only
- * libcudart and libcublas. */
+ * and copies), so nothing here needs nvcc.
+ *
+ * libcudart and libcublas are not linked: they are loaded with dlopen the
+ * first time a process asks for --backend cuda (as PyTorch's lazy CUDA
+ * stubs, NCCL's cudart loader and TensorFlow's dso_loader do), so that the
+ * mock, --help and every other command start without loading them
+ * (~77 M instructions of loading and initialisers at every start,
+ * bench/README.md) and run on a machine where they are not installed.  The calls are typed from the toolkit's
+ * own headers (__typeof__), so the compiler checks each one as if linked. */
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
+#include <dlfcn.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "config.h" /* MS_CUDART_SONAME, MS_CUBLAS_SONAME, MS_CUDA_LIBDIR */
 #include "runtime.h"
 
+/* Every entry point this file calls.  A name the headers turn into another
+ * symbol (cublasCreate is cublasCreate_v2; cudaMemcpyAsync is
+ * cudaMemcpyAsync_ptsz under per-thread default streams) is looked up
+ * under that symbol.  (Kept from clang-format, which would stair-step
+ * the lists.) */
+// clang-format off
+#define CUDART_CALLS(X)                                                                        \
+    X(cudaGetDeviceCount) X(cudaGetLastError) X(cudaGetErrorString) X(cudaGetErrorName)        \
+    X(cudaSetDevice) X(cudaDeviceGetStreamPriorityRange) X(cudaGetDeviceProperties)            \
+    X(cudaMemGetInfo) X(cudaMalloc) X(cudaFree) X(cudaMemset) X(cudaDeviceSynchronize)         \
+    X(cudaHostAlloc) X(cudaFreeHost) X(cudaStreamCreateWithPriority) X(cudaStreamDestroy)      \
+    X(cudaStreamSynchronize) X(cudaEventCreate) X(cudaEventDestroy) X(cudaEventRecord)         \
+    X(cudaEventQuery) X(cudaEventSynchronize) X(cudaEventElapsedTime) X(cudaStreamWaitEvent)   \
+    X(cudaMemcpyAsync)
+#define CUBLAS_CALLS(X)                                                                        \
+    X(cublasCreate) X(cublasDestroy) X(cublasGetStatusString) X(cublasSetStream)               \
+    X(cublasSetWorkspace) X(cublasGemmStridedBatchedEx)
+// clang-format on
+
+typedef struct cuda_api {
+#define CUDA_API_FIELD(fn) __typeof__(&fn) fn;
+    CUDART_CALLS(CUDA_API_FIELD)
+    CUBLAS_CALLS(CUDA_API_FIELD)
+#undef CUDA_API_FIELD
+} cuda_api;
+
+/* The libraries as loaded, or why they could not be.  The only writable
+ * state of this file (with its once flag), written once under
+ * pthread_once and read-only after: device_count() has no handle to keep
+ * it in (runtime.h), and the
+ * libraries are loaded once per process and never unloaded (libcudart and
+ * cuBLAS register exit-time teardown that must find their code still
+ * mapped; NCCL and PyTorch never dlclose them either), so every handle
+ * would hold the same pointers. */
+typedef struct cuda_loaded {
+    cuda_api api;
+    ms_status status;
+    char why[1024];
+} cuda_loaded;
+
+static pthread_once_t cuda_load_once = PTHREAD_ONCE_INIT;
+static cuda_loaded cuda_lib;
+
+/* Names of the environment's overrides (docs/backends.md): a SONAME or a
+ * path, loaded as given and nothing else tried. */
+#define CUDA_CUDART_ENV "MEMSIM_CUDART"
+#define CUDA_CUBLAS_ENV "MEMSIM_CUBLAS"
+
+/* dlopen one library: the override in $env if set, else SONAME in the
+ * toolkit configure found (what a linked build's rpath named), else SONAME
+ * wherever the loader finds it (LD_LIBRARY_PATH, ld.so.cache).  NULL with
+ * the library and the loader's reasons in why. */
+static void *cuda_dlopen(const char *env, const char *soname, char *why, size_t n_why)
+{
+    const char *given = getenv(env);
+    if (given != NULL && given[0] != '\0') {
+        void *h = dlopen(given, RTLD_NOW | RTLD_LOCAL);
+        if (h == NULL)
+            snprintf(why, n_why, "cannot load %s (%s=%s): %s", soname, env, given, dlerror());
+        return h;
+    }
+    char path[4096], first[512];
+    snprintf(path, sizeof path, "%s/%s", MS_CUDA_LIBDIR, soname);
+    void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
+    if (h != NULL)
+        return h;
+    snprintf(first, sizeof first, "%s", dlerror());
+    h = dlopen(soname, RTLD_NOW | RTLD_LOCAL);
+    if (h == NULL)
+        snprintf(why, n_why,
+                 "cannot load %s: %s; %s (install the CUDA toolkit's libraries, or set %s)", soname,
+                 first, dlerror(), env);
+    return h;
+}
+
+/* Store dlsym(h, name) in *slot (a function pointer of the table: POSIX
+ * guarantees a void * from dlsym converts to one; memcpy says so without
+ * a cast ISO C leaves undefined). */
+static bool cuda_dlsym(void *h, const char *lib, const char *name, void *slot, char *why,
+                       size_t n_why)
+{
+    dlerror();
+    void *p = dlsym(h, name);
+    if (p == NULL) {
+        const char *e = dlerror();
+        snprintf(why, n_why, "%s has no %s: %s", lib, name, e != NULL ? e : "null symbol");
+        return false;
+    }
+    memcpy(slot, &p, sizeof p);
+    return true;
+}
+
+#define CUDA_STR_(x) #x
+#define CUDA_STR(x) CUDA_STR_(x) /* after expanding: cublasCreate -> "cublasCreate_v2" */
+
+/* Fill the table's entries of one library (h, soname): false with the
+ * first missing symbol in why. */
+#define CUDA_API_LOAD(fn) ok = ok && cuda_dlsym(h, soname, CUDA_STR(fn), &api->fn, why, n_why);
+
+static bool cuda_resolve_cudart(void *h, cuda_api *api, char *why, size_t n_why)
+{
+    const char *soname = MS_CUDART_SONAME;
+    bool ok = true;
+    CUDART_CALLS(CUDA_API_LOAD)
+    return ok;
+}
+
+static bool cuda_resolve_cublas(void *h, cuda_api *api, char *why, size_t n_why)
+{
+    const char *soname = MS_CUBLAS_SONAME;
+    bool ok = true;
+    CUBLAS_CALLS(CUDA_API_LOAD)
+    return ok;
+}
+#undef CUDA_API_LOAD
+
+/* pthread_once's routine.  A library that loads but lacks a symbol stays
+ * loaded, as does libcudart when cuBLAS is missing: their initialisers
+ * have run, and unloading them could leave their exit handlers dangling. */
+static void cuda_load_libraries(void)
+{
+    cuda_loaded *l = &cuda_lib;
+    l->status = MS_ENOENT;
+    void *rt = cuda_dlopen(CUDA_CUDART_ENV, MS_CUDART_SONAME, l->why, sizeof l->why);
+    if (rt == NULL || !cuda_resolve_cudart(rt, &l->api, l->why, sizeof l->why))
+        return;
+    void *blas = cuda_dlopen(CUDA_CUBLAS_ENV, MS_CUBLAS_SONAME, l->why, sizeof l->why);
+    if (blas == NULL || !cuda_resolve_cublas(blas, &l->api, l->why, sizeof l->why))
+        return;
+    l->status = MS_OK;
+}
+
+/* The loaded table, or MS_ENOENT with why (library and reason). */
+static ms_status cuda_api_get(const cuda_api **api, char *why, size_t n_why)
+{
+    pthread_once(&cuda_load_once, cuda_load_libraries);
+    if (cuda_lib.status != MS_OK) {
+        snprintf(why, n_why, "%s", cuda_lib.why);
+        return cuda_lib.status;
+    }
+    *api = &cuda_lib.api;
+    return MS_OK;
+}
+
+static ms_status cuda_load(char *why, size_t n_why)
+{
+    const cuda_api *api = NULL;
+    return cuda_api_get(&api, why, n_why);
+}
+
 typedef struct cuda_ctx {
+    const cuda_api *api;
     int ordinal;
     cublasHandle_t blas;
     int least_priority, greatest_priority; /* numerically: least >= greatest */
@@ -24,10 +185,9 @@ static ms_status cuda_fail(cuda_ctx *c, cudaError_t e, const char *call)
 {
     if (e == cudaSuccess)
         return MS_OK;
-    cudaGetLastError();
-    if (c != NULL)
-        snprintf(c->err, sizeof c->err, "%s: %s (%s)", call, cudaGetErrorString(e),
-                 cudaGetErrorName(e));
+    c->api->cudaGetLastError();
+    snprintf(c->err, sizeof c->err, "%s: %s (%s)", call, c->api->cudaGetErrorString(e),
+             c->api->cudaGetErrorName(e));
     switch (e) {
     case cudaErrorMemoryAllocation: return MS_ENOMEM;
     case cudaErrorNotReady: return MS_EAGAIN;
@@ -37,39 +197,55 @@ static ms_status cuda_fail(cuda_ctx *c, cudaError_t e, const char *call)
     }
 }
 
-#define CU(c, call) cuda_fail((c), (call), #call)
+/* CU(c, cudaMalloc, &p, bytes): the call through c's table, its error
+ * recorded under the name and arguments as written. */
+#define CU(c, fn, ...) cuda_fail((c), (c)->api->fn(__VA_ARGS__), #fn "(" #__VA_ARGS__ ")")
 
 static ms_status blas_fail(cuda_ctx *c, cublasStatus_t s, const char *call)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return MS_OK;
-    snprintf(c->err, sizeof c->err, "%s: %s", call, cublasGetStatusString(s));
+    snprintf(c->err, sizeof c->err, "%s: %s", call, c->api->cublasGetStatusString(s));
     return s == CUBLAS_STATUS_ALLOC_FAILED ? MS_ENOMEM : MS_EIO;
 }
 
+/* "no driver" and "no device" come back here as MS_OK with no devices and
+ * the runtime's reason (group.c: "no CUDA device: ..."); libraries that
+ * cannot be loaded as MS_ENOENT (group.c calls cuda_load first). */
 static ms_status cuda_device_count(int *n, char *why, size_t n_why)
 {
+    const cuda_api *api = NULL;
+    *n = 0;
+    ms_status st = cuda_api_get(&api, why, n_why);
+    if (st != MS_OK)
+        return st;
     int count = 0;
-    cudaError_t e = cudaGetDeviceCount(&count);
+    cudaError_t e = api->cudaGetDeviceCount(&count);
     *n = e == cudaSuccess ? count : 0;
     if (e != cudaSuccess) {
-        snprintf(why, n_why, "%s (%s)", cudaGetErrorString(e), cudaGetErrorName(e));
-        cudaGetLastError();
+        snprintf(why, n_why, "%s (%s)", api->cudaGetErrorString(e), api->cudaGetErrorName(e));
+        api->cudaGetLastError();
     }
     return MS_OK;
 }
 
 static ms_status cuda_open(int ordinal, void **out, ms_diag *d)
 {
+    char why[sizeof cuda_lib.why];
+    const cuda_api *api = NULL;
+    ms_status st = cuda_api_get(&api, why, sizeof why);
+    if (st != MS_OK)
+        return ms_diag_set(d, st, "cuda:%d: no CUDA runtime: %s", ordinal, why);
     cuda_ctx *c = calloc(1, sizeof *c);
     if (c == NULL)
         return MS_ENOMEM;
+    c->api = api;
     c->ordinal = ordinal;
-    ms_status st = CU(c, cudaSetDevice(ordinal));
+    st = CU(c, cudaSetDevice, ordinal);
     if (st == MS_OK)
-        st = CU(c, cudaDeviceGetStreamPriorityRange(&c->least_priority, &c->greatest_priority));
+        st = CU(c, cudaDeviceGetStreamPriorityRange, &c->least_priority, &c->greatest_priority);
     if (st == MS_OK)
-        st = blas_fail(c, cublasCreate(&c->blas), "cublasCreate");
+        st = blas_fail(c, api->cublasCreate(&c->blas), "cublasCreate");
     if (st != MS_OK) {
         ms_diag_set(d, st, "cuda:%d: %s", ordinal, c->err);
         free(c);
@@ -83,7 +259,7 @@ static void cuda_close(void *ctx)
 {
     cuda_ctx *c = ctx;
     if (c->blas != NULL)
-        cublasDestroy(c->blas);
+        c->api->cublasDestroy(c->blas);
     free(c);
 }
 
@@ -97,7 +273,7 @@ static ms_status cuda_device_name(void *ctx, char *buf, size_t n)
 {
     cuda_ctx *c = ctx;
     struct cudaDeviceProp prop;
-    ms_status st = CU(c, cudaGetDeviceProperties(&prop, c->ordinal));
+    ms_status st = CU(c, cudaGetDeviceProperties, &prop, c->ordinal);
     if (st == MS_OK)
         snprintf(buf, n, "%s", prop.name);
     return st;
@@ -105,8 +281,9 @@ static ms_status cuda_device_name(void *ctx, char *buf, size_t n)
 
 static ms_status cuda_mem_get_info(void *ctx, uint64_t *free_bytes, uint64_t *total_bytes)
 {
+    cuda_ctx *c = ctx;
     size_t f = 0, t = 0;
-    ms_status st = CU(ctx, cudaMemGetInfo(&f, &t));
+    ms_status st = CU(c, cudaMemGetInfo, &f, &t);
     *free_bytes = f;
     *total_bytes = t;
     return st;
@@ -114,34 +291,39 @@ static ms_status cuda_mem_get_info(void *ctx, uint64_t *free_bytes, uint64_t *to
 
 static ms_status cuda_malloc_device(void *ctx, uint64_t bytes, uint64_t *addr)
 {
+    cuda_ctx *c = ctx;
     void *p = NULL;
-    ms_status st = CU(ctx, cudaMalloc(&p, bytes));
+    ms_status st = CU(c, cudaMalloc, &p, bytes);
     *addr = (uint64_t)(uintptr_t)p;
     return st;
 }
 
 static ms_status cuda_free_device(void *ctx, uint64_t addr)
 {
-    return CU(ctx, cudaFree((void *)(uintptr_t)addr));
+    cuda_ctx *c = ctx;
+    return CU(c, cudaFree, (void *)(uintptr_t)addr);
 }
 
 static ms_status cuda_memset_device(void *ctx, uint64_t addr, int value, uint64_t bytes)
 {
-    ms_status st = CU(ctx, cudaMemset((void *)(uintptr_t)addr, value, bytes));
-    return st == MS_OK ? CU(ctx, cudaDeviceSynchronize()) : st;
+    cuda_ctx *c = ctx;
+    ms_status st = CU(c, cudaMemset, (void *)(uintptr_t)addr, value, bytes);
+    return st == MS_OK ? CU(c, cudaDeviceSynchronize) : st;
 }
 
 static ms_status cuda_malloc_host(void *ctx, uint64_t bytes, uint64_t *addr)
 {
+    cuda_ctx *c = ctx;
     void *p = NULL;
-    ms_status st = CU(ctx, cudaHostAlloc(&p, bytes, cudaHostAllocDefault));
+    ms_status st = CU(c, cudaHostAlloc, &p, bytes, cudaHostAllocDefault);
     *addr = (uint64_t)(uintptr_t)p;
     return st;
 }
 
 static ms_status cuda_free_host(void *ctx, uint64_t addr)
 {
-    return CU(ctx, cudaFreeHost((void *)(uintptr_t)addr));
+    cuda_ctx *c = ctx;
+    return CU(c, cudaFreeHost, (void *)(uintptr_t)addr);
 }
 
 /* backend.h's priority 0 (compute) is CUDA's greatest, each step after it
@@ -153,72 +335,82 @@ static ms_status cuda_stream_create(void *ctx, int priority, void **s)
     if (p > c->least_priority)
         p = c->least_priority;
     cudaStream_t stream = NULL;
-    ms_status st = CU(c, cudaStreamCreateWithPriority(&stream, cudaStreamNonBlocking, p));
+    ms_status st = CU(c, cudaStreamCreateWithPriority, &stream, cudaStreamNonBlocking, p);
     *s = stream;
     return st;
 }
 
 static ms_status cuda_stream_destroy(void *ctx, void *s)
 {
-    return CU(ctx, cudaStreamDestroy(s));
+    cuda_ctx *c = ctx;
+    return CU(c, cudaStreamDestroy, s);
 }
 
 static ms_status cuda_stream_synchronize(void *ctx, void *s)
 {
-    return CU(ctx, cudaStreamSynchronize(s));
+    cuda_ctx *c = ctx;
+    return CU(c, cudaStreamSynchronize, s);
 }
 
 static ms_status cuda_event_create(void *ctx, void **e)
 {
+    cuda_ctx *c = ctx;
     cudaEvent_t ev = NULL;
-    ms_status st = CU(ctx, cudaEventCreate(&ev));
+    ms_status st = CU(c, cudaEventCreate, &ev);
     *e = ev;
     return st;
 }
 
 static ms_status cuda_event_destroy(void *ctx, void *e)
 {
-    return CU(ctx, cudaEventDestroy(e));
+    cuda_ctx *c = ctx;
+    return CU(c, cudaEventDestroy, e);
 }
 
 static ms_status cuda_event_record(void *ctx, void *e, void *s)
 {
-    return CU(ctx, cudaEventRecord(e, s));
+    cuda_ctx *c = ctx;
+    return CU(c, cudaEventRecord, e, s);
 }
 
 static ms_status cuda_event_query(void *ctx, void *e, bool *done)
 {
-    cudaError_t r = cudaEventQuery(e);
+    cuda_ctx *c = ctx;
+    cudaError_t r = c->api->cudaEventQuery(e);
     *done = r == cudaSuccess;
-    return r == cudaErrorNotReady ? MS_OK : CU(ctx, r);
+    return r == cudaErrorNotReady ? MS_OK : cuda_fail(c, r, "cudaEventQuery(e)");
 }
 
 static ms_status cuda_event_synchronize(void *ctx, void *e)
 {
-    return CU(ctx, cudaEventSynchronize(e));
+    cuda_ctx *c = ctx;
+    return CU(c, cudaEventSynchronize, e);
 }
 
 static ms_status cuda_event_elapsed_ns(void *ctx, void *start, void *end, int64_t *ns)
 {
+    cuda_ctx *c = ctx;
     float ms = 0;
-    ms_status st = CU(ctx, cudaEventElapsedTime(&ms, start, end));
+    ms_status st = CU(c, cudaEventElapsedTime, &ms, start, end);
     *ns = (int64_t)((double)ms * 1e6);
     return st;
 }
 
 static ms_status cuda_stream_wait_event(void *ctx, void *s, void *e)
 {
-    return CU(ctx, cudaStreamWaitEvent(s, e, 0));
+    cuda_ctx *c = ctx;
+    return CU(c, cudaStreamWaitEvent, s, e, 0);
 }
 
 static ms_status cuda_memcpy_async(void *ctx, uint64_t dst, uint64_t src, uint64_t bytes,
                                    ms_copy_kind kind, void *s)
 {
+    cuda_ctx *c = ctx;
     enum cudaMemcpyKind k = kind == MS_COPY_H2D   ? cudaMemcpyHostToDevice
                             : kind == MS_COPY_D2H ? cudaMemcpyDeviceToHost
                                                   : cudaMemcpyDeviceToDevice;
-    return CU(ctx,
-              cudaMemcpyAsync((void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes, k, s));
+    return CU(c, cudaMemcpyAsync, (void *)(uintptr_t)dst, (const void *)(uintptr_t)src, bytes, k,
+              s);
 }
 
 static cudaDataType cuda_type(ms_dtype t)
@@ -232,20 +424,21 @@ static cudaDataType cuda_type(ms_dtype t)
 static ms_status cuda_gemm(void *ctx, const npu_gemm *g, void *s)
 {
     cuda_ctx *c = ctx;
+    const cuda_api *api = c->api;
     if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX || g->batch > INT32_MAX)
         return MS_ERANGE;
-    ms_status st = blas_fail(c, cublasSetStream(c->blas, s), "cublasSetStream");
+    ms_status st = blas_fail(c, api->cublasSetStream(c->blas, s), "cublasSetStream");
     /* cublasSetStream resets the workspace: give it ours again, so cuBLAS
      * allocates none outside the proxy workspace. */
     if (st == MS_OK)
-        st = blas_fail(c,
-                       cublasSetWorkspace(c->blas, (void *)(uintptr_t)g->scratch, g->scratch_bytes),
-                       "cublasSetWorkspace");
+        st = blas_fail(
+            c, api->cublasSetWorkspace(c->blas, (void *)(uintptr_t)g->scratch, g->scratch_bytes),
+            "cublasSetWorkspace");
     if (st != MS_OK)
         return st;
     const float alpha = 1.0f, beta = 0.0f;
     cudaDataType t = cuda_type(g->dtype);
-    cublasStatus_t r = cublasGemmStridedBatchedEx(
+    cublasStatus_t r = api->cublasGemmStridedBatchedEx(
         c->blas, CUBLAS_OP_N, CUBLAS_OP_N, (int)g->n, (int)g->m, (int)g->k, &alpha,
         (const void *)(uintptr_t)g->b, t, (int)g->n, g->k * g->n, (const void *)(uintptr_t)g->a, t,
         (int)g->k, g->m * g->k, &beta, (void *)(uintptr_t)g->c, t, (int)g->n, g->m * g->n,
@@ -255,12 +448,15 @@ static ms_status cuda_gemm(void *ctx, const npu_gemm *g, void *s)
 
 static ms_status cuda_device_synchronize(void *ctx)
 {
-    return CU(ctx, cudaDeviceSynchronize());
+    cuda_ctx *c = ctx;
+    return CU(c, cudaDeviceSynchronize);
 }
 
 const npu_runtime npu_runtime_cuda = {
     .name = "cuda",
     .device_noun = "CUDA device",
+    .runtime_noun = "CUDA runtime",
+    .load = cuda_load,
     .device_count = cuda_device_count,
     .open = cuda_open,
     .close = cuda_close,

@@ -39,13 +39,17 @@ static const ms_group_ops npu_group_ops = {
     .destroy = group_destroy,
 };
 
-/* "no CUDA device (...)" / "cuda:3 does not exist: ...", with what the
- * machine has. */
+/* "no CUDA runtime: cannot load ..." / "no CUDA device: ..." / "cuda:3
+ * does not exist: ...", with what the machine has. */
 static ms_status check_device(const npu_runtime *rt, const ms_group_config *cfg, ms_diag *d)
 {
     int n = 0;
-    char why[256] = "";
-    ms_status st = rt->device_count(&n, why, sizeof why);
+    char why[1024] = "";
+    ms_status st = rt->load != NULL ? rt->load(why, sizeof why) : MS_OK;
+    if (st != MS_OK)
+        return ms_diag_set(d, st, "no %s: %s (backends in this build: %s)", rt->runtime_noun, why,
+                           ms_backend_names());
+    st = rt->device_count(&n, why, sizeof why);
     if (st != MS_OK)
         return ms_diag_set(d, st, "%s: cannot count the %ss: %s", rt->name, rt->device_noun, why);
     if (n == 0)

@@ -14,6 +14,8 @@ if WITH_CUDA
 noinst_LTLIBRARIES += backend_npu/libms_npu_cuda.la
 backend_npu_libms_npu_cuda_la_SOURCES = backend_npu/cuda.c
 backend_npu_libms_npu_cuda_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+# libcudart and libcublas are dlopened (cuda.c), not linked: CUDA_LIBS is
+# only -ldl where the C library lacks dlopen.
 backend_npu_libms_npu_cuda_la_LIBADD = $(CUDA_LIBS)
 NPU_RUNTIME_PARTS += backend_npu/libms_npu_cuda.la
 endif

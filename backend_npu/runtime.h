@@ -2,7 +2,7 @@
  *
  * One table of functions per device runtime, chosen by configure as Redis's
  * ae.c picks ae_epoll.c or ae_kqueue.c: cuda.c (the CUDA runtime and cuBLAS,
- * --with-cuda) and acl.c (Ascend ACL and aclnn, --with-ascend).  What sits
+ * found by default, loaded with dlopen on first use) and acl.c (Ascend ACL and aclnn, --with-ascend).  What sits
  * on top is runtime-neutral: device.c implements backend.h's ops, proxy.c
  * turns abstract kernels into work of the same shape, pinned.c caches pinned
  * host memory, group.c opens a device group.  Addresses are the runtime's
@@ -37,6 +37,12 @@ typedef struct npu_gemm {
 typedef struct npu_runtime {
     const char *name;        /* the registry's: "cuda", "npu" */
     const char *device_noun; /* "CUDA device", "Ascend NPU" */
+    /* A runtime loaded at run time (cuda.c: dlopen of libcudart and cuBLAS)
+     * names itself ("CUDA runtime") and loads in load(), which group.c
+     * calls before anything else: MS_ENOENT with the library and the
+     * loader's reason in why when it cannot.  NULL: linked in (acl.c). */
+    const char *runtime_noun;
+    ms_status (*load)(char *why, size_t n_why);
     /* Devices this process can use; 0 (MS_OK) with the runtime's reason in
      * why (no driver, no device) when there are none. */
     ms_status (*device_count)(int *n, char *why, size_t n_why);

@@ -5,7 +5,8 @@
 # toolkit stops with an error that says what is missing.  Each case runs
 # configure in a scratch copy of what configure reads (a configured source
 # tree refuses a second build directory) and checks config.h for what
-# lib/backend/registry.c tests (MS_WITH_CUDA).
+# lib/backend/registry.c tests (MS_WITH_CUDA) and what backend_npu/cuda.c
+# loads (MS_CUDART_SONAME, MS_CUBLAS_SONAME from MS_CUDA_LIBDIR).
 #
 # Usage: tests/configure_cuda.sh [SRCDIR]   (SRCDIR must hold a generated
 # configure, i.e. after ./bootstrap or autoreconf).  CI runs it (.ci/run);
@@ -40,6 +41,23 @@ run_configure() {
 
 with_cuda() { grep -q '^#define MS_WITH_CUDA 1' "$tmp/$1/config.h"; }
 
+# defined NAME MACRO: the string config.h defines MACRO to.
+defined() { sed -n "s/^#define $2 \"\(.*\)\"\$/\1/p" "$tmp/$1/config.h"; }
+
+# loads_at_run_time NAME: the CUDA libraries are not linked (cuda.c loads
+# them with dlopen on the first --backend cuda): CUDA_LIBS has no -lcudart
+# or -lcublas, and config.h names their versioned SONAMEs, files of the lib
+# directory it records.
+loads_at_run_time() {
+    libdir=$(defined "$1" MS_CUDA_LIBDIR)
+    cudart=$(defined "$1" MS_CUDART_SONAME)
+    cublas=$(defined "$1" MS_CUBLAS_SONAME)
+    ! grep -q '^CUDA_LIBS = .*-lcu' "$tmp/$1/Makefile" &&
+        case $cudart in libcudart.so.[0-9]*) ;; *) false ;; esac &&
+        case $cublas in libcublas.so.[0-9]*) ;; *) false ;; esac &&
+        [ -e "$libdir/$cudart" ] && [ -e "$libdir/$cublas" ]
+}
+
 check() {
     if eval "$2"; then
         echo "ok: $1"
@@ -57,10 +75,14 @@ run_configure default "$PATH"
 if [ -n "$toolkit" ]; then
     check "default configure finds the CUDA toolkit in $toolkit" \
         '[ "$(cat $tmp/default.rc)" = 0 ] && with_cuda default' default
+    check "the CUDA libraries are loaded at run time: SONAMEs and lib directory recorded, not linked" \
+        'loads_at_run_time default' default
     run_configure with_dir "$bare_path" --with-cuda="$toolkit"
     check "--with-cuda=$toolkit builds the CUDA backend with nvcc off PATH" \
         '[ "$(cat $tmp/with_dir.rc)" = 0 ] && with_cuda with_dir &&
-         grep -q "^CUDA_CPPFLAGS = -I$toolkit/include" $tmp/with_dir/Makefile' with_dir
+         grep -q "^CUDA_CPPFLAGS = -I$toolkit/include" $tmp/with_dir/Makefile &&
+         loads_at_run_time with_dir && defined with_dir MS_CUDA_LIBDIR | grep -q "^$toolkit/"' \
+        with_dir
 else
     check "default configure without a CUDA toolkit builds without it, saying so" \
         '[ "$(cat $tmp/default.rc)" = 0 ] && ! with_cuda default &&

@@ -31,11 +31,12 @@ typedef struct cli_result {
     char *out, *err;
 } cli_result;
 
-static cli_result memsim(const char *args)
+/* memsim run ARGS with the environment's assignments ENV ("" for none). */
+static cli_result memsim_env(const char *env, const char *args)
 {
     char cmd[4096];
-    snprintf(cmd, sizeof cmd, "cd %s && %s/memsim run %s --out %s/out >%s/stdout 2>%s/stderr",
-             srcdir(), builddir(), args, tmpdir, tmpdir, tmpdir);
+    snprintf(cmd, sizeof cmd, "cd %s && %s %s/memsim run %s --out %s/out >%s/stdout 2>%s/stderr",
+             srcdir(), env, builddir(), args, tmpdir, tmpdir, tmpdir);
     int rc = system(cmd);
     char path[600];
     cli_result r = {.rc = WIFEXITED(rc) ? WEXITSTATUS(rc) : -1};
@@ -51,6 +52,11 @@ static void done(cli_result *r)
 {
     free(r->out);
     free(r->err);
+}
+
+static cli_result memsim(const char *args)
+{
+    return memsim_env("", args);
 }
 
 #define TINY "tests/data/cli/tiny-gpt.lua"
@@ -78,6 +84,57 @@ START_TEST(cuda_without_a_device)
     done(&r);
 }
 END_TEST
+
+/* The CUDA runtime and cuBLAS are loaded on the first --backend cuda, not
+ * when memsim starts (backend_npu/cuda.c): a mock run maps neither (the
+ * loader's own log, LD_DEBUG=libs, names every library it looks for). */
+START_TEST(a_mock_run_loads_no_cuda_library)
+{
+    cli_result r = memsim_env("LD_DEBUG=libs", TINY " --quiet");
+    ck_assert_msg(r.rc == 0, "%s", r.err);
+    ck_assert_msg(strstr(r.err, "find library=libc.so") != NULL, "no loader log: %s", r.err);
+    ck_assert_msg(strstr(r.err, "libcudart") == NULL, "a mock run loads libcudart:\n%s", r.err);
+    ck_assert_msg(strstr(r.err, "libcublas") == NULL, "a mock run loads libcublas:\n%s", r.err);
+    done(&r);
+}
+END_TEST
+
+#ifdef MS_WITH_CUDA
+/* A CUDA build run where the toolkit's libraries are missing or wrong
+ * (pointed, through MEMSIM_CUDART / MEMSIM_CUBLAS as docs/backends.md
+ * says, at a library that does not exist or at one that is not CUDA's):
+ * the error names the library and the loader's reason, and the run exits
+ * 1. */
+START_TEST(cuda_libraries_missing)
+{
+    cli_result r = memsim_env("MEMSIM_CUDART=libcudart.so.memsim-missing", TINY " --backend cuda");
+    ck_assert_int_eq(r.rc, 1);
+    ck_assert_msg(strstr(r.err, "memsim: run: no CUDA runtime: cannot load libcudart.so") != NULL,
+                  "%s", r.err);
+    ck_assert_msg(strstr(r.err,
+                         "(MEMSIM_CUDART=libcudart.so.memsim-missing): "
+                         "libcudart.so.memsim-missing: cannot open shared object file") != NULL,
+                  "%s", r.err);
+    ck_assert_ptr_nonnull(strstr(r.err, "(backends in this build: mock, cuda"));
+    done(&r);
+    r = memsim_env("MEMSIM_CUBLAS=/nonexistent/libcublas.so.0", TINY " --backend cuda:0");
+    ck_assert_int_eq(r.rc, 1);
+    ck_assert_msg(strstr(r.err, "memsim: run: no CUDA runtime: cannot load libcublas.so") != NULL,
+                  "%s", r.err);
+    ck_assert_msg(strstr(r.err, "/nonexistent/libcublas.so.0: cannot open shared object file") !=
+                      NULL,
+                  "%s", r.err);
+    done(&r);
+    /* A library that is not the CUDA runtime: the symbol it lacks. */
+    r = memsim_env("MEMSIM_CUDART=libm.so.6", TINY " --backend cuda");
+    ck_assert_int_eq(r.rc, 1);
+    ck_assert_msg(strstr(r.err, "memsim: run: no CUDA runtime: libcudart.so") != NULL, "%s", r.err);
+    ck_assert_msg(strstr(r.err, " has no cudaGetDeviceCount: ") != NULL, "%s", r.err);
+    ck_assert_msg(strstr(r.err, "undefined symbol: cudaGetDeviceCount") != NULL, "%s", r.err);
+    done(&r);
+}
+END_TEST
+#endif
 
 START_TEST(backends_this_build_lacks)
 {
@@ -156,6 +213,10 @@ static Suite *backend_cli_suite(void)
     Suite *s = suite_create("memsim run --backend");
     TCase *tc = tcase_create("cli");
     tcase_add_test(tc, cuda_without_a_device);
+    tcase_add_test(tc, a_mock_run_loads_no_cuda_library);
+#ifdef MS_WITH_CUDA
+    tcase_add_test(tc, cuda_libraries_missing);
+#endif
     tcase_add_test(tc, backends_this_build_lacks);
     tcase_add_test(tc, device_numbers_are_numbers);
     tcase_add_test(tc, stages_the_scenario_lacks);
