@@ -604,7 +604,9 @@ static ms_status issue_swap_copy(ms_exec *e, uint32_t t, uint32_t at_op, int aft
             tn->bytes, out ? MS_COPY_D2H : MS_COPY_H2D, e->streams[stream], (uint64_t)ri);
     if (st != MS_OK)
         return be_call_failed(e, st, out ? "memcpy_async D2H" : "memcpy_async H2D");
-    return MS_OK;
+    /* Once out, the tensor's contents are the host buffer the D2H writes:
+     * its swap-in waits for this, not for the producer. */
+    return out ? record_ready(e, t, ST_SWAP_OUT) : MS_OK;
 }
 
 /* Free the host buffers whose swap-in copies are done; with `wait`, wait
@@ -793,7 +795,13 @@ static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op)
         return ms_diag_set(e->diag, MS_EHAZARD,
                            "hazard: swap-in of tensor %u (%s) before op %u, but it is %s", t,
                            tn->name, at_op, tstate_names[r->state]);
-    ms_status st = tensor_alloc(e, t, ST_COMPUTE, at_op);
+    /* The H2D reads the host buffer the swap-out's D2H writes, on another
+     * stream: without this wait a slow swap-out stream lets the H2D read the
+     * buffer first, and the D2H land after the buffer was handed to the next
+     * swap (tensor_alloc forgets the ready event, so wait first). */
+    ms_status st = wait_ready(e, t, ST_SWAP_IN);
+    if (st == MS_OK)
+        st = tensor_alloc(e, t, ST_COMPUTE, at_op);
     if (st != MS_OK)
         return st;
     /* The H2D must not overwrite the block before compute is done with its

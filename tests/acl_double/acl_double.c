@@ -48,11 +48,13 @@ typedef struct dbl_task {
     size_t bytes;
     struct dbl_event *ev;
     uint64_t gen;
+    unsigned delay_us; /* a copy's: acl_double_set_copy_delay */
     struct dbl_task *next;
 } dbl_task;
 
 struct dbl_stream {
     int device;
+    unsigned seed; /* the stream's own jitter sequence */
     pthread_t thread;
     dbl_task *head, *tail;
     bool busy, quit;
@@ -82,6 +84,8 @@ static struct {
     struct dbl_stream *streams;
     struct dbl_event *events;
     acl_double_stats st;
+    unsigned jitter_us, jitter_seed, streams_made; /* acl_double_set_jitter */
+    unsigned copy_delay_us[4];                     /* by aclrtMemcpyKind */
 } dbl = {.mu = PTHREAD_MUTEX_INITIALIZER,
          .cv = PTHREAD_COND_INITIALIZER,
          .n_devices = 1,
@@ -111,7 +115,38 @@ void acl_double_configure(int n_devices, uint64_t hbm_bytes)
     dbl.hbm = hbm_bytes;
     memset(&dbl.st, 0, sizeof dbl.st);
     memset(dbl.used, 0, sizeof dbl.used);
+    memset(dbl.copy_delay_us, 0, sizeof dbl.copy_delay_us);
     pthread_mutex_unlock(&dbl.mu);
+}
+
+void acl_double_set_jitter(unsigned max_us, unsigned seed)
+{
+    pthread_mutex_lock(&dbl.mu);
+    dbl.jitter_us = max_us;
+    dbl.jitter_seed = seed;
+    dbl.streams_made = 0;
+    pthread_mutex_unlock(&dbl.mu);
+}
+
+void acl_double_set_copy_delay(aclrtMemcpyKind kind, unsigned us)
+{
+    pthread_mutex_lock(&dbl.mu);
+    if ((unsigned)kind < sizeof dbl.copy_delay_us / sizeof dbl.copy_delay_us[0])
+        dbl.copy_delay_us[kind] = us;
+    pthread_mutex_unlock(&dbl.mu);
+}
+
+/* ACL_DOUBLE_JITTER=MAX_US[:SEED] in the environment: jitter from the start. */
+static void jitter_from_env(void)
+{
+    const char *v = getenv("ACL_DOUBLE_JITTER");
+    if (v == NULL || *v == '\0')
+        return;
+    char *end = NULL;
+    unsigned long us = strtoul(v, &end, 10), seed = 1;
+    if (end != NULL && *end == ':')
+        seed = strtoul(end + 1, NULL, 10);
+    acl_double_set_jitter((unsigned)us, (unsigned)seed);
 }
 
 acl_double_stats acl_double_get_stats(void)
@@ -134,6 +169,8 @@ aclError aclInit(const char *configPath)
     bool again = dbl.inited;
     dbl.inited = true;
     pthread_mutex_unlock(&dbl.mu);
+    if (!again)
+        jitter_from_env();
     return again ? ACL_ERROR_REPEAT_INITIALIZE : ACL_SUCCESS;
 }
 
@@ -292,10 +329,20 @@ aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_bytes, size_t *total)
 
 /* ---- streams ---------------------------------------------------------------- */
 
+static void pause_us(unsigned us)
+{
+    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
+    while (us > 0 && nanosleep(&ts, &ts) != 0)
+        ;
+}
+
 static void run_task(dbl_task *t)
 {
     switch (t->kind) {
-    case T_COPY: memmove(t->dst, t->src, t->bytes); break;
+    case T_COPY:
+        pause_us(t->delay_us);
+        memmove(t->dst, t->src, t->bytes);
+        break;
     case T_GEMM: memset(t->dst, 0, t->bytes); break;
     case T_RECORD:
         pthread_mutex_lock(&dbl.mu);
@@ -314,6 +361,13 @@ static void run_task(dbl_task *t)
     }
 }
 
+/* A random pause of up to max_us before a task (acl_double_set_jitter). */
+static void jitter(struct dbl_stream *s, unsigned max_us)
+{
+    if (max_us > 0)
+        pause_us((unsigned)rand_r(&s->seed) % (max_us + 1));
+}
+
 static void *stream_thread(void *arg)
 {
     struct dbl_stream *s = arg;
@@ -325,7 +379,9 @@ static void *stream_thread(void *arg)
             break;
         dbl_task *t = s->head;
         s->busy = true;
+        unsigned max_us = dbl.jitter_us;
         pthread_mutex_unlock(&dbl.mu);
+        jitter(s, max_us);
         run_task(t);
         pthread_mutex_lock(&dbl.mu);
         s->head = t->next;
@@ -375,6 +431,9 @@ aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uin
     if (s == NULL)
         return ACL_ERROR_RT_MEMORY_ALLOCATION;
     s->device = cur_device;
+    pthread_mutex_lock(&dbl.mu);
+    s->seed = dbl.jitter_seed * 2654435761u + ++dbl.streams_made;
+    pthread_mutex_unlock(&dbl.mu);
     if (pthread_create(&s->thread, NULL, stream_thread, s) != 0) {
         free(s);
         return ACL_ERROR_RT_MEMORY_ALLOCATION;
@@ -471,7 +530,11 @@ aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t cou
                    "a side is not in a live "
                    "allocation of its kind");
     else
-        e = enqueue(stream, (dbl_task){.kind = T_COPY, .dst = dst, .src = src, .bytes = count});
+        e = enqueue(stream, (dbl_task){.kind = T_COPY,
+                                       .dst = dst,
+                                       .src = src,
+                                       .bytes = count,
+                                       .delay_us = dbl.copy_delay_us[kind]});
     if (e == ACL_SUCCESS) {
         uint64_t *c = kind == ACL_MEMCPY_HOST_TO_DEVICE   ? &dbl.st.bytes_h2d
                       : kind == ACL_MEMCPY_DEVICE_TO_HOST ? &dbl.st.bytes_d2h

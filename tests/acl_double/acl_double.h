@@ -7,6 +7,8 @@
 
 #include <stdint.h>
 
+#include "acl/acl.h"
+
 typedef struct acl_double_stats {
     uint64_t device_bytes, device_allocs;     /* live, all devices */
     uint64_t host_bytes, host_allocs;         /* live pinned host memory */
@@ -20,8 +22,18 @@ typedef struct acl_double_stats {
 } acl_double_stats;
 
 /* Pretend to have n_devices devices of hbm_bytes each (0 devices: none).
- * Clears the counters; nothing may be live. */
+ * Clears the counters and the copy delays; nothing may be live. */
 void acl_double_configure(int n_devices, uint64_t hbm_bytes);
 acl_double_stats acl_double_get_stats(void);
+/* Make every stream pause a random 0 .. max_us microseconds before each of
+ * its tasks (0: none), each stream with its own sequence from seed, so that
+ * work on different streams interleaves in orders a loaded machine only
+ * shows now and then: an ordering the code under test forgot shows up as a
+ * wrong byte.  ACL_DOUBLE_JITTER=MAX_US[:SEED] sets it at aclInit. */
+void acl_double_set_jitter(unsigned max_us, unsigned seed);
+/* Make every copy of one kind wait us microseconds on its stream before it
+ * moves its bytes, as one direction of a busy copy engine does: work on
+ * other streams overtakes it unless something orders it (0: none). */
+void acl_double_set_copy_delay(aclrtMemcpyKind kind, unsigned us);
 
 #endif

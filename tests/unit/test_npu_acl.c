@@ -162,6 +162,21 @@ START_TEST(a_run_verifies_its_swaps)
 }
 END_TEST
 
+/* A swap-out stream that lags (its copies out slowed, as a busy D2H engine
+ * or a starved stream thread would) must not let the swap-in read the host
+ * buffer first, nor that buffer go to the next swap while the late copy out
+ * still writes it: the data check catches a wrong byte either way. */
+START_TEST(swaps_stay_ordered_when_copies_out_lag)
+{
+    acl_double_set_copy_delay(ACL_MEMCPY_DEVICE_TO_HOST, 20000);
+    ms_run_notes n;
+    ms_run_summary s;
+    npu_check_run("npu", NULL, &n, &s);
+    ck_assert_uint_gt(s.swapped_bytes, 0);
+    assert_device_released();
+}
+END_TEST
+
 START_TEST(a_run_verifies_its_recomputes)
 {
     ms_run_notes n;
@@ -303,6 +318,7 @@ static Suite *npu_acl_suite(void)
     tcase_add_checked_fixture(tc, setup_two_gib, NULL);
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, a_run_verifies_its_swaps);
+    tcase_add_test(tc, swaps_stay_ordered_when_copies_out_lag);
     tcase_add_test(tc, a_run_verifies_its_recomputes);
     tcase_add_test(tc, a_model_too_big_runs_fewer_layers);
     tcase_add_test(tc, a_model_that_cannot_fit_even_scaled);
