@@ -122,6 +122,9 @@ adapt() {
     fi
     case $cmd in
     *"mpirun "*) [ "$mpi" = yes ] || { echo "skip: built without --with-mpi"; return; } ;;
+    *" --backend cuda"* | *" --backend npu"*)
+        [ "${MEMSIM_DOCS_DEVICE:-0}" = 1 ] ||
+            { echo "skip: needs a real device (MEMSIM_DOCS_DEVICE=1 runs it)"; return; } ;;
     *"/bench/"*) [ -x "$build/bench/bench_run" ] || { echo "skip: benchmarks not built"; return; } ;;
     esac
     echo "$cmd"
