@@ -28,6 +28,7 @@
 
 #include "lib/base/growable.h"
 #include "mock_private.h"
+#include "lib/base/units.h"
 
 /* One backed range: a device segment or reservation (addr is its device
  * address) or a pinned host buffer (addr is its host address, fake the
@@ -129,7 +130,6 @@ static uint64_t host_available_bytes(void)
     return pages > 0 && page > 0 ? (uint64_t)pages * (uint64_t)page : 0;
 }
 
-#define GiB(x) ((double)(x) / 1073741824.0)
 
 /* Hold `more` host bytes, or fault (sticky) saying the budget is spent. */
 static bool hold(ms_mock *m, uint64_t more, const char *what)
@@ -145,7 +145,7 @@ static bool hold(ms_mock *m, uint64_t more, const char *what)
                  "host memory and %s would take it to %.2f GiB, beyond its budget of %.2f GiB "
                  "(half the host's available memory when the run began): verify a smaller run "
                  "(fewer layers, a shorter sequence or micro-batch)",
-                 m->device, what, GiB(d->held + more), GiB(d->budget));
+                 m->device, what, base_gib(d->held + more), base_gib(d->budget));
     return false;
 }
 

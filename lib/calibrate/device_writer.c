@@ -12,8 +12,8 @@
 #include <string.h>
 
 #include "memsim/backend.h"
+#include "lib/base/units.h"
 
-#define GIB 1073741824.0
 #define GB 1e9
 
 ms_fit_residuals ms_fit_residuals_none(void)
@@ -107,7 +107,7 @@ static void put_memory(FILE *f, const ms_device_spec *s)
     put_str(f, s->name);
     fprintf(f, ",\n  hbm_bytes = %llu,\n", (unsigned long long)s->hbm_bytes);
     put_param(f, "  ", "hbm_bandwidth_gbs", s, false);
-    put_field(f, "  ", "host_pinned_gib", (double)s->host_pinned_bytes / GIB);
+    put_field(f, "  ", "host_pinned_gib", (double)s->host_pinned_bytes / BASE_GIB);
     static const char *const peaks[] = {"peak_tflops.bf16", "peak_tflops.fp16", "peak_tflops.fp32",
                                         "peak_tflops.fp8", "peak_tflops.int8"};
     put_section(f, "peak_tflops", peaks, 5, s);

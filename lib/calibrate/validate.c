@@ -16,8 +16,8 @@
 #include "fit.h"
 #include "memsim/run.h"
 #include "memsim/workload.h"
+#include "lib/base/units.h"
 
-#define GIB 1073741824.0
 
 ms_status ms_validation_load(const char *const *tables, size_t n_tables, ms_validation **out,
                              ms_diag *d)
@@ -87,7 +87,7 @@ static void record_results(val_row *r, const ms_run_summary *s, size_t n)
         if (s[i].peak_reserved > peak)
             peak = s[i].peak_reserved;
     r->pred_time_s = s[0].step_time_ms / 1e3;
-    r->pred_mem_gib = (double)peak / GIB;
+    r->pred_mem_gib = (double)peak / BASE_GIB;
     int world = r->sc->parallel.world_size;
     r->pred_tflops = r->pred_time_s > 0 ? source_flops(r) / (r->pred_time_s * world) / 1e12 : 0;
     r->ran = true;

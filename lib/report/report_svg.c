@@ -4,6 +4,7 @@
 #include "report_svg.h"
 #include "lib/base/growable.h"
 #include "report_internal.h"
+#include "lib/base/units.h"
 
 #include <errno.h>
 #include <inttypes.h>
@@ -13,7 +14,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#define GIB 1073741824.0
 #define N_WORK 4 /* ms_work_kind values */
 #define WIDTH (MS_SVG_LEFT + MS_SVG_PLOT_W + MS_SVG_RIGHT)
 #define LANE_PITCH (MS_SVG_LANE_H + MS_SVG_LANE_GAP)
@@ -346,10 +346,10 @@ static ms_status mem_plot_build(mem_plot *mp)
         top = fmax(top, hi);
     }
     /* One y scale for every panel: stages compare by eye. */
-    double gib = top > 0 ? top / GIB : 1.0;
+    double gib = top > 0 ? top / BASE_GIB : 1.0;
     double step = nice_step(gib, 5);
-    mp->y_step = step * GIB;
-    mp->y_max = ceil(gib / step - 1e-9) * step * GIB;
+    mp->y_step = step * BASE_GIB;
+    mp->y_max = ceil(gib / step - 1e-9) * step * BASE_GIB;
     return MS_OK;
 }
 
@@ -449,7 +449,7 @@ static void put_series(FILE *f, const mem_plot *mp, panel_geom g, const mem_val 
 
 static void put_gib_axis(FILE *f, const mem_plot *mp, panel_geom g)
 {
-    int dec = step_decimals(mp->y_step / GIB);
+    int dec = step_decimals(mp->y_step / BASE_GIB);
     for (int i = 0;; i++) {
         double b = i * mp->y_step;
         if (b > mp->y_max * (1.0 + 1e-9))
@@ -458,7 +458,7 @@ static void put_gib_axis(FILE *f, const mem_plot *mp, panel_geom g)
         fprintf(f, "<line class=\"grid\" x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\"/>"
                    "<text class=\"r\" x=\"%d\" y=\"%.1f\">%.*f</text>\n",
                 MS_SVG_LEFT, y, MS_SVG_LEFT + MS_SVG_PLOT_W, y, MS_SVG_LEFT - 6, y + 4, dec,
-                b / GIB);
+                b / BASE_GIB);
     }
     fprintf(f, "<text class=\"r\" x=\"%d\" y=\"%d\">GiB</text>\n", MS_SVG_LEFT - 6, g.top - 8);
 }
@@ -474,8 +474,8 @@ static void put_panel_head(FILE *f, const mem_plot *mp, size_t p, panel_geom g)
     fprintf(f, ", step %d</text>\n", mp->sp.step);
     fprintf(f, "<text x=\"%d\" y=\"%d\">peak requested %.2f GiB at %.3f ms; peak allocated %.2f "
                "GiB at %.3f ms; peak reserved %.2f GiB at %.3f ms</text>\n",
-            MS_SVG_LEFT, g.top - MS_SVG_PANEL_HEAD + 30, pk->total / GIB, pk->total_ns / 1e6,
-            pk->allocated / GIB, pk->allocated_ns / 1e6, pk->reserved / GIB,
+            MS_SVG_LEFT, g.top - MS_SVG_PANEL_HEAD + 30, pk->total / BASE_GIB, pk->total_ns / 1e6,
+            pk->allocated / BASE_GIB, pk->allocated_ns / 1e6, pk->reserved / BASE_GIB,
             pk->reserved_ns / 1e6);
 }
 

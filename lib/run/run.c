@@ -49,11 +49,19 @@ typedef struct ms_stage {
 /* The scenario's allocator, unless the policy brings its own (MindSpeed's
  * memory-fragmentation allocator replaces torch_npu's; the memory fraction
  * is set on top of the scenario's allocator string). */
+/* The allocator flavour a run uses: the policy's choice (MindSpeed's
+ * fragmentation allocator, for one) over the scenario's. */
+static const char *allocator_name(const ms_scenario *sc, const ms_policy *policy)
+{
+    const ms_policy_allocator *pa = ms_policy_allocator_get(policy);
+    return pa && pa->flavour[0] ? pa->flavour : sc->allocator_flavour;
+}
+
 static ms_status alloc_config(const ms_scenario *sc, const ms_policy *policy, ms_alloc_config *acfg,
                               ms_diag *d)
 {
     const ms_policy_allocator *pa = ms_policy_allocator_get(policy);
-    const char *name = pa && pa->flavour[0] ? pa->flavour : sc->allocator_flavour;
+    const char *name = allocator_name(sc, policy);
     ms_alloc_flavour flavour = MS_ALLOC_CUDA;
     if (ms_alloc_flavour_parse(name, &flavour) != MS_OK)
         return ms_diag_set(d, MS_EINVAL, "%s: unknown allocator flavour '%s'", sc->path, name);
@@ -66,12 +74,6 @@ static ms_status alloc_config(const ms_scenario *sc, const ms_policy *policy, ms
     if (st == MS_OK && pa && pa->memory_fraction > 0.0)
         acfg->memory_fraction = pa->memory_fraction;
     return st;
-}
-
-static const char *allocator_name(const ms_scenario *sc, const ms_policy *policy)
-{
-    const ms_policy_allocator *pa = ms_policy_allocator_get(policy);
-    return pa && pa->flavour[0] ? pa->flavour : sc->allocator_flavour;
 }
 
 /* The executor and allocator of a stage; its device belongs to the group. */

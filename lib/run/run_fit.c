@@ -4,12 +4,12 @@
  * device has free, so a policy that swaps or recomputes its way into the
  * memory counts as fitting, as it would on the device. */
 #include "run_fit.h"
+#include "lib/base/units.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#define GiB(x) ((double)(x) / 1073741824.0)
 
 /* The scenario reloaded with its overrides and model.num_layers = layers. */
 static ms_status reload(const ms_scenario *sc, const ms_run_options *opt, int layers,
@@ -123,7 +123,7 @@ ms_status run_fit_layers(const ms_scenario *sc, const ms_run_options *opt, uint6
                        "%s cannot run on backend '%s': stage %d does not fit in the %.2f GiB the "
                        "device has free (of %.2f GiB), even with %d of its %d layers under policy "
                        "'%s' (the mock's prediction: %s)",
-                       sc->name, opt->backend, opt->single_stage ? opt->stage : 0, GiB(usable),
-                       GiB(total), step, sc->model.num_layers,
+                       sc->name, opt->backend, opt->single_stage ? opt->stage : 0, base_gib(usable),
+                       base_gib(total), step, sc->model.num_layers,
                        opt->policy ? opt->policy : sc->policy, smallest[0] ? smallest : why);
 }

@@ -12,10 +12,10 @@
 
 #include "lib/base/sandbox.h"
 #include "memsim/backend.h"
+#include "lib/base/units.h"
 
 #define DEVICE_INSTRUCTIONS 20000000ULL
 #define DEVICE_MEMORY (64u << 20)
-#define GIB 1073741824.0
 #define GB 1e9
 #define US 1e3 /* ns */
 
@@ -289,9 +289,9 @@ static void fill_spec(const st_value *v, const char *path, ms_device_spec *s)
     else
         scn_base_name(path, s->name, sizeof s->name);
     s->hbm_bytes = v[DV_HBM_BYTES].set ? (uint64_t)v[DV_HBM_BYTES].i
-                                        : (uint64_t)floor(v[DV_HBM_GIB].n * GIB);
+                                        : (uint64_t)floor(v[DV_HBM_GIB].n * BASE_GIB);
     s->hbm_bw = v[DV_HBM_BW].n * GB;
-    s->host_pinned_bytes = (uint64_t)floor(v[DV_PINNED_GIB].n * GIB);
+    s->host_pinned_bytes = (uint64_t)floor(v[DV_PINNED_GIB].n * BASE_GIB);
     static const struct {
         int id;
         ms_dtype dt;
