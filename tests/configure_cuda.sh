@@ -17,13 +17,20 @@ tmp=$(mktemp -d /tmp/memsim-configure-cuda-XXXXXX)
 trap 'rm -rf "$tmp"' EXIT
 fail=0
 
-# The toolkit a default configure must find, if this machine has one.
+# The toolkit a default configure must find, if this machine has one.  The
+# nvcc on PATH may be a wrapper script far from its toolkit (Debian-style
+# /usr/local/bin/nvcc that execs /usr/local/cuda-13.0/bin/nvcc), so the
+# toolkit is the folder that holds the headers, not nvcc's parent.
 toolkit=""
-if command -v nvcc >/dev/null 2>&1; then
-    toolkit=$(dirname "$(dirname "$(command -v nvcc)")")
-elif [ -f /usr/local/cuda/include/cuda_runtime_api.h ]; then
-    toolkit=/usr/local/cuda
-fi
+real_nvcc=""
+for dir in "$(dirname "$(dirname "$(command -v nvcc || echo /none/bin/nvcc)")")" \
+           /usr/local/cuda; do
+    if [ -f "$dir/include/cuda_runtime_api.h" ] && [ -x "$dir/bin/nvcc" ]; then
+        toolkit=$(cd "$dir" && pwd)
+        real_nvcc=$toolkit/bin/nvcc
+        break
+    fi
+done
 
 # run_configure NAME PATH_FOR_CONFIGURE ARGS...: configure in a fresh copy;
 # leaves its exit status in $tmp/NAME.rc and its output in $tmp/NAME.log.
@@ -58,6 +65,13 @@ loads_at_run_time() {
         [ -e "$libdir/$cudart" ] && [ -e "$libdir/$cublas" ]
 }
 
+# cppflags_hold_toolkit NAME: the include folder configure chose holds the
+# CUDA runtime's header.
+cppflags_hold_toolkit() {
+    inc=$(sed -n 's/^CUDA_CPPFLAGS = -I\([^ ]*\).*/\1/p' "$tmp/$1/Makefile")
+    [ -n "$inc" ] && [ -f "$inc/cuda_runtime_api.h" ]
+}
+
 check() {
     if eval "$2"; then
         echo "ok: $1"
@@ -73,8 +87,18 @@ bare_path=/usr/bin:/bin
 
 run_configure default "$PATH"
 if [ -n "$toolkit" ]; then
-    check "default configure finds the CUDA toolkit in $toolkit" \
-        '[ "$(cat $tmp/default.rc)" = 0 ] && with_cuda default' default
+    check "default configure finds the CUDA toolkit (headers under its CUDA_CPPFLAGS)" \
+        '[ "$(cat $tmp/default.rc)" = 0 ] && with_cuda default && cppflags_hold_toolkit default' default
+    # What CI's machine has: nvcc on PATH is a wrapper script whose folder
+    # holds no toolkit; configure must still find one (asking nvcc, then
+    # /usr/local/cuda) rather than give up on the wrapper's parent.
+    mkdir -p "$tmp/wrapper/bin"
+    printf '#!/bin/sh\nexec %s "$@"\n' "$real_nvcc" >"$tmp/wrapper/bin/nvcc"
+    chmod +x "$tmp/wrapper/bin/nvcc"
+    run_configure wrapper "$tmp/wrapper/bin:$bare_path"
+    check "a wrapper nvcc on PATH, far from its toolkit, still finds the toolkit" \
+        '[ "$(cat $tmp/wrapper.rc)" = 0 ] && with_cuda wrapper && cppflags_hold_toolkit wrapper &&
+         loads_at_run_time wrapper' wrapper
     check "the CUDA libraries are loaded at run time: SONAMEs and lib directory recorded, not linked" \
         'loads_at_run_time default' default
     run_configure with_dir "$bare_path" --with-cuda="$toolkit"
