@@ -59,6 +59,7 @@ struct ms_cohost {
     ms_cohost_done done;
     void *user;
     ms_cohost_clock clock; /* must not disturb a parked host */
+    ms_cohost_moves moves;
 };
 
 static ms_status park(ms_cohost *c, int host)
@@ -108,50 +109,48 @@ static void host_entry(unsigned hi, unsigned lo)
     /* Returning ends the context and resumes uc_link: the driver. */
 }
 
-static int64_t host_clock(const ms_cohost_thread *t)
+/* What the scheduler orders by: each host's clock, and whether its wait
+ * still stands (parked in the simulator, not woken by device progress). */
+typedef struct host_view {
+    int64_t clock;
+    bool waiting;
+} host_view;
+
+static host_view view_of(const ms_cohost_thread *t)
 {
-    int64_t now = 0;
+    host_view v = {0, false};
     if (t->real != NULL && t->c->clock != NULL)
-        t->c->clock(t->real, &now, NULL);
-    return now;
+        t->c->clock(t->real, &v.clock, &v.waiting);
+    return v;
 }
 
-/* Its wait has not been satisfied by device progress since it parked. */
-static bool still_waiting(const ms_cohost_thread *t)
+/* One look at every host per hand-over: with 64 pipeline stages, asking
+ * each host for its clock in every pass of pick_next and again for the
+ * "moved" test was most of a step's instructions. */
+static void look_at_hosts(const ms_cohost *c, host_view *views)
 {
-    int64_t now = 0;
-    bool parked = false;
-    if (t->real != NULL && t->c->clock != NULL)
-        t->c->clock(t->real, &now, &parked);
-    return parked;
+    for (int i = 0; i < c->n; i++)
+        views[i] = view_of(&c->threads[i]);
 }
 
-static int smallest_clock(ms_cohost *c, bool (*skip)(const ms_cohost_thread *))
+typedef enum skip_rule { SKIP_WAITING, SKIP_MARKED, SKIP_NONE } skip_rule;
+
+static bool skipped(const ms_cohost_thread *t, const host_view *v, skip_rule rule)
+{
+    return rule == SKIP_WAITING ? v->waiting : rule == SKIP_MARKED ? t->parked : false;
+}
+
+static int smallest_clock(const ms_cohost *c, const host_view *views, skip_rule rule)
 {
     int best = DRIVER;
-    int64_t best_clock = 0;
     for (int i = 0; i < c->n; i++) {
-        ms_cohost_thread *t = &c->threads[i];
-        if (t->finished || skip(t))
+        const ms_cohost_thread *t = &c->threads[i];
+        if (t->finished || skipped(t, &views[i], rule))
             continue;
-        int64_t clk = host_clock(t);
-        if (best == DRIVER || clk < best_clock) {
+        if (best == DRIVER || views[i].clock < views[best].clock)
             best = i;
-            best_clock = clk;
-        }
     }
     return best;
-}
-
-static bool marked_parked(const ms_cohost_thread *t)
-{
-    return t->parked;
-}
-
-static bool never(const ms_cohost_thread *t)
-{
-    (void)t;
-    return false;
 }
 
 /* The host with the smallest clock (ties: lowest index) among those that can
@@ -161,17 +160,25 @@ static bool never(const ms_cohost_thread *t)
  * waits (a condition changed without a device step, a cancel, or a
  * deadlock to detect), those not retried since someone last moved get a
  * try, then all of them. */
-static int pick_next(ms_cohost *c)
+static int pick_next(ms_cohost *c, const host_view *views)
 {
-    int next = smallest_clock(c, still_waiting);
+    int next = smallest_clock(c, views, SKIP_WAITING);
     if (next == DRIVER)
-        next = smallest_clock(c, marked_parked);
+        next = smallest_clock(c, views, SKIP_MARKED);
     if (next == DRIVER) {
         for (int i = 0; i < c->n; i++)
             c->threads[i].parked = false;
-        next = smallest_clock(c, never);
+        next = smallest_clock(c, views, SKIP_NONE);
     }
     return next;
+}
+
+/* Every host's clock only moves forward, so "some clock differs from
+ * before the turn" is "some clock moved during it". */
+static uint64_t clock_moves(const ms_cohost *c)
+{
+    const ms_backend *real = c->threads[0].real;
+    return real != NULL ? c->moves(real) : 0;
 }
 
 static ms_status start_host(ms_cohost *c, ms_cohost_thread *t)
@@ -207,32 +214,29 @@ ms_status mock_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done
         if (t->result != MS_OK)
             t->finished = true;
     }
-    int64_t *before = calloc((size_t)c->n, sizeof *before);
-    if (before == NULL)
+    host_view *views = calloc((size_t)c->n, sizeof *views);
+    if (views == NULL)
         st = MS_ENOMEM;
-    while (before != NULL) {
-        int next = pick_next(c);
+    while (views != NULL) {
+        look_at_hosts(c, views);
+        int next = pick_next(c, views);
         if (next == DRIVER)
             break;
-        for (int i = 0; i < c->n; i++)
-            before[i] = host_clock(&c->threads[i]);
+        uint64_t moves_before = clock_moves(c);
         c->current = next;
         resume(c, &c->threads[next]);
         c->current = DRIVER;
-        /* Only a host that moved (finished, or any clock advanced: device
-         * work ran or a waiter woke) may have produced what the parked ones
-         * wait for.  One that parked again at once changed nothing, and
-         * letting it clear the others' marks would have two stuck hosts hand
-         * the turn back and forth forever while the one that must move never
-         * runs. */
-        bool moved = c->threads[next].finished;
-        for (int i = 0; i < c->n && !moved; i++)
-            moved = host_clock(&c->threads[i]) != before[i];
+        /* Only a host that moved (finished, or some clock moved: device work
+         * ran or a waiter woke) may have produced what the parked ones wait
+         * for.  One that parked again at once changed nothing, and letting it
+         * clear the others' marks would have two stuck hosts hand the turn
+         * back and forth forever while the one that must move never runs. */
+        bool moved = c->threads[next].finished || clock_moves(c) != moves_before;
         for (int i = 0; moved && i < c->n; i++)
             if (i != next)
                 c->threads[i].parked = false;
     }
-    free(before);
+    free(views);
     for (int i = 0; i < c->n; i++)
         if (st == MS_OK && c->threads[i].result != MS_OK)
             st = c->threads[i].result;
@@ -248,9 +252,10 @@ ms_status mock_cohost_cancel(ms_cohost *c)
     return MS_OK;
 }
 
-ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost **out)
+ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost_moves moves,
+                             ms_cohost **out)
 {
-    if (n_hosts < 1 || clock == NULL || out == NULL)
+    if (n_hosts < 1 || clock == NULL || moves == NULL || out == NULL)
         return MS_EINVAL;
     ms_cohost *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -262,6 +267,7 @@ ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost **out
     }
     c->n = n_hosts;
     c->clock = clock;
+    c->moves = moves;
     for (int i = 0; i < n_hosts; i++) {
         c->threads[i].c = c;
         c->threads[i].index = i;

@@ -27,8 +27,12 @@ typedef void (*ms_cohost_done)(void *user, int host);
  * backend's own now() catches up and would wake a parked host), and whether
  * a parked host is still waiting (parked may be NULL). */
 typedef ms_status (*ms_cohost_clock)(const ms_backend *real, int64_t *ns, bool *parked);
+/* How many times any host clock has moved forward (hosts sharing one
+ * engine share the count): a turn that leaves it unchanged moved nothing. */
+typedef uint64_t (*ms_cohost_moves)(const ms_backend *real);
 
-ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost **out);
+ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost_moves moves,
+                             ms_cohost **out);
 ms_status mock_cohost_destroy(ms_cohost *c);
 /* Wrap real (not owned) so its MS_EAGAIN answers park host `host`. */
 ms_status mock_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped);

@@ -534,7 +534,8 @@ ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, ui
         return st;
     }
     if ((st = sim_dev_create(engine, spec, device, &m->dev)) != MS_OK ||
-        (st = sim_host_create(engine, &m->host)) != MS_OK) {
+        (st = sim_host_create(engine, &m->host)) != MS_OK ||
+        (st = sim_host_watch(m->host, m->dev)) != MS_OK) {
         mock_destroy(m);
         free(b);
         return st;
@@ -566,6 +567,12 @@ ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked)
     if (parked != NULL)
         sim_host_parked(m->host, parked);
     return sim_host_now(m->host, ns);
+}
+
+uint64_t mock_host_clock_moves(const ms_backend *b)
+{
+    ms_mock *m = mock_instance(b);
+    return m != NULL ? sim_host_clock_moves(m->host) : 0;
 }
 
 ms_status mock_simdev(const ms_backend *b, ms_simdev **out)

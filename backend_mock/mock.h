@@ -70,6 +70,8 @@ ms_status mock_set_host_idle(ms_backend *b);
  * *parked (may be NULL): the host's last call returned MS_EAGAIN and what it
  * waits for has not happened since, so retrying it now is pointless. */
 ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked);
+/* sim_host_clock_moves of its host (0 for a backend that is not a mock). */
+uint64_t mock_host_clock_moves(const ms_backend *b);
 /* The functional mode: from now on every device segment, reservation and
  * pinned host buffer holds real bytes in host memory, copies move them (when
  * the simulator finishes each copy, in device time), and malloc_host returns

@@ -9,5 +9,6 @@ EXTRA_DIST += bench/README.md
 # Simulation speed of whole runs (issue 4's llama2-70B target); not run by
 # make check.  See bench/README.md for the command and recorded figures.
 noinst_PROGRAMS += bench/bench_run
-bench_bench_run_SOURCES = bench/bench_run.c
-bench_bench_run_LDADD = libmemsim.la
+bench_bench_run_SOURCES = bench/bench_run.c bench/heap_rate.c bench/heap_rate.h
+# The engine's heap is timed directly (sim/ is internal to libmemsim).
+bench_bench_run_LDADD = libmemsim.la sim/libms_sim.la lib/base/libms_base.la -lm

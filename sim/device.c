@@ -57,6 +57,7 @@ ms_status sim_dev_destroy(ms_simdev *d)
      * point here. */
     sim_cancel_if(d->sim, owned_by, d);
     sim_p2p_detach(d->sim, d, d->index);
+    sim_host_unwatch_device(d);
     while (d->events != NULL) {
         ms_simevent *e = d->events;
         d->events = e->next;
@@ -167,6 +168,7 @@ void sim_dev_finish_item(ms_simdev *d, ms_work_item *it)
         s->tail = NULL;
     s->queued--;
     s->last_done_ns = now;
+    sim_dev_touch(d);
     sim_capture_unref(d, it->cap);
     sim_pool_item_put(d, it);
     if (s->destroyed && s->queued == 0)

@@ -8,6 +8,7 @@
 #include <stddef.h>
 
 #include "sim/sim.h"
+#include "sim_private.h"
 
 /* Round a fractional duration up to whole ns, forgiving float noise so that
  * 100000.0000001 stays 100000 (the cost model and the copy engine agree). */
@@ -134,7 +135,27 @@ struct ms_simdev {
     bool captures_done; /* a record ran: waits on other streams may go on */
     bool sweep;     /* a destroyed stream may have drained */
     ms_status fault; /* sticky: the engine could not grow inside a callback */
+    /* The host whose waits read this device (sim_host_watch), and whether
+     * the device changed since that host's condition was last found false:
+     * with 64 pipeline stages, asking every parked host after every engine
+     * event was a fifth of a step. */
+    ms_simhost *watcher;
+    ms_simdev *dirty_next;
+    bool dirty;
 };
+
+/* What a waiting host can observe changed: a stream's queued or not-started
+ * count, or a capture completing.  Its watcher's condition is asked again
+ * after this engine step (and only then). */
+static inline void sim_dev_touch(ms_simdev *d)
+{
+    if (d->dirty)
+        return;
+    d->dirty = true;
+    ms_sim_attachments *a = sim_attached(d->sim);
+    d->dirty_next = a->dirty;
+    a->dirty = d;
+}
 
 /* work_pool.c: items and captures come from per-device slabs.  The refills
  * (false: out of memory) are there; taking and returning, done once per

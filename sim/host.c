@@ -13,6 +13,7 @@
  * time its condition became true) as soon as the condition holds. */
 #include <stdlib.h>
 
+#include "device_model.h"
 #include "sim_private.h"
 
 typedef enum ms_host_state { MS_HOST_ACTIVE = 0, MS_HOST_PARKED, MS_HOST_IDLE } ms_host_state;
@@ -24,6 +25,7 @@ struct ms_simhost {
     ms_simhost_cond cond; /* while parked */
     const void *cond_ctx;
     ms_simhost *prev, *next;
+    ms_simdev *watch; /* what cond reads (sim_host_watch), or NULL */
 };
 
 ms_status sim_host_create(ms_sim *sim, ms_simhost **out)
@@ -51,8 +53,13 @@ ms_status sim_host_destroy(ms_simhost *h)
     if (h == NULL)
         return MS_EINVAL;
     ms_sim_attachments *a = sim_attached(h->sim);
-    if (h->state == MS_HOST_PARKED)
+    if (h->state == MS_HOST_PARKED) {
         a->n_parked--;
+        if (h->watch == NULL)
+            a->n_parked_unwatched--;
+    }
+    if (h->watch != NULL)
+        h->watch->watcher = NULL;
     if (h->prev != NULL)
         h->prev->next = h->next;
     else
@@ -82,11 +89,31 @@ ms_status sim_host_parked(const ms_simhost *h, bool *parked)
     return MS_OK;
 }
 
+static void set_clock(ms_simhost *h, int64_t now)
+{
+    if (now != h->now)
+        sim_attached(h->sim)->clock_moves++;
+    h->now = now;
+}
+
+static void wake(ms_simhost *h, int64_t now)
+{
+    ms_sim_attachments *a = sim_attached(h->sim);
+    a->n_parked--;
+    if (h->watch == NULL)
+        a->n_parked_unwatched--;
+    h->state = MS_HOST_ACTIVE;
+    h->cond = NULL;
+    h->cond_ctx = NULL;
+    if (now > h->now)
+        set_clock(h, now);
+}
+
 ms_status sim_host_advance(ms_simhost *h, int64_t ns)
 {
     if (h == NULL || ns < 0 || ns > INT64_MAX - h->now)
         return MS_EINVAL;
-    h->now += ns;
+    set_clock(h, h->now + ns);
     return MS_OK;
 }
 
@@ -112,30 +139,52 @@ static bool others_may_issue(const ms_simhost *self)
 
 static void make_active(ms_simhost *h, int64_t at)
 {
-    if (h->state == MS_HOST_PARKED)
-        sim_attached(h->sim)->n_parked--;
+    if (h->state == MS_HOST_PARKED) {
+        wake(h, at);
+        return;
+    }
     h->state = MS_HOST_ACTIVE;
     h->cond = NULL;
     h->cond_ctx = NULL;
     if (at > h->now)
-        h->now = at;
+        set_clock(h, at);
+}
+
+/* Parked hosts that watch no device: asked after every engine step. */
+static bool wake_unwatched(const ms_simhost *self, int64_t now)
+{
+    bool woke = false;
+    for (ms_simhost *h = sim_attached(self->sim)->hosts; h != NULL; h = h->next)
+        if (h != self && h->state == MS_HOST_PARKED && h->watch == NULL && h->cond(h->cond_ctx)) {
+            wake(h, now);
+            woke = true;
+        }
+    return woke;
 }
 
 /* After each engine step: parked hosts whose condition now holds resume at
  * this device time, and from then on bound the engine again (true if any
- * did: the horizon may have moved). */
+ * did: the horizon may have moved).  A watching host's condition reads its
+ * device only, so only hosts whose device changed since it was last asked
+ * (the dirty list) are asked; the order of waking does not matter, each
+ * resumes at the same time. */
 static bool wake_parked(const ms_simhost *self)
 {
     ms_sim_attachments *a = sim_attached(self->sim);
-    if (a->n_parked == 0)
-        return false;
-    bool woke = false;
     int64_t now = sim_clock(self->sim);
-    for (ms_simhost *h = a->hosts; h != NULL; h = h->next)
-        if (h != self && h->state == MS_HOST_PARKED && h->cond(h->cond_ctx)) {
-            make_active(h, now);
+    bool woke = false;
+    while (a->dirty != NULL) {
+        ms_simdev *d = a->dirty;
+        a->dirty = d->dirty_next;
+        d->dirty = false;
+        ms_simhost *h = d->watcher;
+        if (h != NULL && h != self && h->state == MS_HOST_PARKED && h->cond(h->cond_ctx)) {
+            wake(h, now);
             woke = true;
         }
+    }
+    if (a->n_parked_unwatched > 0)
+        woke |= wake_unwatched(self, now);
     return woke;
 }
 
@@ -195,7 +244,7 @@ ms_status sim_host_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx)
     case MS_RUN_MET:
         /* It held at the device time of the last event run. */
         if (stepped && sim_clock(h->sim) > h->now)
-            h->now = sim_clock(h->sim);
+            set_clock(h, sim_clock(h->sim));
         return MS_OK;
     case MS_RUN_DRY:
         if (!others_may_issue(h))
@@ -207,7 +256,12 @@ ms_status sim_host_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx)
     h->state = MS_HOST_PARKED;
     h->cond = cond;
     h->cond_ctx = ctx;
-    sim_attached(h->sim)->n_parked++;
+    ms_sim_attachments *a = sim_attached(h->sim);
+    a->n_parked++;
+    if (h->watch == NULL)
+        a->n_parked_unwatched++;
+    else
+        sim_dev_touch(h->watch); /* engine steps ran since cond was last asked */
     return MS_EAGAIN;
 }
 
@@ -221,4 +275,39 @@ ms_status sim_host_set_idle(ms_simhost *h)
     h->cond = NULL;
     h->cond_ctx = NULL;
     return MS_OK;
+}
+
+ms_status sim_host_watch(ms_simhost *h, ms_simdev *d)
+{
+    /* Changing what a parked host watches would lose its wake-up. */
+    if (h == NULL || h->state == MS_HOST_PARKED || (d != NULL && d->watcher != NULL))
+        return MS_EINVAL;
+    if (h->watch != NULL)
+        h->watch->watcher = NULL;
+    h->watch = d;
+    if (d != NULL)
+        d->watcher = h;
+    return MS_OK;
+}
+
+uint64_t sim_host_clock_moves(const ms_simhost *h)
+{
+    return h != NULL ? sim_attached(h->sim)->clock_moves : 0;
+}
+
+void sim_host_unwatch_device(ms_simdev *d)
+{
+    ms_sim_attachments *a = sim_attached(d->sim);
+    for (ms_simdev **p = &a->dirty; *p != NULL; p = &(*p)->dirty_next)
+        if (*p == d) {
+            *p = d->dirty_next;
+            break;
+        }
+    ms_simhost *h = d->watcher;
+    if (h == NULL)
+        return;
+    h->watch = NULL;
+    d->watcher = NULL;
+    if (h->state == MS_HOST_PARKED)
+        a->n_parked_unwatched++; /* asked after every step from now on */
 }

@@ -61,6 +61,7 @@ void sim_serial_engine_dispatch(ms_serial_engine *e)
     best->state = MS_IS_RUNNING;
     best->start_ns = now;
     best->stream->not_started--;
+    sim_dev_touch(d);
     e->current = best;
     int64_t dur = best->dur_ns + overlap_penalty_ns(d, now, best->dur_ns);
     if (sim_schedule(d->sim, now + dur, sim_serial_engine_done, e) != MS_OK)

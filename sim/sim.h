@@ -253,6 +253,14 @@ ms_status sim_host_catch_up(ms_simhost *h);
 ms_status sim_host_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx);
 /* h has nothing to issue until its next call: stop holding the engine back. */
 ms_status sim_host_set_idle(ms_simhost *h);
+/* h's wait conditions read the state of device d only (its streams' queues
+ * and its events' captures), so while d has not changed since a condition
+ * was found false, the engine need not ask again.  Optional: an unwatched
+ * host's condition is asked after every engine step. */
+ms_status sim_host_watch(ms_simhost *h, ms_simdev *d);
+/* How many times any host of h's engine has had its clock move forward: a
+ * turn of one host that leaves it unchanged moved no clock at all. */
+uint64_t sim_host_clock_moves(const ms_simhost *h);
 
 #ifdef __cplusplus
 }

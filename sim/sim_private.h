@@ -21,11 +21,21 @@ typedef struct ms_sim_attachments {
     ms_simhost *hosts_tail;
     int n_hosts;
     int n_parked;
+    int n_parked_unwatched; /* parked hosts without sim_host_watch */
+    /* Devices changed since their watching host's condition was last asked
+     * (intrusive list through ms_simdev.dirty_next; see sim_dev_touch). */
+    ms_simdev *dirty;
+    /* Times any host's clock moved forward: the cooperative scheduler asks
+     * "did anything move during that turn" without looking at every host. */
+    uint64_t clock_moves;
     ms_simdev **devs;   /* creation order */
     size_t n_devs, cap_devs;
     ms_p2p_delivery *mail; /* delivery order */
     size_t n_mail, cap_mail;
 } ms_sim_attachments;
+
+/* host.c: a device going away leaves the dirty list and its watcher. */
+void sim_host_unwatch_device(ms_simdev *d);
 
 typedef struct ms_sim_event {
     int64_t t;

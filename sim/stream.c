@@ -66,6 +66,7 @@ static void enqueue(ms_simstream *s, ms_work_item *it)
     s->queued++;
     if (it->kind == MS_IK_KERNEL || it->kind == MS_IK_COPY)
         s->not_started++;
+    sim_dev_touch(s->dev);
     /* Only a new head can change what the device does next. */
     if (s->head == it)
         sim_dev_settle(s->dev, s);
@@ -220,6 +221,7 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
             it->cap->done = true;
             it->cap->time_ns = now;
             d->captures_done = true;
+            sim_dev_touch(d);
         } else if (!it->cap->done) {
             it->state = MS_IS_WAITING;
             return false;
@@ -234,6 +236,7 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
         it->state = MS_IS_RUNNING;
         it->start_ns = now;
         s->not_started--;
+        sim_dev_touch(d);
         sim_link_engine_start(&d->net[it->net], it);
         return false;
     case MS_RES_P2P_RECV:
@@ -241,11 +244,13 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
         it->state = MS_IS_WAITING;
         it->start_ns = now;
         s->not_started--;
+        sim_dev_touch(d);
         return false;
     default: /* MS_RES_COPY_H2D, MS_RES_COPY_D2H */
         it->state = MS_IS_RUNNING;
         it->start_ns = now;
         s->not_started--;
+        sim_dev_touch(d);
         sim_link_engine_start(&d->copy[it->copy_kind], it);
         return false;
     }

@@ -273,7 +273,10 @@ static ms_status tensor_alloc(ms_exec *e, uint32_t t, int stream, uint32_t at_op
     ms_tensor_rt *r = &e->rt[t];
     e->cur_kind = tn->kind;
     e->cur_tensor = t;
-    ms_diag ad = {0};
+    /* Cleared, not zeroed: a kilobyte memset per allocation was 6% of the
+     * executor's own instructions, and only the message's end is read. */
+    ms_diag ad;
+    ms_diag_clear(&ad);
     uint64_t bytes = tn->bytes ? tn->bytes : 1;
     ms_status st = ms_alloc_malloc(e->cfg.alloc, bytes, e->streams[stream], r->pool, &r->addr,
                                    &ad);

@@ -933,6 +933,83 @@ START_TEST(host_waits_run_the_engine)
 }
 END_TEST
 
+/* A watched host's condition is asked again only after its own device
+ * changed, and it still wakes at the engine step that makes it hold. */
+typedef struct counted_idle {
+    ms_simstream *s;
+    int asked;
+} counted_idle;
+
+static bool counted_stream_idle(const void *ctx)
+{
+    counted_idle *c = (counted_idle *)ctx;
+    c->asked++;
+    return stream_idle(c->s);
+}
+
+START_TEST(watched_host_is_asked_only_when_its_device_changes)
+{
+    ms_device_spec s = spec_base();
+    ms_sim *sim = NULL;
+    sim_create(&sim);
+    ms_simdev *d0 = NULL, *d1 = NULL;
+    sim_dev_create(sim, &s, 0, &d0);
+    sim_dev_create(sim, &s, 1, &d1);
+    ms_simhost *h0 = NULL, *h1 = NULL;
+    sim_host_create(sim, &h0);
+    sim_host_create(sim, &h1);
+    ck_assert_int_eq(sim_host_watch(h1, d1), MS_OK);
+    ck_assert_int_eq(sim_host_watch(h0, d1), MS_EINVAL); /* d1 has its watcher */
+    ck_assert_int_eq(sim_host_watch(NULL, d0), MS_EINVAL);
+    ck_assert_int_eq(sim_host_watch(h0, d0), MS_OK);
+    ms_simstream *s0 = NULL, *s1 = NULL;
+    sim_stream_create(d0, 0, &s0);
+    sim_stream_create(d1, 0, &s1);
+    /* As in hosts_on_one_engine_synchronise_conservatively: host 1 parks on
+     * a receive; host 0 runs ten kernels (each an engine step on device 0
+     * only), then the send that completes host 1's receive at 517000. */
+    launch(s1, p2p(MS_COMM_RECV, 0, 1, 1e6), 0, 1);
+    counted_idle c = {.s = s1};
+    ck_assert_int_eq(sim_host_wait(h1, counted_stream_idle, &c), MS_EAGAIN);
+    int asked_when_parked = c.asked;
+    uint64_t moves = sim_host_clock_moves(h0);
+    sim_host_advance(h0, 2000);
+    ck_assert_uint_eq(sim_host_clock_moves(h0), moves + 1);
+    sim_host_advance(h0, 0); /* no move */
+    ck_assert_uint_eq(sim_host_clock_moves(h1), moves + 1);
+    for (int i = 0; i < 10; i++)
+        launch(s0, matmul(5e10), 2000, 2 + i);
+    ck_assert_int_eq(sim_host_wait(h0, stream_idle, s0), MS_OK);
+    /* Ten kernels ran on device 0; device 1 did not change after host 1
+     * parked, so its condition was asked once (the look after parking). */
+    ck_assert_int_eq(c.asked, asked_when_parked + 1);
+    bool parked = false;
+    sim_host_parked(h1, &parked);
+    ck_assert(parked);
+    int64_t now = 0;
+    sim_host_now(h0, &now);
+    int64_t before_send = now;
+    launch(s0, p2p(MS_COMM_SEND, 1, 1, 1e6), now, 20);
+    launch(s0, matmul(5e10), now, 21);
+    /* The engine step that completes the receive (the send's 15000 ns after
+     * host 0's clock) wakes host 1 at that time; awake, host 1 bounds host
+     * 0, whose wait for its last kernel parks. */
+    ck_assert_int_eq(sim_host_wait(h0, stream_idle, s0), MS_EAGAIN);
+    sim_host_parked(h1, &parked);
+    ck_assert(!parked);
+    ck_assert_int_gt(c.asked, asked_when_parked + 1);
+    sim_host_now(h1, &now);
+    ck_assert_int_eq(now, before_send + 15000);
+    sim_host_set_idle(h1);
+    ck_assert_int_eq(sim_host_wait(h0, stream_idle, s0), MS_OK);
+    sim_host_destroy(h0);
+    sim_host_destroy(h1);
+    sim_dev_destroy(d0);
+    sim_dev_destroy(d1);
+    ck_assert_int_eq(sim_destroy(sim), MS_OK);
+}
+END_TEST
+
 START_TEST(hosts_on_one_engine_synchronise_conservatively)
 {
     ms_device_spec s = spec_base();
@@ -1035,6 +1112,7 @@ static Suite *sim_suite(void)
     tc = tcase_create("host");
     tcase_add_test(tc, host_waits_run_the_engine);
     tcase_add_test(tc, hosts_on_one_engine_synchronise_conservatively);
+    tcase_add_test(tc, watched_host_is_asked_only_when_its_device_changes);
     suite_add_tcase(s, tc);
     return s;
 }
