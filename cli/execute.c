@@ -25,7 +25,9 @@ ms_status cli_execute(const cli_job *job, cli_outcome *out, ms_diag *d)
                           .stage = job->stage,
                           .verify = job->verify,
                           .overrides = job->sets,
-                          .n_overrides = job->n_sets};
+                          .n_overrides = job->n_sets,
+                          .progress = job->progress,
+                          .progress_user = job->progress_user};
     st = ms_run_execute(out->sc, &opt, &out->run, d);
     if (st != MS_OK) {
         cli_explain(d, job->policy);
