@@ -63,7 +63,7 @@ typedef struct cli_job {
     bool single_stage;   /* --stage K: run pipeline stage `stage` alone */
     int stage;
     bool verify; /* --verify: check swapped and recomputed bytes */
-    /* Told of each step as it runs (cli/progress.c); NULL: nothing. */
+    /* Told of each step as it runs (cli_progress_update); NULL: nothing. */
     ms_run_progress_fn progress;
     void *progress_user;
 } cli_job;
@@ -146,7 +146,7 @@ ms_status cli_run_configs(const char *scenario, const char *backend, const cli_c
  * then the least peak reserved; then the first), or -1. */
 long cli_best_fit(const cli_result *r, size_t n);
 
-/* ---- cli/progress.c: progress on stderr -------------------------------- */
+/* ---- cli/execute.c: progress on stderr --------------------------------- */
 
 /* "\r[####......] text", redrawn in place on a terminal. */
 void cli_progress_bar(FILE *out, size_t done, size_t total, const char *text);
