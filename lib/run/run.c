@@ -12,6 +12,7 @@
 #include "memsim/exec.h"
 
 #include <gsl/gsl_statistics_double.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -478,6 +479,9 @@ static void detail_account(ms_run *r)
     r->counted_bytes = now;
 }
 
+/* Drop the steps before `step`; INT_MAX: every step, as "last" does before
+ * each step (the executor's setup rows, made before its first step, carry
+ * step 0 and go with them). */
 static ms_status detail_clear_before(ms_run *r, int step, ms_diag *d)
 {
     detail_account(r);
@@ -488,12 +492,12 @@ static ms_status detail_clear_before(ms_run *r, int step, ms_diag *d)
     return MS_OK;
 }
 
-/* "last" keeps no step before this one. */
-static ms_status detail_before_step(ms_run *r, int step, ms_diag *d)
+/* "last" keeps nothing of the steps before this one. */
+static ms_status detail_before_step(ms_run *r, ms_diag *d)
 {
     if (r->record == NULL || r->notes.detail.kept != MS_DETAIL_LAST)
         return MS_OK;
-    return detail_clear_before(r, step, d);
+    return detail_clear_before(r, INT_MAX, d);
 }
 
 /* Once every step's detail is over the limit, the record keeps the step just
@@ -555,7 +559,7 @@ static ms_status run_steps(ms_run *r, ms_diag *d)
             return st;
         if (!go)
             break;
-        if ((st = detail_before_step(r, step, d)) != MS_OK)
+        if ((st = detail_before_step(r, d)) != MS_OK)
             return st;
         notify(r, MS_RUN_SIMULATING, step);
         if ((st = execute_stages(r, step, d)) != MS_OK ||
