@@ -63,6 +63,9 @@ typedef struct cli_job {
     bool single_stage;   /* --stage K: run pipeline stage `stage` alone */
     int stage;
     bool verify; /* --verify: check swapped and recomputed bytes */
+    /* Told of each step as it runs (cli_progress_update); NULL: nothing. */
+    ms_run_progress_fn progress;
+    void *progress_user;
 } cli_job;
 
 typedef struct cli_outcome {
@@ -142,6 +145,23 @@ ms_status cli_run_configs(const char *scenario, const char *backend, const cli_c
 /* The index of the best configuration that fits (most tokens per second;
  * then the least peak reserved; then the first), or -1. */
 long cli_best_fit(const cli_result *r, size_t n);
+
+/* ---- cli/execute.c: progress on stderr --------------------------------- */
+
+/* "\r[####......] text", redrawn in place on a terminal. */
+void cli_progress_bar(FILE *out, size_t done, size_t total, const char *text);
+
+/* A run's progress: nothing for its first second (MEMSIM_PROGRESS_AFTER_MS
+ * milliseconds), then a bar on a terminal, else a line a state ("memsim
+ * run: LABEL: step 2 of 3, simulating (4.2 s)").  cli_progress_update is an
+ * ms_run_progress_fn (cli_job.progress, with the cli_progress as its user).
+ * Start gives NULL when it cannot start, and NULL is a progress that shows
+ * nothing. */
+typedef struct cli_progress cli_progress;
+
+cli_progress *cli_progress_start(const char *label);
+void cli_progress_update(void *user, const ms_run_progress *state);
+void cli_progress_stop(cli_progress *p);
 
 /* ---- cli/oom_report.c ------------------------------------------------- */
 

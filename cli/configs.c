@@ -85,16 +85,11 @@ static void progress(bool on, size_t done, size_t total, int running)
 {
     if (!on || total == 0)
         return;
-    enum { WIDTH = 30 };
-    char bar[WIDTH + 1];
-    size_t fill = done * WIDTH / total;
-    for (size_t i = 0; i < WIDTH; i++)
-        bar[i] = i < fill ? '#' : '.';
-    bar[WIDTH] = '\0';
-    fprintf(stderr, "\r[%s] %zu/%zu configurations", bar, done, total);
-    if (running > 0)
-        fprintf(stderr, " (%d running)", running);
-    fprintf(stderr, "   ");
+    char text[96];
+    int at = snprintf(text, sizeof text, "%zu/%zu configurations", done, total);
+    if (running > 0 && at > 0 && (size_t)at < sizeof text)
+        snprintf(text + at, sizeof text - (size_t)at, " (%d running)", running);
+    cli_progress_bar(stderr, done, total, text);
     if (done == total)
         fputc('\n', stderr);
     fflush(stderr);

@@ -1,11 +1,14 @@
-/* One scenario under one policy, as every subcommand runs it, and the small
- * rules they share about overrides and output folders (cli/commands.h). */
+/* One scenario under one policy, as every subcommand runs it, its progress
+ * on stderr, and the small rules they share about overrides and output
+ * folders (cli/commands.h). */
 #include "commands.h"
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 ms_status cli_execute(const cli_job *job, cli_outcome *out, ms_diag *d)
@@ -25,7 +28,9 @@ ms_status cli_execute(const cli_job *job, cli_outcome *out, ms_diag *d)
                           .stage = job->stage,
                           .verify = job->verify,
                           .overrides = job->sets,
-                          .n_overrides = job->n_sets};
+                          .n_overrides = job->n_sets,
+                          .progress = job->progress,
+                          .progress_user = job->progress_user};
     st = ms_run_execute(out->sc, &opt, &out->run, d);
     if (st != MS_OK) {
         cli_explain(d, job->policy);
@@ -143,4 +148,173 @@ int cli_cpus(void)
 {
     long n = sysconf(_SC_NPROCESSORS_ONLN);
     return n > 0 ? (int)n : 1;
+}
+
+/* ---- progress on stderr -------------------------------------------------
+ *
+ * The bar a sweep and a run redraw in place on a terminal, and a run's
+ * progress as it sets up, plans and simulates its steps.  A run says
+ * nothing for its first second (MEMSIM_PROGRESS_AFTER_MS), so quick runs
+ * stay quiet.  A step of a 70B pipeline takes seconds with no event in
+ * between, so a ticker thread shows the state once that second is up and
+ * keeps a terminal's elapsed time moving; every line that is not a
+ * terminal's redraw comes from the run's own events, so the lines of a run
+ * are the same every time apart from their times.  stdout is never touched:
+ * tests and scripts compare it. */
+
+void cli_progress_bar(FILE *out, size_t done, size_t total, const char *text)
+{
+    enum { WIDTH = 30 };
+    char bar[WIDTH + 1];
+    size_t fill = total > 0 ? done * WIDTH / total : 0;
+    for (size_t i = 0; i < WIDTH; i++)
+        bar[i] = i < fill ? '#' : '.';
+    bar[WIDTH] = '\0';
+    /* The spaces wipe the end of a longer line drawn before. */
+    fprintf(out, "\r[%s] %s   ", bar, text);
+    fflush(out);
+}
+
+/* ---- a run's progress -------------------------------------------------- */
+
+enum { DEFAULT_AFTER_MS = 1000, TICK_MS = 200 };
+
+struct cli_progress {
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    pthread_t ticker;
+    bool tty;
+    bool stopping;
+    long after_ms;
+    struct timespec start;
+    char label[160];
+    ms_run_progress state;
+    bool have_state;
+    bool shown;     /* something was printed */
+    bool state_out; /* the current state was printed as a line */
+};
+
+static long elapsed_ms(const cli_progress *p)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_MONOTONIC, &now);
+    return (long)(now.tv_sec - p->start.tv_sec) * 1000 +
+           (long)(now.tv_nsec - p->start.tv_nsec) / 1000000;
+}
+
+static void describe(const ms_run_progress *s, char *buf, size_t n)
+{
+    if (s->phase == MS_RUN_SETUP)
+        snprintf(buf, n, "setting up (%d step%s to run)", s->steps, s->steps == 1 ? "" : "s");
+    else if (s->phase == MS_RUN_DONE)
+        snprintf(buf, n, "%d of %d step%s run", s->step, s->steps, s->steps == 1 ? "" : "s");
+    else
+        snprintf(buf, n, "step %d of %d, %s", s->step + 1, s->steps,
+                 s->phase == MS_RUN_PLANNING ? "planning" : "simulating");
+}
+
+/* Under the lock: the current state, on a terminal as the bar, else as a
+ * line of its own (once). */
+static void show(cli_progress *p)
+{
+    long ms = elapsed_ms(p);
+    if (!p->have_state || ms < p->after_ms || (!p->tty && p->state_out))
+        return;
+    char what[96], text[320];
+    describe(&p->state, what, sizeof what);
+    snprintf(text, sizeof text, "%s%s%s (%.1f s)", p->label, p->label[0] ? ": " : "", what,
+             (double)ms / 1000.0);
+    if (p->tty)
+        cli_progress_bar(stderr, (size_t)p->state.step, (size_t)p->state.steps, text);
+    else
+        fprintf(stderr, "memsim run: %s\n", text);
+    fflush(stderr);
+    p->shown = true;
+    p->state_out = true;
+}
+
+static void *tick(void *arg)
+{
+    cli_progress *p = arg;
+    pthread_mutex_lock(&p->lock);
+    while (!p->stopping) {
+        struct timespec until;
+        clock_gettime(CLOCK_REALTIME, &until);
+        until.tv_nsec += TICK_MS * 1000000L;
+        until.tv_sec += until.tv_nsec / 1000000000L;
+        until.tv_nsec %= 1000000000L;
+        pthread_cond_timedwait(&p->wake, &p->lock, &until);
+        if (!p->stopping)
+            show(p);
+    }
+    pthread_mutex_unlock(&p->lock);
+    return NULL;
+}
+
+/* MEMSIM_PROGRESS_AFTER_MS: how long a run is quiet first (tests set 0). */
+static long after_ms_from_env(void)
+{
+    const char *v = getenv("MEMSIM_PROGRESS_AFTER_MS");
+    if (v == NULL || v[0] == '\0')
+        return DEFAULT_AFTER_MS;
+    char *end = NULL;
+    errno = 0;
+    long ms = strtol(v, &end, 10);
+    if (*end == '\0' && errno == 0 && ms >= 0)
+        return ms;
+    fprintf(stderr,
+            "memsim: MEMSIM_PROGRESS_AFTER_MS='%s': expected milliseconds (an integer from "
+            "0); using %d\n",
+            v, DEFAULT_AFTER_MS);
+    return DEFAULT_AFTER_MS;
+}
+
+cli_progress *cli_progress_start(const char *label)
+{
+    cli_progress *p = calloc(1, sizeof *p);
+    if (p == NULL)
+        return NULL; /* no progress is no failure */
+    p->tty = isatty(STDERR_FILENO) == 1;
+    p->after_ms = after_ms_from_env();
+    snprintf(p->label, sizeof p->label, "%s", label ? label : "");
+    clock_gettime(CLOCK_MONOTONIC, &p->start);
+    pthread_mutex_init(&p->lock, NULL);
+    pthread_cond_init(&p->wake, NULL);
+    if (pthread_create(&p->ticker, NULL, tick, p) != 0) {
+        pthread_cond_destroy(&p->wake);
+        pthread_mutex_destroy(&p->lock);
+        free(p);
+        return NULL;
+    }
+    return p;
+}
+
+void cli_progress_update(void *user, const ms_run_progress *state)
+{
+    cli_progress *p = user;
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->state = *state;
+    p->have_state = true;
+    p->state_out = false;
+    show(p);
+    pthread_mutex_unlock(&p->lock);
+}
+
+void cli_progress_stop(cli_progress *p)
+{
+    if (p == NULL)
+        return;
+    pthread_mutex_lock(&p->lock);
+    p->stopping = true;
+    pthread_cond_signal(&p->wake);
+    pthread_mutex_unlock(&p->lock);
+    pthread_join(p->ticker, NULL);
+    /* The bar's line ends, so what is printed next starts a line. */
+    if (p->tty && p->shown)
+        fputc('\n', stderr);
+    pthread_cond_destroy(&p->wake);
+    pthread_mutex_destroy(&p->lock);
+    free(p);
 }

@@ -1,5 +1,6 @@
 /* memsim run: simulate a scenario under one or more policies and write the
  * reports (cli/commands.h). */
+#include <errno.h>
 #include <getopt.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -25,6 +26,12 @@ static void usage(FILE *out)
         "memory.csv, tensors.csv, segments.csv, trace.json and {memory,timeline}.svg to\n"
         "results/<scenario>-<policy>[--<overrides>]/ (which steps: --set\n"
         "report.detail=all|last|none).  The folder appears whole or not at all.\n"
+        "Detail estimated over report.max_bytes (default 512MiB; --set\n"
+        "report.max_bytes=2GiB, or unlimited) is cut to the last step, or to summary.csv\n"
+        "alone when even that step's is over; the run says so on stderr and in\n"
+        "detail_limited.txt in the folder.  A run longer than a second shows its steps on\n"
+        "stderr: a bar on a terminal, else a line a step and phase\n"
+        "(MEMSIM_PROGRESS_AFTER_MS sets the second).\n"
         "\n"
         "  --policy FILE|NAME    a shipped policy name or a file; several compare policies:\n"
         "                        one summary.csv row each in results/<scenario>-compare/\n"
@@ -46,7 +53,7 @@ static void usage(FILE *out)
         "                        runs one stage; a model it cannot hold runs fewer layers)\n"
         "  --verify              fill every swapped or recomputed tensor with a pattern and\n"
         "                        check it when it is used again (the mock keeps real bytes)\n"
-        "  --quiet               print nothing but errors\n"
+        "  --quiet               print nothing but errors (no progress either)\n"
         "\n"
         "Exit status: 0 done, 1 error, 2 usage, 3 the run ran out of memory (the report\n"
         "is printed and written to oom.txt in the output folder).\n"
@@ -263,6 +270,91 @@ static ms_status report_oom(const run_args *a, const cli_job *job, const cli_out
     return st;
 }
 
+/* ---- detail over report.max_bytes (ms_run_detail) ----------------------- */
+
+#define DETAIL_NOTE "detail_limited.txt"
+
+static void put_bytes(char *buf, size_t n, uint64_t b)
+{
+    if (b >= (1ull << 30))
+        snprintf(buf, n, "%.2f GiB", (double)b / (double)(1ull << 30));
+    else if (b >= (1ull << 20))
+        snprintf(buf, n, "%.1f MiB", (double)b / (double)(1ull << 20));
+    else
+        snprintf(buf, n, "%.1f KiB", (double)b / 1024.0);
+}
+
+/* A report.max_bytes that holds b: whole GiB, MiB or KiB, rounded up. */
+static void put_limit_for(char *buf, size_t n, uint64_t b)
+{
+    static const struct {
+        uint64_t unit;
+        const char *name;
+    } units[] = {{1ull << 30, "GiB"}, {1ull << 20, "MiB"}, {1ull << 10, "KiB"}};
+    size_t u = 0;
+    while (u + 1 < sizeof units / sizeof units[0] && b < units[u].unit)
+        u++;
+    snprintf(buf, n, "%llu%s", (unsigned long long)((b + units[u].unit - 1) / units[u].unit),
+             units[u].name);
+}
+
+static const char *detail_name(ms_report_detail d)
+{
+    return d == MS_DETAIL_ALL ? "all" : d == MS_DETAIL_LAST ? "last" : "none";
+}
+
+/* What the limit cut, what was written instead, and how to get it all. */
+static void detail_note(FILE *out, const char *prefix, const ms_run_detail *dt)
+{
+    char asked[32], limit[32], last[32], raise[32], raise_last[32];
+    put_bytes(asked, sizeof asked, dt->requested_bytes);
+    put_bytes(limit, sizeof limit, dt->max_bytes);
+    put_bytes(last, sizeof last, dt->last_bytes);
+    put_limit_for(raise, sizeof raise, dt->requested_bytes);
+    put_limit_for(raise_last, sizeof raise_last, dt->last_bytes);
+    fprintf(out,
+            "%sreport.detail = \"%s\" asks for about %s of detail (ops.csv, memory.csv, "
+            "tensors.csv, segments.csv, trace.json and the plots, estimated from the run "
+            "record), over report.max_bytes = %s: ",
+            prefix, detail_name(dt->requested), asked, limit);
+    if (dt->kept == MS_DETAIL_LAST)
+        fprintf(out, "the detail is of the last step only (step %d, about %s).", dt->last_step,
+                last);
+    else if (dt->requested == MS_DETAIL_ALL)
+        fprintf(out,
+                "even the last step's (step %d) alone would be about %s, so only summary.csv "
+                "is written.",
+                dt->last_step, last);
+    else
+        fprintf(out, "only summary.csv is written.");
+    fprintf(out, " --set report.max_bytes=%s (or =unlimited) writes it all", raise);
+    if (dt->requested == MS_DETAIL_ALL && dt->kept == MS_DETAIL_NONE)
+        fprintf(out, "; =%s the last step's", raise_last);
+    fprintf(out, ".\n");
+}
+
+/* Said on stderr and kept in the folder, so its reader knows the detail
+ * files are not all that was asked for. */
+static ms_status note_detail_limit(const run_args *a, const ms_run_detail *dt, const char *dir,
+                                   ms_diag *d)
+{
+    if (!dt->limited)
+        return MS_OK;
+    char path[8500];
+    snprintf(path, sizeof path, "%s/" DETAIL_NOTE, dir);
+    FILE *f = fopen(path, "w");
+    if (f == NULL)
+        return ms_diag_set(d, MS_EIO, "%s: cannot write: %s", path, strerror(errno));
+    detail_note(f, "", dt);
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad)
+        return ms_diag_set(d, MS_EIO, "%s: write failed", path);
+    if (!a->quiet)
+        detail_note(stderr, "memsim: ", dt);
+    return MS_OK;
+}
+
 static ms_status write_policy(const run_args *a, const cli_job *job, const cli_outcome *o, int i,
                               int n, run_state *rs, ms_diag *d)
 {
@@ -274,8 +366,12 @@ static ms_status write_policy(const run_args *a, const cli_job *job, const cli_o
     size_t nv = 0;
     const ms_program_view *views = ms_run_program_views(o->run, &nv);
     const ms_run_record *rec = ms_run_record_get(o->run);
+    const ms_run_detail *dt = &ms_run_notes_get(o->run)->detail;
     ms_report_options ro = {.memory_clock = a->clock};
-    ms_status st = ms_report_write_run(dir, o->rows, o->n_rows, rec, views, nv, &ro, d);
+    ms_status st = ms_report_write_run(dir, o->rows, o->n_rows,
+                                       dt->kept != MS_DETAIL_NONE ? rec : NULL, views, nv, &ro, d);
+    if (st == MS_OK)
+        st = note_detail_limit(a, dt, dir, d);
     if (st == MS_OK && a->snapshot != NULL) {
         ms_snapshot_export ex = {
             .alloc_conf = o->sc->allocator_conf,
@@ -312,20 +408,40 @@ static void print_written(const run_args *a, const run_state *rs, const cli_outc
 {
     if (a->quiet)
         return;
-    bool detail = last->sc->report_detail != MS_DETAIL_NONE;
+    const ms_run_detail *dt = &ms_run_notes_get(last->run)->detail;
     if (n > 1)
         printf("compared        %d policies in %s/summary.csv (details in one folder each)\n", n,
                rs->final);
-    else if (detail)
+    else if (dt->kept != MS_DETAIL_NONE)
         printf("wrote           %s/{summary,ops,memory,tensors,segments}.csv, trace.json, "
                "{memory,timeline}.svg%s\n",
-               rs->final, last->sc->report_detail == MS_DETAIL_LAST ? " (last step)" : "");
+               rs->final,
+               !dt->limited && dt->kept == MS_DETAIL_LAST ? " (last step)"
+               : dt->limited ? " (last step: report.max_bytes, see " DETAIL_NOTE ")"
+                             : "");
+    else if (dt->limited)
+        printf("wrote           %s/summary.csv (the detail is over report.max_bytes: see "
+               "%s/" DETAIL_NOTE ")\n",
+               rs->final, rs->final);
     else
         printf("wrote           %s/summary.csv (report.detail = \"none\")\n", rs->final);
     if (a->snapshot != NULL)
         printf("wrote           %s (PyTorch memory snapshot)\n", a->snapshot);
     if (rs->oom)
         printf("out of memory   see %s/oom.txt\n", rs->final);
+}
+
+/* The progress label: the scenario file's base name, and the policy. */
+static void progress_label(const char *scenario, const char *policy, char *buf, size_t n)
+{
+    const char *base = strrchr(scenario, '/');
+    base = base ? base + 1 : scenario;
+    size_t len = strlen(base);
+    if (len > 4 && strcmp(base + len - 4, ".lua") == 0)
+        len -= 4;
+    if (len > 100)
+        len = 100;
+    snprintf(buf, n, "%.*s%s%s", (int)len, base, policy ? " under " : "", policy ? policy : "");
 }
 
 int cli_run(int argc, char **argv)
@@ -353,7 +469,13 @@ int cli_run(int argc, char **argv)
                        .stage = a.stage,
                        .verify = a.verify};
         cli_outcome_free(&last);
+        char label[256];
+        progress_label(a.scenario, job.policy, label, sizeof label);
+        cli_progress *progress = a.quiet ? NULL : cli_progress_start(label);
+        job.progress = progress ? cli_progress_update : NULL;
+        job.progress_user = progress;
         st = cli_execute(&job, &last, &d);
+        cli_progress_stop(progress);
         if (st == MS_OK && rs.rd == NULL)
             st = open_output(&a, &last, n, &rs, &d);
         if (st == MS_OK)

@@ -42,7 +42,9 @@ return {
   },
   allocator = { conf = "expandable_segments:False", flavour = "npu" },
   -- 1.57 M ops a step: per-op detail (ops.csv, memory.csv, trace.json) of
-  -- the last step only, about 1.8 GB.
+  -- the last step only, about 1.8 GB; that is over the default
+  -- report.max_bytes (512 MiB), so only summary.csv is written unless
+  -- --set report.max_bytes=2GiB.
   report = { detail = "last" },
   policy = "none",
   steps = 3,

@@ -99,6 +99,11 @@ tests_unit_test_exec_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 tests_unit_test_run_SOURCES = tests/unit/test_run.c
 tests_unit_test_run_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_run_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
+# report.max_bytes and a run's progress (issue 13).
+check_PROGRAMS += tests/unit/test_report_limit
+tests_unit_test_report_limit_SOURCES = tests/unit/test_report_limit.c tests/unit/test_paths.h
+tests_unit_test_report_limit_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_report_limit_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 # The end-to-end test runs the memsim program.
 EXTRA_tests_unit_test_run_DEPENDENCIES = memsim$(EXEEXT)
 tests_unit_test_report_svg_SOURCES = tests/unit/test_report_svg.c
@@ -177,6 +182,9 @@ EXTRA_DIST += tests/layout.sh
 # with a clear error within 20 s and 2 GiB).
 TESTS += tests/cli.sh tests/hostile.sh
 EXTRA_DIST += tests/cli.sh tests/hostile.sh tests/mpi_sweep.sh
+# Detail over report.max_bytes, and a run's progress on stderr (issue 13).
+TESTS += tests/report_limit.sh
+EXTRA_DIST += tests/report_limit.sh
 # Every example command of README.md, docs/, bench/README.md, --help and the
 # man page runs (fewer steps; tests/docs_examples.sh says what it changes).
 TESTS += tests/docs_examples.sh

@@ -134,6 +134,9 @@ MS_API ms_status ms_record_free(ms_run_record *r);
 /* Drop the rows of every step, keeping those made before the first (step
  * -1: setup allocations, pool choices) and the memory for the next rows. */
 MS_API ms_status ms_record_clear_steps(ms_run_record *r);
+/* The same for the steps before `step` only: a record of every step
+ * becomes one of its last (ms_run_detail's fallback). */
+MS_API ms_status ms_record_clear_steps_before(ms_run_record *r, int step);
 MS_API ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row);
 MS_API ms_status ms_record_add_mem(ms_run_record *r, const ms_mem_row *row);
 MS_API ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row);
@@ -174,6 +177,12 @@ MS_API ms_status ms_report_write_run(const char *dir, const ms_run_summary *summ
                                      size_t n_summaries, const ms_run_record *record,
                                      const ms_program_view *programs, size_t n_programs,
                                      const ms_report_options *opt, ms_diag *d);
+/* The bytes ms_report_write_run would write from this record for n_devices
+ * devices (ops.csv, memory.csv, tensors.csv, segments.csv, trace.json and
+ * the two plots), estimated from its row counts before anything is written
+ * (lib/report/report_size.c says how the bytes a row were measured); 0
+ * for a NULL record. */
+MS_API uint64_t ms_report_detail_bytes(const ms_run_record *record, size_t n_devices);
 /* ms_report_write_run with the default options. */
 MS_API ms_status ms_report_write_csv(const char *dir, const ms_run_summary *summaries, size_t n_summaries,
                               const ms_run_record *record, const ms_program_view *programs,

@@ -23,6 +23,23 @@
 extern "C" {
 #endif
 
+/* Where a run is, for a progress display (ms_run_options.progress): the
+ * library prints nothing itself. */
+typedef enum ms_run_phase {
+    MS_RUN_SETUP = 0,  /* step programs built, devices opened (seconds for 70B) */
+    MS_RUN_PLANNING,   /* the policy plans step `step` (ctx:simulate searches) */
+    MS_RUN_SIMULATING, /* step `step` runs on the devices */
+    MS_RUN_DONE        /* no step left; `step` is the steps run */
+} ms_run_phase;
+
+typedef struct ms_run_progress {
+    ms_run_phase phase;
+    int step;  /* from 0 */
+    int steps; /* the scenario's steps */
+} ms_run_progress;
+
+typedef void (*ms_run_progress_fn)(void *user, const ms_run_progress *p);
+
 /* A whole run: scenario + policy -> summary (+ record for reports). */
 typedef struct ms_run_options {
     const char *policy;        /* path or shipped name; NULL: the scenario's */
@@ -49,9 +66,32 @@ typedef struct ms_run_options {
     const char *const *overrides;
     size_t n_overrides;
     bool quiet_policy; /* the policy's ctx:log goes nowhere */
+    /* Called on the run's thread as it sets up, as each step is planned and
+     * simulated, and once at the end; NULL: not called. */
+    ms_run_progress_fn progress;
+    void *progress_user;
 } ms_run_options;
 
 typedef struct ms_run ms_run;
+
+/* The detail a run keeps against report.max_bytes.  The size is estimated
+ * from the record as it grows (ms_report_detail_bytes), so nothing partial
+ * is ever written: when every step's detail would exceed the limit the run
+ * keeps the last step's alone (from the step the estimate crossed it on,
+ * which also bounds its memory), and when even that step's would, the
+ * reports are to be the summary alone.  The record itself stays (OOM
+ * reports and --snapshot read it); `kept` says what to write. */
+typedef struct ms_run_detail {
+    ms_report_detail requested; /* report.detail */
+    ms_report_detail kept;      /* what fits; == requested unless limited */
+    bool limited;               /* the limit made kept less than requested */
+    uint64_t max_bytes;         /* report.max_bytes; 0: no limit */
+    uint64_t requested_bytes;   /* estimate of the detail requested */
+    /* Estimate of the last step's detail (with the rows before the first
+     * step), where the record keeps the last step alone; else 0. */
+    uint64_t last_bytes;
+    int last_step; /* the last step simulated; -1: none */
+} ms_run_detail;
 
 /* What a run adds to its summaries: the data check, a scaled model, and on a
  * real device the runtime's own account of its memory. */
@@ -71,6 +111,8 @@ typedef struct ms_run_notes {
     bool device_memory_checked;
     uint64_t device_total, device_free_before, device_free_after;
     uint64_t reserved_after; /* the allocator's reserved bytes after the last step */
+    /* The detail kept (with a record: ms_run_options.record). */
+    ms_run_detail detail;
 } ms_run_notes;
 
 MS_API ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,
@@ -79,7 +121,9 @@ MS_API ms_status ms_run_free(ms_run *r);
 /* One summary per pipeline stage (n == pipeline_model_parallel_size). */
 MS_API const ms_run_summary *ms_run_summaries(const ms_run *r, size_t *n);
 MS_API const ms_run_summary *ms_run_summary_get(const ms_run *r); /* stage 0 */
-/* NULL when the run kept no record (report.detail = "none"). */
+/* NULL when the run kept no record (report.detail = "none").  Write the
+ * detail files from it only when ms_run_notes_get(r)->detail.kept is not
+ * MS_DETAIL_NONE (report.max_bytes). */
 MS_API const ms_run_record *ms_run_record_get(const ms_run *r);
 MS_API const ms_run_notes *ms_run_notes_get(const ms_run *r);
 /* The step program of every stage, indexed by device. */

@@ -23,12 +23,20 @@ extern "C" {
 /* Which steps the per-op, per-event and per-tensor reports (ops.csv,
  * memory.csv, tensors.csv, trace.json) cover; summary.csv always covers all.
  * A 70B pipeline step is ~1.5 M ops and ~2 GB of detail, so large scenarios
- * keep only the last step (the steady state a user tunes). */
+ * keep only the last step (the steady state a user tunes), and
+ * report.max_bytes bounds what any run writes. */
 typedef enum ms_report_detail {
     MS_DETAIL_ALL = 0,
     MS_DETAIL_LAST,
     MS_DETAIL_NONE,
 } ms_report_detail;
+
+/* report.max_bytes by default: the detail a run writes at most (estimated
+ * before it is written; ms_run_detail).  2.3 times the largest detail of the
+ * shipped scenarios below 70B (mixtral-8x7b under full_recompute, 3 steps:
+ * 225 MB), while one step of scenarios/llama2-70b.lua (about 1.8 GB) is over
+ * it: a folder a spreadsheet or a trace viewer still opens. */
+#define MS_REPORT_MAX_BYTES_DEFAULT (512ull << 20)
 
 typedef enum ms_arch { MS_ARCH_LLAMA = 0, MS_ARCH_GPT } ms_arch;
 typedef enum ms_norm { MS_NORM_RMSNORM = 0, MS_NORM_LAYERNORM } ms_norm;
@@ -93,6 +101,9 @@ typedef struct ms_scenario {
     char policy[256];          /* default policy name or path ("none") */
     int steps;                 /* training steps to simulate (>= 1) */
     ms_report_detail report_detail; /* report.detail: "all" (default), "last", "none" */
+    /* report.max_bytes: over this estimate the run keeps less detail than
+     * report_detail asks (ms_run_detail); 0: no limit. */
+    uint64_t report_max_bytes;
     uint64_t seed;
     /* Recompute and swap settings (recompute, recompute_config, swap_config)
      * and the pipeline layout (parallel.offset, pp_interleave_num), read

@@ -1,6 +1,7 @@
 /* The run record: what the executor did, row by row, kept for the reports. */
 #include "memsim/report.h"
 
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -55,22 +56,23 @@ ms_status ms_record_free(ms_run_record *r)
     return MS_OK;
 }
 
-/* Keep, in order, the rows whose step is negative. */
-#define KEEP_SETUP_ROWS(rows, n)                                                        \
-    do {                                                                                \
-        size_t k_ = 0;                                                                  \
-        for (size_t i_ = 0; i_ < (n); i_++)                                             \
-            if ((rows)[i_].step < 0)                                                    \
-                (rows)[k_++] = (rows)[i_];                                              \
-        (n) = k_;                                                                       \
+/* Keep, in order, the rows of setup (negative step) and of `from` on. */
+#define KEEP_ROWS_FROM(rows, n, from)                                                              \
+    do {                                                                                           \
+        size_t k_ = 0;                                                                             \
+        for (size_t i_ = 0; i_ < (n); i_++)                                                        \
+            if ((rows)[i_].step < 0 || (rows)[i_].step >= (from))                                  \
+                (rows)[k_++] = (rows)[i_];                                                         \
+        (n) = k_;                                                                                  \
     } while (0)
 
-/* Remember each device's last row of a step before the steps go. */
-static ms_status keep_carry(ms_run_record *r)
+/* Remember each device's last row of the steps before `from` before they
+ * go. */
+static ms_status keep_carry(ms_run_record *r, int from)
 {
     for (size_t i = 0; i < r->n_mem; i++) {
         const ms_mem_row *m = &r->mem[i];
-        if (m->step < 0 || m->device < 0)
+        if (m->step < 0 || m->step >= from || m->device < 0)
             continue;
         size_t dev = (size_t)m->device;
         if (dev >= r->n_carry) {
@@ -92,18 +94,23 @@ const ms_mem_row *rep_record_carry(const ms_run_record *r, int device)
     return &r->carry[device];
 }
 
-ms_status ms_record_clear_steps(ms_run_record *r)
+ms_status ms_record_clear_steps_before(ms_run_record *r, int step)
 {
     if (r == NULL)
         return MS_EINVAL;
-    ms_status st = keep_carry(r);
+    ms_status st = keep_carry(r, step);
     if (st != MS_OK)
         return st;
-    KEEP_SETUP_ROWS(r->ops, r->n_ops);
-    KEEP_SETUP_ROWS(r->mem, r->n_mem);
-    KEEP_SETUP_ROWS(r->tensors, r->n_tensors);
-    KEEP_SETUP_ROWS(r->segments, r->n_segments);
+    KEEP_ROWS_FROM(r->ops, r->n_ops, step);
+    KEEP_ROWS_FROM(r->mem, r->n_mem, step);
+    KEEP_ROWS_FROM(r->tensors, r->n_tensors, step);
+    KEEP_ROWS_FROM(r->segments, r->n_segments, step);
     return MS_OK;
+}
+
+ms_status ms_record_clear_steps(ms_run_record *r)
+{
+    return ms_record_clear_steps_before(r, INT_MAX);
 }
 
 ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row)

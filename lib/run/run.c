@@ -12,6 +12,7 @@
 #include "memsim/exec.h"
 
 #include <gsl/gsl_statistics_double.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -218,6 +219,12 @@ struct ms_run {
     ms_sim_ctx *simctx;
     double *times_ms;
     int done_steps;
+    /* The detail's estimate (ms_run_detail): every step's so far, and the
+     * part of it the record holds now. */
+    uint64_t all_bytes, counted_bytes;
+    int steps_run; /* simulated, whether they completed or ran out of memory */
+    ms_run_progress_fn progress;
+    void *progress_user;
 };
 
 static bool same_plan(const ms_plan *a, const ms_plan *b)
@@ -461,21 +468,104 @@ static double bubble_fraction(const ms_step_result *res, int64_t start, int64_t 
     return (double)idle / (double)(end - start);
 }
 
+/* ---- the detail kept (ms_run_detail) ----------------------------------- */
+
+/* What the record adds to the estimate of every step's detail since it was
+ * last counted. */
+static void detail_account(ms_run *r)
+{
+    uint64_t now = ms_report_detail_bytes(r->record, (size_t)r->n);
+    r->all_bytes += now - r->counted_bytes;
+    r->counted_bytes = now;
+}
+
+/* Drop the steps before `step`; INT_MAX: every step, as "last" does before
+ * each step (the executor's setup rows, made before its first step, carry
+ * step 0 and go with them). */
+static ms_status detail_clear_before(ms_run *r, int step, ms_diag *d)
+{
+    detail_account(r);
+    ms_status st = ms_record_clear_steps_before(r->record, step);
+    if (st != MS_OK)
+        return ms_diag_set(d, st, "keeping the last step's record: %s", ms_strerror(st));
+    r->counted_bytes = ms_report_detail_bytes(r->record, (size_t)r->n);
+    return MS_OK;
+}
+
+/* "last" keeps nothing of the steps before this one. */
+static ms_status detail_before_step(ms_run *r, ms_diag *d)
+{
+    if (r->record == NULL || r->notes.detail.kept != MS_DETAIL_LAST)
+        return MS_OK;
+    return detail_clear_before(r, INT_MAX, d);
+}
+
+/* Once every step's detail is over the limit, the record keeps the step just
+ * run and then the last one, as "last" would: what it holds never grows past
+ * the limit by more than a step. */
+static ms_status detail_after_step(ms_run *r, int step, ms_diag *d)
+{
+    ms_run_detail *dt = &r->notes.detail;
+    if (r->record == NULL)
+        return MS_OK;
+    dt->last_step = step;
+    detail_account(r);
+    if (dt->kept != MS_DETAIL_ALL || dt->max_bytes == 0 || r->all_bytes <= dt->max_bytes)
+        return MS_OK;
+    dt->kept = MS_DETAIL_LAST;
+    return detail_clear_before(r, step, d);
+}
+
+/* After the last step: the last step's detail alone may be over the limit
+ * too, and then the reports are the summary alone. */
+static void detail_finish(ms_run *r)
+{
+    ms_run_detail *dt = &r->notes.detail;
+    if (r->record == NULL)
+        return;
+    detail_account(r);
+    if (dt->kept == MS_DETAIL_LAST)
+        dt->last_bytes = r->counted_bytes;
+    if (dt->kept == MS_DETAIL_LAST && dt->max_bytes > 0 && dt->last_bytes > dt->max_bytes)
+        dt->kept = MS_DETAIL_NONE;
+    dt->requested_bytes = dt->requested == MS_DETAIL_ALL ? r->all_bytes : dt->last_bytes;
+    dt->limited = dt->kept != dt->requested;
+}
+
+static void detail_start(ms_run *r)
+{
+    r->notes.detail =
+        (ms_run_detail){.requested = r->sc->report_detail,
+                        .kept = r->record != NULL ? r->sc->report_detail : MS_DETAIL_NONE,
+                        .max_bytes = r->sc->report_max_bytes,
+                        .last_step = -1};
+}
+
+static void notify(const ms_run *r, ms_run_phase phase, int step)
+{
+    if (r->progress != NULL)
+        r->progress(r->progress_user,
+                    &(ms_run_progress){.phase = phase, .step = step, .steps = r->sc->steps});
+}
+
 static ms_status run_steps(ms_run *r, ms_diag *d)
 {
     bool stable = false;
     for (int step = 0; step < r->sc->steps; step++) {
         bool go;
+        notify(r, MS_RUN_PLANNING, step);
         ms_status st = plan_step(r, step, &stable, &go, d);
         if (st != MS_OK)
             return st;
         if (!go)
             break;
-        if (r->record != NULL && r->sc->report_detail == MS_DETAIL_LAST &&
-            (st = ms_record_clear_steps(r->record)) != MS_OK)
-            return ms_diag_set(d, st, "keeping the last step's record: %s", ms_strerror(st));
-        if ((st = execute_stages(r, step, d)) != MS_OK)
+        if ((st = detail_before_step(r, d)) != MS_OK)
             return st;
+        notify(r, MS_RUN_SIMULATING, step);
+        if ((st = execute_stages(r, step, d)) != MS_OK ||
+            (st = detail_after_step(r, step, d)) != MS_OK)
+            return st;
+        r->steps_run = step + 1;
         bool oom = false;
         int64_t start = 0, end = 0;
         for (int i = 0; i < r->n; i++) {
@@ -731,6 +821,9 @@ ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_ru
     if (r == NULL)
         return MS_ENOMEM;
     r->sc = sc;
+    r->progress = opt->progress;
+    r->progress_user = opt->progress_user;
+    notify(r, MS_RUN_SETUP, 0);
     r->backend = opt->backend ? opt->backend : "mock";
     r->checks = (ms_exec_checks){.verify = opt->verify, .fault = opt->fault};
     ms_status st = choose_stages(r, opt, d);
@@ -740,6 +833,7 @@ ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_ru
         st = alloc_run_arrays(r);
     if (st == MS_OK && opt->record && r->sc->report_detail != MS_DETAIL_NONE)
         st = ms_record_create(&r->record);
+    detail_start(r);
     if (st == MS_OK)
         st = open_policy(r->sc, opt, &r->policy, d);
     if (st == MS_OK)
@@ -749,6 +843,8 @@ ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_ru
     if (st == MS_OK) {
         fill_times(r);
         note_device_memory(r);
+        detail_finish(r);
+        notify(r, MS_RUN_DONE, r->steps_run);
     }
     close_devices(r);
     if (st != MS_OK) {

@@ -62,6 +62,7 @@ static const st_field fields[SC_COUNT] = {
     [SC_AFLAVOUR] = {"allocator", "flavour", ST_STR},
     [SC_AVOIDRS] = {"allocator", "avoid_record_streams", ST_BOOL},
     [SC_DETAIL] = {"report", "detail", ST_STR},
+    [SC_MAXBYTES] = {"report", "max_bytes", ST_SIZE},
     [SC_GRAN] = {"recompute", "recompute_granularity", ST_STR},
     [SC_METHOD] = {"recompute", "recompute_method", ST_STR},
     [SC_NLAYERS] = {"recompute", "recompute_num_layers", ST_INT},

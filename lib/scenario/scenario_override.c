@@ -38,6 +38,16 @@ static ms_status push_value(lua_State *L, const st_field *f, const char *ov, con
     case ST_STR:
         lua_pushstring(L, v);
         return MS_OK;
+    case ST_SIZE: {
+        /* Digits are bytes, as a number in the file; "512MiB" stays a
+         * string for the reader to parse. */
+        long long x = strtoll(v, &end, 10);
+        if (*v != '\0' && *end == '\0' && errno == 0)
+            lua_pushinteger(L, (lua_Integer)x);
+        else
+            lua_pushstring(L, v);
+        return MS_OK;
+    }
     case ST_CURVE:
         return ms_diag_set(d, MS_EINVAL, "override '%s': a list of points cannot be given on "
                            "the command line", ov);

@@ -23,8 +23,65 @@ const char *scn_table_type_name(st_type t)
         return "a list of {x, y} points";
     case ST_TREE:
         return "a value or a table";
+    case ST_SIZE:
+        return "a byte count (bytes, a size such as \"512MiB\" or \"2GB\", or \"unlimited\")";
     }
     return "?";
+}
+
+/* Units as people write sizes: decimal ones (a disk's GB) and binary ones
+ * (memsim's and PyTorch's GiB); "b" alone is bytes. */
+static bool size_unit(const char *u, double *scale)
+{
+    static const struct {
+        const char *name;
+        double scale;
+    } units[] = {{"", 1.0},
+                 {"b", 1.0},
+                 {"kb", 1e3},
+                 {"mb", 1e6},
+                 {"gb", 1e9},
+                 {"tb", 1e12},
+                 {"kib", 1024.0},
+                 {"mib", 1048576.0},
+                 {"gib", 1073741824.0},
+                 {"tib", 1099511627776.0}};
+    char low[8];
+    size_t n = strlen(u);
+    if (n >= sizeof low)
+        return false;
+    for (size_t i = 0; i <= n; i++)
+        low[i] = (char)((u[i] >= 'A' && u[i] <= 'Z') ? u[i] - 'A' + 'a' : u[i]);
+    for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
+        if (strcmp(low, units[i].name) == 0) {
+            *scale = units[i].scale;
+            return true;
+        }
+    return false;
+}
+
+bool scn_parse_size(const char *text, int64_t *bytes)
+{
+    if (strcmp(text, "unlimited") == 0) {
+        *bytes = 0;
+        return true;
+    }
+    /* Digits and a fraction only: strtod alone would take "1e3", "inf",
+     * "0x10" and a sign. */
+    const char *p = text;
+    while (*p >= '0' && *p <= '9')
+        p++;
+    if (*p == '.')
+        for (p++; *p >= '0' && *p <= '9'; p++)
+            ;
+    double scale;
+    if (p == text || !(text[0] >= '0' && text[0] <= '9') || !size_unit(p, &scale))
+        return false;
+    double x = strtod(text, NULL) * scale;
+    if (!(x <= 0x1p62))
+        return false;
+    *bytes = (int64_t)ceil(x);
+    return true;
 }
 
 void scn_table_path(const st_schema *schema, int i, char *buf, size_t size)
@@ -419,6 +476,14 @@ static ms_status read_value(lua_State *L, const st_field *f, st_value *v, const 
             v->set = st == MS_OK;
             return st;
         }
+        break;
+    case ST_SIZE:
+        if (t == LUA_TNUMBER) {
+            double x = lua_tonumber(L, -1);
+            ok = x >= 0 && x == floor(x) && x <= 0x1p62;
+            v->i = ok ? (int64_t)x : 0;
+        } else if (t == LUA_TSTRING)
+            ok = scn_parse_size(lua_tostring(L, -1), &v->i);
         break;
     case ST_TREE:
         /* Attached before reading so a failure half-way is still freed. */

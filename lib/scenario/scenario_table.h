@@ -27,8 +27,10 @@ typedef enum st_type {
     ST_BOOL,
     ST_STR,
     ST_CURVE,   /* { {x, y}, ... }: 1..MS_CURVE_MAX points */
-    ST_TREE     /* any value, nested tables too: read into an st_tree for a
+    ST_TREE,    /* any value, nested tables too: read into an st_tree for a
                    dedicated reader (recompute_config, swap_config) */
+    ST_SIZE     /* a byte count: an integer, or a string with a unit ("512MiB",
+                   "2GB") or "unlimited" (0); read into st_value.i */
 } st_type;
 
 /* A Lua value copied out of the sandbox.  A table becomes a list (keys
@@ -81,6 +83,12 @@ int scn_table_find(const st_schema *schema, const char *path);
 /* The path of field i as users write it: "model.seq_length", "steps". */
 void scn_table_path(const st_schema *schema, int i, char *buf, size_t size);
 const char *scn_table_type_name(st_type t);
+
+/* A byte count as ST_SIZE spells it: digits with an optional fraction and
+ * unit (B, kB/KB, MB, GB, TB: powers of 1000; KiB, MiB, GiB, TiB: of 1024;
+ * case-insensitive), or "unlimited" (0).  false when text is none of these
+ * or the count is over 2^62. */
+bool scn_parse_size(const char *text, int64_t *bytes);
 
 /* Free the trees of vals[0..n) (the array itself stays). */
 void scn_table_values_release(st_value *vals, int n);

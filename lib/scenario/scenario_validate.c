@@ -322,6 +322,8 @@ static ms_status run_fields(const vctx *c, ms_scenario *sc)
                            c->file, seed);
     sc->steps = steps;
     sc->report_detail = (ms_report_detail)detail;
+    sc->report_max_bytes =
+        c->v[SC_MAXBYTES].set ? (uint64_t)c->v[SC_MAXBYTES].i : MS_REPORT_MAX_BYTES_DEFAULT;
     sc->seed = (uint64_t)seed;
     /* TORCH_NCCL_AVOID_RECORD_STREAMS=1, as Megatron-LM and NeMo launch. */
     sc->avoid_record_streams = bool_field(c, SC_AVOIDRS, true);
