@@ -28,6 +28,7 @@ int cli_list(int argc, char **argv);    /* cli/list.c */
 int cli_calibrate(int argc, char **argv); /* cli/calibrate.c */
 int cli_validate(int argc, char **argv);  /* cli/validate.c */
 int cli_profile_torch(int argc, char **argv); /* cli/profile_torch.c */
+int cli_reproduce(int argc, char **argv);     /* cli/reproduce.c */
 
 /* ---- cli/suggest.c: what ships, and "did you mean" -------------------- */
 
@@ -63,6 +64,7 @@ typedef struct cli_job {
     bool single_stage;   /* --stage K: run pipeline stage `stage` alone */
     int stage;
     bool verify; /* --verify: check swapped and recomputed bytes */
+    bool quiet_policy; /* the policy's ctx:log goes nowhere */
 } cli_job;
 
 typedef struct cli_outcome {

@@ -175,8 +175,8 @@ EXTRA_DIST += tests/layout.sh
 
 # The memsim command as a user meets it, and hostile input (each case stopped
 # with a clear error within 20 s and 2 GiB).
-TESTS += tests/cli.sh tests/hostile.sh
-EXTRA_DIST += tests/cli.sh tests/hostile.sh tests/mpi_sweep.sh
+TESTS += tests/cli.sh tests/hostile.sh tests/reproduce.sh
+EXTRA_DIST += tests/cli.sh tests/hostile.sh tests/mpi_sweep.sh tests/reproduce.sh
 # Every example command of README.md, docs/, bench/README.md, --help and the
 # man page runs (fewer steps; tests/docs_examples.sh says what it changes).
 TESTS += tests/docs_examples.sh
