@@ -94,6 +94,11 @@ int cli_parse_count(const char *s);
 /* Online CPUs, at least 1. */
 int cli_cpus(void);
 
+/* One CSV field after a comma (none before the first), as every memsim CSV
+ * writes it (docs/csv-schemas.md): a plain token bare, anything else
+ * through libcsv's quoting (cli/sweep.c). */
+void cli_csv_field(FILE *f, bool *first, const char *s);
+
 /* ---- cli/signals.c: no staging directory left by a signal ------------- */
 
 /* While set, SIGINT, SIGTERM and SIGHUP remove the directory before the

@@ -2,11 +2,11 @@
  * the seed section of docs/validation.md with the notes that explain every
  * gap.  Each file is written beside its name and renamed over it, so a
  * failed write leaves the previous one whole. */
-#include <csv.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "commands.h"
 #include "reproduce.h"
 
 static ms_status commit(FILE *f, const char *tmp, const char *path, ms_diag *d)
@@ -30,22 +30,6 @@ static FILE *open_tmp(const char *path, char *tmp, size_t n, ms_diag *d)
     return f;
 }
 
-/* As every memsim CSV (docs/csv-schemas.md): a plain token bare, anything
- * else through libcsv's quoting. */
-static void csv_field(FILE *f, int i, const char *s)
-{
-    if (i > 0)
-        fputc(',', f);
-    bool plain = s[0] != '\0';
-    for (const char *p = s; *p && plain; p++)
-        plain = (*p >= 'a' && *p <= 'z') || (*p >= 'A' && *p <= 'Z') || (*p >= '0' && *p <= '9') ||
-                strchr("._-+:/=", *p) != NULL;
-    if (plain)
-        fputs(s, f);
-    else if (s[0] != '\0')
-        csv_fwrite(f, s, strlen(s));
-}
-
 ms_status cli_rp_table_write_csv(const cli_rp_table *t, const char *dir, ms_diag *d)
 {
     char path[4608], tmp[4700];
@@ -53,12 +37,14 @@ ms_status cli_rp_table_write_csv(const cli_rp_table *t, const char *dir, ms_diag
     FILE *f = open_tmp(path, tmp, sizeof tmp, d);
     if (f == NULL)
         return MS_EIO;
+    bool first = true;
     for (int c = 0; c < t->n_cols; c++)
-        csv_field(f, c, t->cols[c]);
+        cli_csv_field(f, &first, t->cols[c]);
     fputc('\n', f);
     for (int r = 0; r < t->n_rows; r++) {
+        first = true;
         for (int c = 0; c < t->n_cols; c++)
-            csv_field(f, c, t->cell[r][c]);
+            cli_csv_field(f, &first, t->cell[r][c]);
         fputc('\n', f);
     }
     return commit(f, tmp, path, d);
