@@ -2,7 +2,7 @@
  * (issue 12), run from the shipped scenarios and policies wherever memsim is
  * installed, into the CSV files of results/reference/ (each measured figure next to the
  * published one) and the seed section of docs/validation.md
- * (cli/reproduce_section.c).
+ * (cli/reproduce/section.c).
  *
  * The published figures are the seeds' own (../shared/seeds, summarised in
  * ../shared/reference/memory-features.md); nothing here is fitted to them.
@@ -16,7 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "commands.h"
+#include "cli/commands.h"
 #include "reproduce.h"
 
 static void usage(FILE *out)
@@ -107,7 +107,7 @@ static bool shipped_file(const char *sub, const char *name, const char *suffix, 
     return true;
 }
 
-static bool find_files(cli_rp_plan *p)
+static bool find_files(rp_plan *p)
 {
     for (size_t i = 0; i < p->n_runs; i++)
         if (!shipped_file("scenarios", p->runs[i].scenario, ".lua", p->runs[i].path,
@@ -124,7 +124,7 @@ static bool find_files(cli_rp_plan *p)
 
 /* As summary.csv has them: the slowest stage's step time, the largest
  * peak, and whether any stage ran out of memory. */
-static void figures_of(const cli_outcome *o, cli_rp_figures *f)
+static void figures_of(const cli_outcome *o, rp_figures *f)
 {
     memset(f, 0, sizeof *f);
     for (size_t i = 0; i < o->n_rows; i++) {
@@ -139,16 +139,16 @@ static void figures_of(const cli_outcome *o, cli_rp_figures *f)
     }
 }
 
-static bool run_all(cli_rp_plan *p, bool quiet)
+static bool run_all(rp_plan *p, bool quiet)
 {
     for (size_t i = 0; i < p->n_runs; i++) {
-        cli_rp_run *r = &p->runs[i];
+        rp_run *r = &p->runs[i];
         if (!quiet)
             fprintf(stderr, "memsim reproduce: [%zu/%zu] %s under %s\n", i + 1, p->n_runs,
                     r->scenario, r->policy);
-        const char *sets[CLI_RP_MAX_SETS + 1] = {"report.detail=none"};
+        const char *sets[RP_MAX_SETS + 1] = {"report.detail=none"};
         size_t n = 1;
-        for (; n <= CLI_RP_MAX_SETS && r->sets[n - 1] != NULL; n++)
+        for (; n <= RP_MAX_SETS && r->sets[n - 1] != NULL; n++)
             sets[n] = r->sets[n - 1];
         cli_job job = {.scenario = r->path,
                        .policy = r->policy,
@@ -189,7 +189,7 @@ static bool make_dirs(const char *dir)
     return true;
 }
 
-static bool write_outputs(const rp_args *a, cli_rp_table *t, size_t n_tables, const cli_rp_plan *p)
+static bool write_outputs(const rp_args *a, rp_table *t, size_t n_tables, const rp_plan *p)
 {
     if (!make_dirs(a->out)) {
         fprintf(stderr, "memsim reproduce: cannot create %s: %s\n", a->out, strerror(errno));
@@ -198,13 +198,13 @@ static bool write_outputs(const rp_args *a, cli_rp_table *t, size_t n_tables, co
     ms_diag d = {0};
     ms_status st = MS_OK;
     for (size_t i = 0; st == MS_OK && i < n_tables; i++)
-        st = cli_rp_table_write_csv(&t[i], a->out, &d);
+        st = rp_table_write_csv(&t[i], a->out, &d);
     char section[4096];
     snprintf(section, sizeof section, "%s/seed-section.md", a->out);
     if (st == MS_OK)
-        st = cli_rp_section_write(section, t, n_tables, p->notes, &d);
+        st = rp_section_write(section, t, n_tables, p->notes, &d);
     if (st == MS_OK && a->doc != NULL)
-        st = cli_rp_section_splice(a->doc, section, &d);
+        st = rp_section_splice(a->doc, section, &d);
     if (st != MS_OK) {
         fprintf(stderr, "memsim reproduce: %s\n", d.msg[0] ? d.msg : ms_strerror(st));
         return false;
@@ -221,18 +221,18 @@ int cli_reproduce(int argc, char **argv)
     int rc = parse(argc, argv, &a);
     if (rc != CLI_OK)
         return rc < 0 ? CLI_OK : rc;
-    cli_rp_plan *p = calloc(1, sizeof *p);
-    cli_rp_table *t = calloc(CLI_RP_TABLES, sizeof *t);
+    rp_plan *p = calloc(1, sizeof *p);
+    rp_table *t = calloc(RP_TABLES, sizeof *t);
     bool ok = p != NULL && t != NULL;
     if (!ok)
         fprintf(stderr, "memsim reproduce: out of memory\n");
     if (ok) {
-        cli_rp_plan_build(p, a.quick);
+        rp_plan_build(p, a.quick);
         ok = find_files(p) && run_all(p, a.quiet);
     }
     if (ok) {
-        cli_rp_tables_fill(p, t);
-        ok = write_outputs(&a, t, CLI_RP_TABLES, p);
+        rp_tables_fill(p, t);
+        ok = write_outputs(&a, t, RP_TABLES, p);
     }
     free(p);
     free(t);

@@ -1,5 +1,5 @@
 /* The seeds' configurations with a published figure, and their rows
- * (cli/reproduce.h).  Figures are printed as summary.csv prints them and
+ * (cli/reproduce/reproduce.h).  Figures are printed as summary.csv prints them and
  * each derived figure is computed from the printed ones, so that a reader
  * can redo every column from the columns beside it. */
 #include <math.h>
@@ -22,7 +22,7 @@ static const struct {
  * against the baseline the seed names. */
 static const struct {
     const char *label, *baseline_label, *baseline, *scenario, *published;
-    const char *sets[CLI_RP_MAX_SETS];
+    const char *sets[RP_MAX_SETS];
 } seed002[] = {
     {"TP8 -> TP1 (llama2-smartswap-tp1)",
      "none at TP8",
@@ -55,14 +55,13 @@ enum { SEED001_QUICK = 6 };
 
 #define COUNT(a) (sizeof(a) / sizeof((a)[0]))
 
-static void add_run(cli_rp_plan *p, const char *scenario, const char *policy,
-                    const char *const *sets)
+static void add_run(rp_plan *p, const char *scenario, const char *policy, const char *const *sets)
 {
-    cli_rp_run *r = &p->runs[p->n_runs++];
+    rp_run *r = &p->runs[p->n_runs++];
     memset(r, 0, sizeof *r);
     r->scenario = scenario;
     r->policy = policy;
-    for (int i = 0; sets != NULL && i < CLI_RP_MAX_SETS; i++)
+    for (int i = 0; sets != NULL && i < RP_MAX_SETS; i++)
         r->sets[i] = sets[i];
 }
 
@@ -71,7 +70,7 @@ static size_t seed001_rows(bool quick)
     return quick ? SEED001_QUICK : COUNT(seed001);
 }
 
-void cli_rp_plan_build(cli_rp_plan *p, bool quick)
+void rp_plan_build(rp_plan *p, bool quick)
 {
     p->n_runs = 0;
     p->quick = quick;
@@ -99,13 +98,13 @@ static double fmt(cell c, const char *format, double v)
     return strtod(c, NULL);
 }
 
-static void put(cli_rp_table *t, int col, const char *s)
+static void put(rp_table *t, int col, const char *s)
 {
     snprintf(t->cell[t->n_rows][col], sizeof(cell), "%s", s);
 }
 
 /* (a / b - 1) in percent; the gap to the published gain in points. */
-static void put_gain(cli_rp_table *t, int col, double a, double b, const char *published)
+static void put_gain(rp_table *t, int col, double a, double b, const char *published)
 {
     cell g, gap;
     double gain = fmt(g, "%.2f", (a / b - 1) * 100);
@@ -131,7 +130,7 @@ static const char *const seed001_cols[] = {"scenario",
                                            "measured_saving_gb",
                                            "published_saving_gb"};
 
-static void table_init(cli_rp_table *t, const char *file, const char *const *cols, int n)
+static void table_init(rp_table *t, const char *file, const char *const *cols, int n)
 {
     memset(t, 0, sizeof *t);
     t->file = file;
@@ -139,7 +138,7 @@ static void table_init(cli_rp_table *t, const char *file, const char *const *col
     t->n_cols = n;
 }
 
-static void fill_seed000(const cli_rp_run *r, cli_rp_table *t)
+static void fill_seed000(const rp_run *r, rp_table *t)
 {
     table_init(t, "seed000_adaptive_memory.csv", seed000_cols, COUNT(seed000_cols));
     for (size_t i = 0; i < COUNT(seed000); i++, r += 2, t->n_rows++) {
@@ -152,7 +151,7 @@ static void fill_seed000(const cli_rp_run *r, cli_rp_table *t)
     }
 }
 
-static void fill_seed002(const cli_rp_run *r, cli_rp_table *t)
+static void fill_seed002(const rp_run *r, rp_table *t)
 {
     table_init(t, "seed002_smart_swap.csv", seed002_cols, COUNT(seed002_cols));
     for (size_t i = 0; i < COUNT(seed002); i++, r += 2, t->n_rows++) {
@@ -167,18 +166,18 @@ static void fill_seed002(const cli_rp_run *r, cli_rp_table *t)
     }
 }
 
-static void put_gb(cli_rp_table *t, int col, double bytes)
+static void put_gb(rp_table *t, int col, double bytes)
 {
     cell c;
     fmt(c, "%.3f", bytes / 1e9);
     put(t, col, c);
 }
 
-static void fill_seed001(const cli_rp_run *r, size_t rows, cli_rp_table *t)
+static void fill_seed001(const rp_run *r, size_t rows, rp_table *t)
 {
     table_init(t, "seed001_fragmentation.csv", seed001_cols, COUNT(seed001_cols));
     for (size_t i = 0; i < rows; i++, r += 2, t->n_rows++) {
-        const cli_rp_figures *none = &r[0].fig, *pools = &r[1].fig;
+        const rp_figures *none = &r[0].fig, *pools = &r[1].fig;
         put(t, 0, seed001[i]);
         put_gb(t, 1, (double)none->peak_reserved);
         put_gb(t, 2, (double)pools->peak_reserved);
@@ -195,9 +194,9 @@ static void fill_seed001(const cli_rp_run *r, size_t rows, cli_rp_table *t)
     }
 }
 
-void cli_rp_tables_fill(const cli_rp_plan *p, cli_rp_table t[CLI_RP_TABLES])
+void rp_tables_fill(const rp_plan *p, rp_table t[RP_TABLES])
 {
-    const cli_rp_run *r = p->runs;
+    const rp_run *r = p->runs;
     fill_seed000(r, &t[0]);
     r += 2 * COUNT(seed000);
     fill_seed002(r, &t[1]);
