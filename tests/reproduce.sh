@@ -29,7 +29,10 @@ ms() { (cd "$work/cwd" && MEMSIM_DATADIR=$data exec "$memsim" "$@"); }
 
 ms reproduce --quick --quiet --out "$work/ref" --doc "$work/doc.md" >"$work/out" 2>"$work/err"
 check "reproduce --quick exits 0" '[ $? -eq 0 ]'
-check "--quiet prints nothing on stderr" '[ ! -s "$work/err" ]'
+# (A sanitizer build's runtime warns once that it cannot follow the mock's
+# coroutines (swapcontext): that line is the sanitizer's, not memsim's.)
+check "--quiet prints nothing on stderr" \
+    '[ -z "$(grep -v "^==[0-9]*==WARNING: ASan doesn.t fully support makecontext" "$work/err")" ]'
 check "it says what it wrote" 'grep -q "seed-section.md" "$work/out"'
 for f in seed000_adaptive_memory seed001_fragmentation seed002_smart_swap; do
     check "$f.csv written" '[ -s "$work/ref/$f.csv" ]'
