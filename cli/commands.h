@@ -28,6 +28,7 @@ int cli_list(int argc, char **argv);    /* cli/list.c */
 int cli_calibrate(int argc, char **argv); /* cli/calibrate.c */
 int cli_validate(int argc, char **argv);  /* cli/validate.c */
 int cli_profile_torch(int argc, char **argv); /* cli/profile_torch.c */
+int cli_reproduce(int argc, char **argv);     /* cli/reproduce.c */
 
 /* ---- cli/suggest.c: what ships, and "did you mean" -------------------- */
 
@@ -66,6 +67,7 @@ typedef struct cli_job {
     /* Told of each step as it runs (cli_progress_update); NULL: nothing. */
     ms_run_progress_fn progress;
     void *progress_user;
+    bool quiet_policy; /* the policy's ctx:log goes nowhere */
 } cli_job;
 
 typedef struct cli_outcome {
@@ -94,6 +96,11 @@ int cli_split_list(char *s, const char **items, int max);
 int cli_parse_count(const char *s);
 /* Online CPUs, at least 1. */
 int cli_cpus(void);
+
+/* One CSV field after a comma (none before the first), as every memsim CSV
+ * writes it (docs/csv-schemas.md): a plain token bare, anything else
+ * through libcsv's quoting (cli/sweep.c). */
+void cli_csv_field(FILE *f, bool *first, const char *s);
 
 /* ---- cli/signals.c: no staging directory left by a signal ------------- */
 

@@ -27,6 +27,7 @@ ms_status cli_execute(const cli_job *job, cli_outcome *out, ms_diag *d)
                           .single_stage = job->single_stage,
                           .stage = job->stage,
                           .verify = job->verify,
+                          .quiet_policy = job->quiet_policy,
                           .overrides = job->sets,
                           .n_overrides = job->n_sets,
                           .progress = job->progress,

@@ -18,6 +18,7 @@ static void usage(FILE *out)
             "       memsim calibrate --backend cuda|npu|mock --device FILE [--out FILE]\n"
             "       memsim validate TABLE.csv... [--fit PARAMS] [--out FILE]\n"
             "       memsim profile-torch PROFILE.csv --policy P [--out FILE]\n"
+            "       memsim reproduce [--out DIR] [--doc FILE] [--quick] [--quiet]\n"
             "       memsim --help | --version\n"
             "\n"
             "run      simulate training steps of a scenario file (scenarios/*.lua) under a\n"
@@ -30,6 +31,8 @@ static void usage(FILE *out)
             "calibrate  measure a device through a backend and fit its device file\n"
             "validate   put the model beside public measurements (validation/*.csv)\n"
             "profile-torch  a policy's plan on a step measured in PyTorch (docs/torch.md)\n"
+            "reproduce  every seed configuration with a published figure, into\n"
+            "         results/reference/*.csv and the seed comparison table\n"
             "\n"
             "memsim COMMAND --help shows each command's options and examples; man memsim\n"
             "has them all.\n"
@@ -47,6 +50,7 @@ int main(int argc, char **argv)
         {"run", cli_run},       {"compare", cli_compare}, {"sweep", cli_sweep},
         {"replay", cli_replay}, {"list", cli_list},       {"calibrate", cli_calibrate},
         {"validate", cli_validate}, {"profile-torch", cli_profile_torch},
+        {"reproduce", cli_reproduce},
     };
     if (argc < 2) {
         usage(stderr);

@@ -175,9 +175,7 @@ void cli_grid_free(cli_grid *g)
 
 /* ---- sweep.csv -------------------------------------------------------- */
 
-/* As every memsim CSV (docs/csv-schemas.md): a plain token bare, anything
- * else through libcsv's quoting. */
-static void field(FILE *f, bool *first, const char *s)
+void cli_csv_field(FILE *f, bool *first, const char *s)
 {
     if (!*first)
         fputc(',', f);
@@ -245,14 +243,15 @@ static void put_row(FILE *f, const cli_grid *g, size_t i, const cli_result *r, l
     bool first = true;
     char overrides[4096];
     field_u64(f, &first, i);
-    field(f, &first, r->policy[0] ? r->policy : c->policy ? c->policy : "");
+    cli_csv_field(f, &first, r->policy[0] ? r->policy : c->policy ? c->policy : "");
     for (int k = 0; k < g->n_axes; k++)
-        field(f, &first, strchr(c->sets[c->n_sets - (size_t)g->n_axes + (size_t)k], '=') + 1);
+        cli_csv_field(f, &first,
+                      strchr(c->sets[c->n_sets - (size_t)g->n_axes + (size_t)k], '=') + 1);
     cli_join_sets(c->sets, c->n_sets, overrides, sizeof overrides);
-    field(f, &first, overrides);
-    field(f, &first, status_of(r));
-    field(f, &first, r->status == MS_OK && !r->oom ? "true" : "false");
-    field(f, &first, (long)i == best ? "true" : "false");
+    cli_csv_field(f, &first, overrides);
+    cli_csv_field(f, &first, status_of(r));
+    cli_csv_field(f, &first, r->status == MS_OK && !r->oom ? "true" : "false");
+    cli_csv_field(f, &first, (long)i == best ? "true" : "false");
     field_num(f, &first, "%.0f", r->stages);
     field_num(f, &first, "%.0f", r->status == MS_OK ? r->oom_stage : -1);
     field_num(f, &first, "%.0f", r->status == MS_OK ? r->oom_step : -1);
@@ -269,7 +268,7 @@ static void put_row(FILE *f, const cli_grid *g, size_t i, const cli_result *r, l
     field_u64(f, &first, r->recomputed_ops);
     field_num(f, &first, "%.0f", (double)r->num_ooms);
     field_num(f, &first, "%.0f", (double)r->num_alloc_retries);
-    field(f, &first, r->status == MS_OK ? "" : r->error);
+    cli_csv_field(f, &first, r->status == MS_OK ? "" : r->error);
     fputc('\n', f);
 }
 
@@ -281,12 +280,12 @@ ms_status cli_grid_write_csv(const char *path, const cli_grid *g, const cli_resu
     if (f == NULL)
         return ms_diag_set(d, MS_EIO, "%s: cannot write", tmp);
     bool first = true;
-    field(f, &first, "config");
-    field(f, &first, "policy");
+    cli_csv_field(f, &first, "config");
+    cli_csv_field(f, &first, "policy");
     for (int k = 0; k < g->n_axes; k++)
-        field(f, &first, g->axis[k].key);
+        cli_csv_field(f, &first, g->axis[k].key);
     for (size_t k = 0; k < sizeof tail_cols / sizeof tail_cols[0]; k++)
-        field(f, &first, tail_cols[k]);
+        cli_csv_field(f, &first, tail_cols[k]);
     fputc('\n', f);
     long best = cli_best_fit(res, g->n);
     for (size_t i = 0; i < g->n; i++)

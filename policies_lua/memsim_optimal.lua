@@ -18,6 +18,11 @@
 --      freed until the freed bytes reach a target, and the target is
 --      bisected on ctx:simulate (an OOM raises it, a fit lowers it); the
 --      fastest fitting plan of the search replaces the candidate if faster.
+-- Each distinct plan is simulated once (a key names it; two relaxation
+-- targets that take the same layers share a simulation), and DTR's probe of
+-- every segment runs only where it can decide something: the plans are
+-- those of the search that simulated every probe, for fewer simulations
+-- (bench/README.md, "Policy search").
 -- The plan is made once per stage (at step 0, from the program and the
 -- simulator) and is stable; a real step that still runs out of memory (it
 -- starts from the previous step's cache, the simulator from a fresh one)
@@ -80,19 +85,30 @@ local function core_list(profile)
   return list
 end
 
+-- A candidate is a recipe (build() makes its decision list) and a key that
+-- names the plan: lists of a 70B stage hold 10^4-10^5 decisions, so only
+-- the list being simulated exists at a time (the Lua heap is capped), and a
+-- plan met twice (two relaxation targets that take the same layers) is
+-- simulated once.
 local function candidates(profile, layers, first, mb_first)
-  local c = { { name = "none", list = {} } }
-  local full, all_swap, half_swap = {}, {}, {}
-  for i, L in ipairs(layers) do
-    recompute_layers(full, L)
-    swap_layer(profile, all_swap, L, first, mb_first)
-    if i <= #layers // 2 then swap_layer(profile, half_swap, L, first, mb_first) end
+  local function swap_first(n)
+    return function()
+      local list = {}
+      for i = 1, n do swap_layer(profile, list, layers[i], first, mb_first) end
+      return list
+    end
   end
-  c[#c + 1] = { name = "full_recompute", list = full }
-  c[#c + 1] = { name = "selective_recompute", list = core_list(profile) }
-  c[#c + 1] = { name = "swap all layers", list = all_swap }
-  c[#c + 1] = { name = "swap half the layers", list = half_swap }
-  return c
+  return {
+    { name = "none", key = "none", build = function() return {} end },
+    { name = "full_recompute", key = "full", build = function()
+        local list = {}
+        for _, L in ipairs(layers) do recompute_layers(list, L) end
+        return list
+      end },
+    { name = "selective_recompute", key = "selective", build = function() return core_list(profile) end },
+    { name = "swap all layers", key = "swap all", build = swap_first(#layers) },
+    { name = "swap half the layers", key = "swap half", build = swap_first(#layers // 2) },
+  }
 end
 
 -- The relaxation -------------------------------------------------------------
@@ -121,13 +137,27 @@ local function choice_costs(profile, layers)
   return opts
 end
 
-local function relaxed_plan(profile, opts, target, first, mb_first)
-  local taken, freed, list = {}, 0, {}
-  for _, o in ipairs(opts) do
+-- The choices taken, in cost order, until the freed bytes reach target: the
+-- plan is the first n of them, so n names it.
+local function relaxed_count(opts, target)
+  local taken, freed, n = {}, 0, 0
+  for i, o in ipairs(opts) do
     if freed >= target then break end
     if not taken[o.L] and o.bytes > 0 then
       taken[o.L] = true
       freed = freed + o.bytes
+      n = i
+    end
+  end
+  return n
+end
+
+local function relaxed_plan(profile, opts, n, first, mb_first)
+  local taken, list = {}, {}
+  for i = 1, n do
+    local o = opts[i]
+    if not taken[o.L] and o.bytes > 0 then
+      taken[o.L] = true
       if o.what == "recompute" then
         recompute_layers(list, o.L)
       else
@@ -135,73 +165,83 @@ local function relaxed_plan(profile, opts, target, first, mb_first)
       end
     end
   end
-  return list, freed
+  return list
 end
 
-local function better(r, best)
-  return not r.oom and (best == nil or r.step_time < best.time)
-end
-
--- The fewest segments of DTR's order that fit (bisection on the count).
-local function dtr_candidate(profile, ctx, budget)
+-- The fewest segments of DTR's order that fit (bisection on the count; probes
+-- at most).  All of them is probed first only where full recompute did not
+-- fit (an OOM there ends the search); otherwise only if no fewer fit, which
+-- leaves the probes, and so the answer, as they were and saves a step.
+local function dtr_candidate(profile, sim, probes, full_fits)
   local order = memsim.rematerialization_order(profile)
   local function first_k(k)
-    local list = {}
-    for i = 1, k do list[i] = { kind = "recompute", segment = order[i].id } end
-    return list
+    return function()
+      local list = {}
+      for i = 1, k do list[i] = { kind = "recompute", segment = order[i].id } end
+      return list
+    end
   end
-  local lo, hi, sims = 0, #order, 1
-  local r = ctx:simulate(first_k(hi))
-  if r.oom then return nil, sims end
-  local best_r = r
-  while hi - lo > 1 and sims < budget do
+  local lo, hi, best_r = 0, #order, nil
+  if not full_fits then
+    best_r = sim("dtr " .. hi, first_k(hi))
+    if best_r.oom then return nil end
+  end
+  local n = 1
+  while hi - lo > 1 and n < probes do
     local mid = (lo + hi) // 2
-    local rm = ctx:simulate(first_k(mid))
-    sims = sims + 1
+    local rm = sim("dtr " .. mid, first_k(mid))
+    n = n + 1
     if rm.oom then lo = mid else hi, best_r = mid, rm end
   end
-  return { name = "rematerialization order", list = first_k(hi), time = best_r.step_time,
-           peak = best_r.peak_allocated }, sims
+  if best_r == nil then
+    best_r = sim("dtr " .. hi, first_k(hi))
+    if best_r.oom then return nil end
+  end
+  return { name = "rematerialization order", key = "dtr " .. hi, build = first_k(hi),
+           time = best_r.step_time, peak = best_r.peak_allocated }
 end
 
 -- The plans that fit, searched with whatever decisions the simulator adds
 -- after each candidate (the scenario's declared ones, unless replaced).
-local function search_core(profile, ctx, tag, fits)
+-- sim(key, build) simulates build()'s plan once per key.
+local function search_core(profile, sim, tag, fits)
   local layers = layers_of(profile)
   local first, mb_first = memsim.backward_starts(profile)
-  local sims, none_fits = 0, false
-  local function try(name, list)
-    local r = ctx:simulate(list)
-    sims = sims + 1
-    if not r.oom then
-      fits[#fits + 1] = { name = name .. tag, list = list, time = r.step_time,
-                          peak = r.peak_allocated, plain = #list == 0 }
+  local fitted = {}
+  local function try(c)
+    local r, n = sim(c.key, c.build)
+    if not r.oom and not fitted[c.key] then
+      fitted[c.key] = true
+      fits[#fits + 1] = { name = c.name .. tag, build = c.build, time = r.step_time,
+                          peak = r.peak_allocated, plain = n == 0 }
     end
     return r
   end
+  local full_fits = false
   for _, c in ipairs(candidates(profile, layers, first, mb_first)) do
-    local r = try(c.name, c.list)
-    if c.name == "none" and not r.oom then none_fits = true break end
+    local r = try(c)
+    if c.key == "none" and not r.oom then return end
+    if c.key == "full" then full_fits = not r.oom end
   end
-  if not none_fits then
-    local d, n = dtr_candidate(profile, ctx, 10)
-    sims = sims + n
-    if d ~= nil then
-      d.name = d.name .. tag
-      fits[#fits + 1] = d
-    end
-    local opts = choice_costs(profile, layers)
-    local total = 0
-    for _, L in ipairs(layers) do total = total + math.max(L.saved, L.swap_bytes) end
-    local lo, hi, n_relax = 0, total, 0
-    while n_relax < config.max_simulations and hi - lo > total / 64 do
-      local target = (lo + hi) / 2
-      local r = try("relaxation", (relaxed_plan(profile, opts, target, first, mb_first)))
-      n_relax = n_relax + 1
-      if r.oom then lo = target else hi = target end
-    end
+  local d = dtr_candidate(profile, sim, 10, full_fits)
+  if d ~= nil and not fitted[d.key] then
+    d.name = d.name .. tag
+    fitted[d.key] = true
+    fits[#fits + 1] = d
   end
-  return sims
+  local opts = choice_costs(profile, layers)
+  local total = 0
+  for _, L in ipairs(layers) do total = total + math.max(L.saved, L.swap_bytes) end
+  local lo, hi, n_relax = 0, total, 0
+  while n_relax < config.max_simulations and hi - lo > total / 64 do
+    local target = (lo + hi) / 2
+    local n = relaxed_count(opts, target)
+    local r = try({ name = "relaxation", key = "relaxation " .. n, build = function()
+      return relaxed_plan(profile, opts, n, first, mb_first)
+    end })
+    n_relax = n_relax + 1
+    if r.oom then lo = target else hi = target end
+  end
 end
 
 -- list followed by extra, a tensor's first swap standing.
@@ -217,13 +257,56 @@ local function with_declared(list, extra)
   return out
 end
 
+local function and_declared(build, extra)
+  return function() return with_declared(build(), extra) end
+end
+
+-- ctx:simulate once per plan: a key met again answers from the first time.
+-- Returns the result and the number of decisions.
+local function memo_simulator(ctx)
+  local seen, count = {}, 0
+  local function sim(key, build)
+    local s = seen[key]
+    if s == nil then
+      local list = build()
+      s = { r = ctx:simulate(list), n = #list }
+      seen[key] = s
+      count = count + 1
+    end
+    return s.r, s.n
+  end
+  return sim, function() return count end, function() seen = {} end
+end
+
+-- The declared decisions: the best two fits (and none) with their
+-- recomputes only; all fits with them all (the search ran with them).
+local function declared_variants(sim, fits, declared, no_swaps)
+  for _, f in ipairs(fits) do f.build = and_declared(f.build, declared) end
+  if #no_swaps == #declared then return end
+  table.sort(fits, function(a, b) return a.time < b.time end)
+  -- Plain (no decision of the policy's own) only with no fit beneath.
+  local base = { { name = "none", build = function() return {} end, plain = true } }
+  for i = 1, math.min(2, #fits) do
+    base[#base + 1] = { name = fits[i].name, build = fits[i].build, plain = false }
+  end
+  for i, b in ipairs(base) do
+    local build = and_declared(b.build, no_swaps)
+    local r = sim("declared recomputes " .. i, build)
+    if not r.oom then
+      fits[#fits + 1] = { name = b.name .. " + declared recomputes", build = build,
+                          time = r.step_time, peak = r.peak_allocated, plain = b.plain }
+    end
+  end
+end
+
 -- Every plan simulated that fits, best first: the choice and its
 -- fallbacks.  The scenario's declared decisions (MindFormers' swap_config,
 -- a recompute setting) are a choice too: with them, with their recomputes
 -- only, and without them; once compared, all explicit (replace_declared).
 local function search(profile, ctx)
   local fits = {}
-  local sims = search_core(profile, ctx, "", fits)
+  local sim, count, forget = memo_simulator(ctx)
+  search_core(profile, sim, "", fits)
   local declared, no_swaps = {}, {}
   for _, d in ipairs(profile.declared) do
     declared[#declared + 1] = d
@@ -232,23 +315,12 @@ local function search(profile, ctx)
   local replaced = #declared > 0
   if replaced then
     ctx:replace_declared()
-    for _, f in ipairs(fits) do f.list = with_declared(f.list, declared) end
-    if #no_swaps < #declared then
-      table.sort(fits, function(a, b) return a.time < b.time end)
-      local base = { { name = "none", list = {} } }
-      for i = 1, math.min(2, #fits) do base[#base + 1] = fits[i] end
-      for _, b in ipairs(base) do
-        local list = with_declared(b.list, no_swaps)
-        local r = ctx:simulate(list)
-        sims = sims + 1
-        if not r.oom then
-          fits[#fits + 1] = { name = b.name .. " + declared recomputes", list = list,
-                              time = r.step_time, peak = r.peak_allocated,
-                              plain = #b.list == 0 }
-        end
-      end
-    end
-    sims = sims + search_core(profile, ctx, " without the scenario's settings", fits)
+    -- The same keys name other plans from here: the declared ones no
+    -- longer follow each candidate.
+    forget()
+    declared_variants(sim, fits, declared, no_swaps)
+    forget()
+    search_core(profile, sim, " without the scenario's settings", fits)
   end
   table.sort(fits, function(a, b)
     if a.time ~= b.time then return a.time < b.time end
@@ -265,16 +337,58 @@ local function search(profile, ctx)
       break
     end
   end
-  return fits, sims, replaced
+  return fits, count(), replaced
 end
 
-local function apply(ctx, list)
-  for _, d in ipairs(list) do
-    if d.kind == "recompute" then ctx:recompute(d.segment)
-    elseif d.kind == "keep" then ctx:keep(d.tensor)
-    else ctx:swap(d.tensor, { out_after = d.out_after, in_before = d.in_before,
-                              prefetch = d.prefetch }) end
+-- Plans kept across steps ---------------------------------------------------
+-- The choice and the fallbacks an OOM can reach are kept packed, 17 bytes a
+-- decision, not as recipes: a recipe holds the stage's profile views, and
+-- every stage's (a 70B stage's program alone is ~110 MB of the capped heap)
+-- would stay alive through it.
+local FORMAT = "<i1i4i4i4i4" -- kind, tensor or segment, prefetch, out_after, in_before
+local KIND = { recompute = 1, swap = 2, keep = 3 }
+
+local function pack(list)
+  local parts = {}
+  for i, d in ipairs(list) do
+    parts[i] = string.pack(FORMAT, KIND[d.kind] or KIND.swap, d.segment or d.tensor,
+                           d.prefetch or -1, d.out_after or -1, d.in_before or -1)
   end
+  return table.concat(parts)
+end
+
+local function opt(v) if v >= 0 then return v end end
+
+local function apply(ctx, code)
+  local pos = 1
+  while pos <= #code do
+    local kind, id, prefetch, out_after, in_before
+    kind, id, prefetch, out_after, in_before, pos = string.unpack(FORMAT, code, pos)
+    if kind == KIND.recompute then ctx:recompute(id)
+    elseif kind == KIND.keep then ctx:keep(id)
+    else ctx:swap(id, { out_after = opt(out_after), in_before = opt(in_before),
+                        prefetch = opt(prefetch) }) end
+  end
+end
+
+-- What on_oom moves through: from the choice, each time the first later
+-- plan (fits are best first) with a lower peak than the one in force.
+local function fallback_chain(fits)
+  local chain = { fits[1] }
+  for i = 2, #fits do
+    if fits[i].peak < chain[#chain].peak then chain[#chain + 1] = fits[i] end
+  end
+  for i, f in ipairs(chain) do chain[i] = { name = f.name, code = pack(f.build()) } end
+  return chain
+end
+
+local function nothing_fits(profile)
+  local layers = layers_of(profile)
+  return { name = "full_recompute (nothing fits)", peak = 0, build = function()
+    local list = {}
+    for _, L in ipairs(layers) do recompute_layers(list, L) end
+    return list
+  end }
 end
 
 local chosen = {}
@@ -285,31 +399,23 @@ return {
     local st = chosen[profile.stage]
     if st == nil then
       local fits, sims, replaced = search(profile, ctx)
-      st = { fits = fits, at = 1, replaced = replaced }
-      if #fits == 0 then
-        local list = {}
-        for _, L in ipairs(layers_of(profile)) do recompute_layers(list, L) end
-        st.fits[1] = { name = "full_recompute (nothing fits)", list = list, peak = 0 }
-      end
+      local n_fit = #fits
+      if n_fit == 0 then fits[1] = nothing_fits(profile) end
+      st = { chain = fallback_chain(fits), at = 1, replaced = replaced }
       chosen[profile.stage] = st
       ctx:log("stage %d: %s, %d decisions (%d simulations, %d plans fit)", profile.stage,
-              st.fits[1].name, #st.fits[1].list, sims, #fits)
+              st.chain[1].name, #st.chain[1].code // string.packsize(FORMAT), sims, n_fit)
     end
     if st.replaced then ctx:replace_declared() end
-    apply(ctx, st.fits[st.at].list)
+    apply(ctx, st.chain[st.at].code)
     ctx:stable()
   end,
   on_oom = function(_, ctx, profile)
     local st = chosen[profile.stage]
-    if st == nil then return end
-    local cur = st.fits[st.at]
-    for i = st.at + 1, #st.fits do
-      if st.fits[i].peak < cur.peak then
-        st.at = i
-        apply(ctx, st.fits[i].list)
-        ctx:log("stage %d: out of memory; falling back to %s", profile.stage, st.fits[i].name)
-        return
-      end
-    end
+    local next = st and st.chain[st.at + 1]
+    if next == nil then return end
+    st.at = st.at + 1
+    apply(ctx, next.code)
+    ctx:log("stage %d: out of memory; falling back to %s", profile.stage, next.name)
   end,
 }

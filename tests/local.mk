@@ -180,8 +180,8 @@ EXTRA_DIST += tests/layout.sh
 
 # The memsim command as a user meets it, and hostile input (each case stopped
 # with a clear error within 20 s and 2 GiB).
-TESTS += tests/cli.sh tests/hostile.sh
-EXTRA_DIST += tests/cli.sh tests/hostile.sh tests/mpi_sweep.sh
+TESTS += tests/cli.sh tests/hostile.sh tests/reproduce.sh
+EXTRA_DIST += tests/cli.sh tests/hostile.sh tests/mpi_sweep.sh tests/reproduce.sh
 # Detail over report.max_bytes, and a run's progress on stderr (issue 13).
 TESTS += tests/report_limit.sh
 EXTRA_DIST += tests/report_limit.sh

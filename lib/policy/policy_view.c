@@ -3,9 +3,12 @@
  * A step program has tens of thousands of ops and tensors; one Lua table per
  * entry (plus a proxy to make it read-only) costs ~1.5 KB each, which a
  * 100k-op stage would not fit in the policy heap.  So the program is copied
- * once into one packed, Lua-owned block (a userdata: no pointer back into C
- * memory that might be freed) and entries are small userdata read through
- * __index.  They behave as read-only records: t.bytes, #profile.ops,
+ * once into one packed block, owned by a Lua userdata that frees it when
+ * collected (no pointer back into program memory that might be freed), and
+ * entries are small userdata read through __index.  The block is malloc'd,
+ * outside the Lua heap: it is memsim's program, not the script's data, and
+ * counted against the policy's memory cap a 70B stage's (~110 MB of 256)
+ * left too little for a search over it.  They behave as read-only records: t.bytes, #profile.ops,
  * ipairs/pairs, tostring; an entry object is created on first access and
  * kept, so the same entry is the same object (usable as a table key).
  *
@@ -18,11 +21,14 @@
  * read shows the script exactly what the eager table did. */
 #include "policy_host.h"
 
+#include <limits.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <lauxlib.h>
 
 #define MT_ARRAY "memsim.policy.array"
+#define MT_BLOB "memsim.policy.blob"
 
 enum entry_type { ENTRY_OP = 0, ENTRY_TENSOR, ENTRY_SEGMENT, ENTRY_COUNT };
 
@@ -79,6 +85,24 @@ typedef struct vblob {
     uint32_t *ids;       /* every id list, back to back */
     char *names;         /* every name, NUL-terminated, back to back */
 } vblob;
+
+/* The userdata that owns the block. */
+typedef struct vbox {
+    vblob *blob;
+} vbox;
+
+static int box_gc(lua_State *L)
+{
+    vbox *x = luaL_checkudata(L, 1, MT_BLOB);
+    free(x->blob);
+    x->blob = NULL;
+    return 0;
+}
+
+static vblob *blob_of(lua_State *L, int idx)
+{
+    return ((vbox *)lua_touserdata(L, idx))->blob;
+}
 
 /* An entry or an array: uservalue 1 is the blob's userdata (kept alive by
  * it); an array's uservalue 2 caches its entry objects and 3 is their
@@ -202,7 +226,7 @@ static void fill_segments(vblob *b, fill_at *at, const ms_program_view *pv,
     }
 }
 
-/* Push the blob userdata: one allocation holding the whole program, names
+/* Push the blob's owner: one allocation holding the whole program, names
  * included, so nothing in it needs the garbage collector's attention. */
 static void push_blob(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv)
 {
@@ -217,7 +241,18 @@ static void push_blob(lua_State *L, const ms_program_view *pv, const ms_program_
     size_t off_prof = off_segments + align8((size_t)pv->n_segments * sizeof(vsegment));
     size_t off_ids = off_prof + align8((size_t)pv->n_ops * sizeof(ms_op_profile));
     size_t off_names = off_ids + n_ids * sizeof(uint32_t);
-    char *base = lua_newuserdatauv(L, off_names + n_chars, 0);
+    vbox *box = lua_newuserdatauv(L, sizeof *box, 0);
+    box->blob = NULL;
+    luaL_setmetatable(L, MT_BLOB);
+    char *base = malloc(off_names + n_chars);
+    if (base == NULL)
+        luaL_error(L, "out of memory building the program view (%zu bytes)", off_names + n_chars);
+    box->blob = (vblob *)base;
+    /* The collector does not see the block: a step as if it were allocated
+     * in the heap keeps the pace at which replaced views (each stage has
+     * its own) are freed what it was when the heap held them. */
+    size_t kib = (off_names + n_chars) >> 10;
+    lua_gc(L, LUA_GCSTEP, kib > INT_MAX ? INT_MAX : (int)kib);
     vblob *b = (vblob *)base;
     memset(b, 0, sizeof *b);
     b->n[ENTRY_OP] = pv->n_ops;
@@ -239,7 +274,7 @@ static void push_blob(lua_State *L, const ms_program_view *pv, const ms_program_
 static void push_array(lua_State *L, int blob, int type)
 {
     vref *r = lua_newuserdatauv(L, sizeof *r, 3);
-    *r = (vref){.blob = lua_touserdata(L, blob), .type = (uint8_t)type};
+    *r = (vref){.blob = blob_of(L, blob), .type = (uint8_t)type};
     lua_pushvalue(L, blob);
     lua_setiuservalue(L, -2, 1);
     lua_createtable(L, 0, 0);
@@ -266,7 +301,7 @@ void pol_push_program(lua_State *L, const ms_program_view *pv, const ms_program_
 void pol_update_measured(lua_State *L, int view_idx, const ms_profile *prof)
 {
     lua_getfield(L, view_idx, "blob");
-    vblob *b = lua_touserdata(L, -1);
+    vblob *b = blob_of(L, -1);
     lua_pop(L, 1);
     b->measured = prof->measured && prof->ops != NULL && b->n[ENTRY_OP] == prof->program.n_ops;
     if (b->measured && b->n[ENTRY_OP] > 0)
@@ -555,6 +590,12 @@ static void set_common(lua_State *L, lua_CFunction newindex)
 
 void pol_view_register(lua_State *L)
 {
+    luaL_newmetatable(L, MT_BLOB);
+    lua_pushcfunction(L, box_gc);
+    lua_setfield(L, -2, "__gc");
+    lua_pushliteral(L, "read-only");
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
     for (int t = 0; t < ENTRY_COUNT; t++) {
         luaL_newmetatable(L, entry_mt[t]);
         lua_createtable(L, 0, 20);
