@@ -358,6 +358,13 @@ static const char *w_last_error(void *inst)
     return ops->last_error != NULL ? ops->last_error(w->real->inst) : "";
 }
 
+static ms_status w_event_state(void *inst, const ms_event *e, ms_state_sig *sig)
+{
+    ms_cohost_proxy *w = inst;
+    const ms_backend_ops *ops = w->real->ops;
+    return ops->event_state != NULL ? ops->event_state(w->real->inst, e, sig) : MS_EUNSUPPORTED;
+}
+
 static ms_status w_destroy(void *inst)
 {
     free(inst); /* the real backend belongs to the caller */
@@ -393,6 +400,7 @@ static const ms_backend_ops wrap_ops = {
     .now = w_now,
     .set_tracer = w_set_tracer,
     .last_error = w_last_error,
+    .event_state = w_event_state,
 };
 
 ms_status mock_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped)

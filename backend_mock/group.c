@@ -64,8 +64,31 @@ static ms_status group_cancel(void *inst)
     return m->co != NULL ? mock_cohost_cancel(m->co) : MS_OK;
 }
 
+/* Between runs every host is done: the engine's state, then each mock's. */
+static ms_status group_state_write(void *inst, ms_state_sig *sig, int64_t *now_ns)
+{
+    mock_group *m = inst;
+    ms_status st = sim_state_write(m->engine, sig);
+    for (int i = 0; st == MS_OK && i < m->g.n_devices; i++)
+        st = mock_state_write(m->real[i], sig);
+    if (st == MS_OK)
+        st = sim_now(m->engine, now_ns);
+    return st;
+}
+
+static ms_status group_advance(void *inst, int64_t delta_ns)
+{
+    mock_group *m = inst;
+    return sim_state_shift(m->engine, delta_ns);
+}
+
 static const ms_group_ops mock_group_ops = {
-    .name = "mock", .run = group_run, .cancel = group_cancel, .destroy = group_destroy,
+    .name = "mock",
+    .run = group_run,
+    .cancel = group_cancel,
+    .destroy = group_destroy,
+    .state_write = group_state_write,
+    .advance = group_advance,
 };
 
 static ms_status open_devices(mock_group *m, const ms_group_config *cfg)

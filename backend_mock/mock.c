@@ -505,6 +505,7 @@ static const ms_backend_ops mock_ops = {
     .now = mock_now,
     .set_tracer = mock_set_tracer,
     .last_error = mock_last_error,
+    .event_state = mock_event_state,
 };
 
 ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, uint64_t seed,

@@ -89,6 +89,10 @@ const char *mock_data_fault_message(const ms_backend *b); /* "" when none */
 /* The simulated device behind a mock (HBM peak, cost model, engine).
  * MS_EINVAL if b is not a mock. */
 ms_status mock_simdev(const ms_backend *b, ms_simdev **out);
+/* The mock's part of a quiet moment's state (state.c): its address spaces;
+ * the engine's part is the group's (sim_state_write).  MS_EUNSUPPORTED in
+ * the functional mode. */
+ms_status mock_state_write(const ms_backend *b, ms_state_sig *sig);
 
 #ifdef __cplusplus
 }

@@ -76,6 +76,9 @@ ms_status mock_va_release(void *inst, uint64_t addr);
 ms_status mock_mem_map(void *inst, uint64_t addr, uint64_t bytes);
 ms_status mock_mem_unmap(void *inst, uint64_t addr, uint64_t bytes);
 
+/* state.c (fast-forward) */
+ms_status mock_event_state(void *inst, const ms_event *e, ms_state_sig *sig);
+
 /* mock.c: every host-side call starts here (device time catches up). */
 ms_status mock_enter(ms_mock *m);
 /* The instance behind a mock's handle (NULL if b is not a mock). */

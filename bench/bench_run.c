@@ -2,9 +2,13 @@
  * of every pipeline stage together, and simulated ops per second.
  *
  *   bench/bench_run SCENARIO [KEY=VALUE]... [--repeat N] [--no-heap]
+ *                   [--no-fast-forward | --both]
  *
  * Each repetition loads nothing again: the scenario is parsed once, then the
- * whole run (program build, devices, steps) is timed with CLOCK_MONOTONIC. */
+ * whole run (program build, devices, steps) is timed with CLOCK_MONOTONIC.
+ * Steps that repeat the step before exactly are not simulated again (lib/run
+ * fast_forward.c) unless --no-fast-forward; --both times the run each way,
+ * alternating within every repetition, so the ratio is of one machine state. */
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -28,21 +32,72 @@ static double now_s(void)
     return (double)ts.tv_sec + (double)ts.tv_nsec * 1e-9;
 }
 
+typedef struct timing {
+    double best;
+    size_t ops;
+    int stages, steps, repeated;
+} timing;
+
+static int time_once(const ms_scenario *sc, bool fast_forward, timing *t)
+{
+    ms_run_options opt = {.record = false, .no_fast_forward = !fast_forward};
+    ms_run *run = NULL;
+    ms_diag d = {0};
+    double t0 = now_s();
+    ms_status st = ms_run_execute(sc, &opt, &run, &d);
+    double dt = now_s() - t0;
+    if (st != MS_OK) {
+        fprintf(stderr, "bench_run: %s\n", d.msg);
+        return 1;
+    }
+    size_t n, ns;
+    const ms_program_view *views = ms_run_program_views(run, &n);
+    const ms_run_summary *s = ms_run_summaries(run, &ns);
+    t->ops = 0;
+    for (size_t i = 0; i < n; i++)
+        t->ops += views[i].n_ops;
+    t->stages = (int)n;
+    t->steps = sc->steps;
+    t->repeated = ms_run_notes_get(run)->fast_forwarded_steps;
+    if (s[0].oom)
+        fprintf(stderr, "bench_run: note: the run ran out of memory at step %d\n", s[0].oom_step);
+    if (dt < t->best)
+        t->best = dt;
+    ms_run_free(run);
+    return 0;
+}
+
+/* Ops per second over every step the run covered, simulated or repeated. */
+static double print_timing(const char *mode, int repeat, const timing *t)
+{
+    double ops_rate = (double)t->ops * t->steps / t->best;
+    printf("%s, best of %d: %.1f ms per run, %.1f ms per step (%d of %d steps fast-forwarded), "
+           "%.2f M ops/s\n",
+           mode, repeat, t->best * 1e3, t->best * 1e3 / t->steps, t->repeated, t->steps,
+           ops_rate / 1e6);
+    return ops_rate;
+}
+
 int main(int argc, char **argv)
 {
     if (argc < 2) {
-        fprintf(stderr, "usage: bench_run SCENARIO [KEY=VALUE]... [--repeat N] [--no-heap]\n");
+        fprintf(stderr, "usage: bench_run SCENARIO [KEY=VALUE]... [--repeat N] [--no-heap] "
+                        "[--no-fast-forward | --both]\n");
         return 2;
     }
     const char *sets[64] = {0};
     size_t n_sets = 0;
     int repeat = 5;
-    bool heap_too = true;
+    bool heap_too = true, with_ff = true, without_ff = false;
     for (int i = 2; i < argc; i++) {
         if (strcmp(argv[i], "--repeat") == 0 && i + 1 < argc)
             repeat = atoi(argv[++i]);
         else if (strcmp(argv[i], "--no-heap") == 0)
             heap_too = false; /* e.g. under callgrind, to count the run alone */
+        else if (strcmp(argv[i], "--no-fast-forward") == 0)
+            with_ff = false, without_ff = true;
+        else if (strcmp(argv[i], "--both") == 0)
+            with_ff = without_ff = true;
         else if (n_sets < 64)
             sets[n_sets++] = argv[i];
     }
@@ -52,47 +107,27 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_run: %s\n", d.msg);
         return 1;
     }
-    double best = 1e30;
-    size_t ops = 0;
-    int stages = 0, steps = 0;
-    for (int r = 0; r < repeat; r++) {
-        ms_run_options opt = {.record = false};
-        ms_run *run = NULL;
-        double t0 = now_s();
-        ms_status st = ms_run_execute(sc, &opt, &run, &d);
-        double t = now_s() - t0;
-        if (st != MS_OK) {
-            fprintf(stderr, "bench_run: %s\n", d.msg);
+    timing on = {.best = 1e30}, off = {.best = 1e30};
+    for (int r = 0; r < repeat; r++)
+        if ((with_ff && time_once(sc, true, &on) != 0) ||
+            (without_ff && time_once(sc, false, &off) != 0)) {
             ms_scenario_free(sc);
             return 1;
         }
-        const ms_program_view *views;
-        size_t n;
-        views = ms_run_program_views(run, &n);
-        const ms_run_summary *s;
-        size_t ns;
-        s = ms_run_summaries(run, &ns);
-        ops = 0;
-        for (size_t i = 0; i < n; i++)
-            ops += views[i].n_ops;
-        stages = (int)n;
-        steps = sc->steps;
-        if (s[0].oom)
-            fprintf(stderr, "bench_run: note: the run ran out of memory at step %d\n",
-                    s[0].oom_step);
-        if (t < best)
-            best = t;
-        ms_run_free(run);
-    }
-    printf("scenario %s: %d stages, %zu ops per step, %d steps\n", sc->name, stages, ops, steps);
-    double ops_rate = (double)ops * steps / best;
-    printf("best of %d: %.1f ms per run, %.1f ms per simulated step, %.2f M simulated ops/s\n",
-           repeat, best * 1e3, best * 1e3 / steps, ops_rate / 1e6);
+    const timing *any = with_ff ? &on : &off;
+    printf("scenario %s: %d stages, %zu ops per step, %d steps\n", sc->name, any->stages, any->ops,
+           any->steps);
+    double ops_rate = with_ff ? print_timing("fast-forward", repeat, &on) : 0;
+    if (without_ff)
+        ops_rate = print_timing("every step simulated", repeat, &off);
+    if (with_ff && without_ff)
+        printf("fast-forward takes %.3f of the time of simulating every step\n",
+               on.best / off.best);
     /* Issue 13's yardstick, taken in the same process right after the runs
-     * so that both see the same machine load. */
+     * so that both see the same machine load; against the last mode printed. */
     double heap = heap_too ? bench_heap_rate(HEAP_DEPTH, HEAP_EVENTS, 3) : -1;
     if (heap > 0)
-        printf("bare engine heap (depth %d, best of 3): %.1f M events/s; simulated ops/s are "
+        printf("bare engine heap (depth %d, best of 3): %.1f M events/s; ops/s are "
                "%.1f%% of it\n",
                HEAP_DEPTH, heap / 1e6, 100.0 * ops_rate / heap);
     ms_scenario_free(sc);

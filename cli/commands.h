@@ -64,6 +64,7 @@ typedef struct cli_job {
     bool single_stage;   /* --stage K: run pipeline stage `stage` alone */
     int stage;
     bool verify; /* --verify: check swapped and recomputed bytes */
+    bool no_fast_forward; /* --no-fast-forward: simulate every step */
     /* Told of each step as it runs (cli_progress_update); NULL: nothing. */
     ms_run_progress_fn progress;
     void *progress_user;

@@ -27,6 +27,7 @@ ms_status cli_execute(const cli_job *job, cli_outcome *out, ms_diag *d)
                           .single_stage = job->single_stage,
                           .stage = job->stage,
                           .verify = job->verify,
+                          .no_fast_forward = job->no_fast_forward,
                           .quiet_policy = job->quiet_policy,
                           .overrides = job->sets,
                           .n_overrides = job->n_sets,
@@ -207,11 +208,16 @@ static void describe(const ms_run_progress *s, char *buf, size_t n)
 {
     if (s->phase == MS_RUN_SETUP)
         snprintf(buf, n, "setting up (%d step%s to run)", s->steps, s->steps == 1 ? "" : "s");
+    else if (s->phase == MS_RUN_DONE && s->repeated > 0)
+        snprintf(buf, n, "%d of %d step%s run, %d replayed by fast-forward", s->step, s->steps,
+                 s->steps == 1 ? "" : "s", s->repeated);
     else if (s->phase == MS_RUN_DONE)
         snprintf(buf, n, "%d of %d step%s run", s->step, s->steps, s->steps == 1 ? "" : "s");
     else
         snprintf(buf, n, "step %d of %d, %s", s->step + 1, s->steps,
-                 s->phase == MS_RUN_PLANNING ? "planning" : "simulating");
+                 s->phase == MS_RUN_PLANNING    ? "planning"
+                 : s->phase == MS_RUN_REPEATING ? "repeating the step before (fast-forward)"
+                                                : "simulating");
 }
 
 /* Under the lock: the current state, on a terminal as the bar, else as a

@@ -19,7 +19,7 @@ static void usage(FILE *out)
         "usage: memsim run SCENARIO [--policy FILE|NAME]... [--out DIR] [--set KEY=VALUE]...\n"
         "                  [--memory-clock device|host] [--snapshot FILE.pickle]\n"
         "                  [--no-advice] [-j N] [--backend mock|cuda[:N]|npu[:N]]\n"
-        "                  [--stage K] [--verify] [--quiet]\n"
+        "                  [--stage K] [--verify] [--no-fast-forward] [--quiet]\n"
         "\n"
         "Simulates training steps of a scenario file (scenarios/*.lua) under a memory\n"
         "policy (policies_lua/*.lua, or a path) and writes summary.csv, ops.csv,\n"
@@ -53,6 +53,9 @@ static void usage(FILE *out)
         "                        runs one stage; a model it cannot hold runs fewer layers)\n"
         "  --verify              fill every swapped or recomputed tensor with a pattern and\n"
         "                        check it when it is used again (the mock keeps real bytes)\n"
+        "  --no-fast-forward     simulate every step, also one whose start state, plans and\n"
+        "                        all equal the step before's (it would repeat it exactly;\n"
+        "                        the reports are the same bytes either way: for checking)\n"
         "  --quiet               print nothing but errors (no progress either)\n"
         "\n"
         "Exit status: 0 done, 1 error, 2 usage, 3 the run ran out of memory (the report\n"
@@ -78,6 +81,7 @@ typedef struct run_args {
     bool quiet, advice;
     int jobs;
     bool verify;
+    bool no_fast_forward;
     bool single_stage;
     int stage;
 } run_args;
@@ -131,6 +135,7 @@ static int parse_option(run_args *a, int c)
     case 'n': a->advice = false; return 0;
     case 'q': a->quiet = true; return 0;
     case 'v': a->verify = true; return 0;
+    case 'F': a->no_fast_forward = true; return 0;
     case 'k':
         if (parse_stage(optarg, &a->stage) != 0)
             return CLI_USAGE;
@@ -154,6 +159,7 @@ static int parse_run_args(int argc, char **argv, run_args *a)
         {"help", no_argument, NULL, 'h'},
         {"stage", required_argument, NULL, 'k'},
         {"verify", no_argument, NULL, 'v'},
+        {"no-fast-forward", no_argument, NULL, 'F'},
         {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -467,7 +473,8 @@ int cli_run(int argc, char **argv)
                        .settings_out = a.quiet || i > 0 ? NULL : stdout,
                        .single_stage = a.single_stage,
                        .stage = a.stage,
-                       .verify = a.verify};
+                       .verify = a.verify,
+                       .no_fast_forward = a.no_fast_forward};
         cli_outcome_free(&last);
         char label[256];
         progress_label(a.scenario, job.policy, label, sizeof label);

@@ -316,3 +316,24 @@ void sim_host_unwatch_device(ms_simdev *d)
     if (h->state == MS_HOST_PARKED)
         a->n_parked_unwatched++; /* asked after every step from now on */
 }
+
+/* ---- fast-forward (sim_state.c) -------------------------------------- */
+
+/* Each host's clock relative to the engine's, in creation order: the
+ * offsets between hosts decide how their calls interleave. */
+ms_status sim_hosts_state_write(const ms_sim *sim, ms_state_sig *sig)
+{
+    for (const ms_simhost *h = sim->att.hosts; h != NULL; h = h->next) {
+        if (h->state == MS_HOST_PARKED)
+            return MS_EAGAIN;
+        ms_state_sig_u64(sig, (uint64_t)(h->now - sim->now));
+        ms_state_sig_u64(sig, (uint64_t)h->state);
+    }
+    return sig->st;
+}
+
+void sim_hosts_shift(ms_sim *sim, int64_t delta_ns)
+{
+    for (ms_simhost *h = sim->att.hosts; h != NULL; h = h->next)
+        h->now += delta_ns;
+}

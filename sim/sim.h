@@ -262,6 +262,13 @@ ms_status sim_host_watch(ms_simhost *h, ms_simdev *d);
  * turn of one host that leaves it unchanged moved no clock at all. */
 uint64_t sim_host_clock_moves(const ms_simhost *h);
 
+/* Fast-forward (sim_state.c): the engine's state at a quiet moment, every
+ * time relative to its clock (MS_EAGAIN when work, a parked host or an
+ * event that decides something is pending), and the shift that makes it the
+ * state one repeat later. */
+ms_status sim_state_write(ms_sim *sim, ms_state_sig *sig);
+ms_status sim_state_shift(ms_sim *sim, int64_t delta_ns);
+
 #ifdef __cplusplus
 }
 #endif

@@ -36,6 +36,9 @@ typedef struct ms_sim_attachments {
 
 /* host.c: a device going away leaves the dirty list and its watcher. */
 void sim_host_unwatch_device(ms_simdev *d);
+/* host.c, for sim_state.c: the hosts' part of a state, and its shift. */
+ms_status sim_hosts_state_write(const ms_sim *sim, ms_state_sig *sig);
+void sim_hosts_shift(ms_sim *sim, int64_t delta_ns);
 
 typedef struct ms_sim_event {
     int64_t t;

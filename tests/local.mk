@@ -100,6 +100,11 @@ tests_unit_test_run_SOURCES = tests/unit/test_run.c
 tests_unit_test_run_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_run_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 # report.max_bytes and a run's progress (issue 13).
+check_PROGRAMS += tests/unit/test_fast_forward
+tests_unit_test_fast_forward_SOURCES = tests/unit/test_fast_forward.c tests/unit/test_paths.h \
+	tests/unit/test_device_spec.h
+tests_unit_test_fast_forward_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_fast_forward_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 check_PROGRAMS += tests/unit/test_report_limit
 tests_unit_test_report_limit_SOURCES = tests/unit/test_report_limit.c tests/unit/test_paths.h
 tests_unit_test_report_limit_CFLAGS = $(TEST_CFLAGS)
@@ -182,6 +187,15 @@ EXTRA_DIST += tests/layout.sh
 # with a clear error within 20 s and 2 GiB).
 TESTS += tests/cli.sh tests/hostile.sh tests/reproduce.sh
 EXTRA_DIST += tests/cli.sh tests/hostile.sh tests/mpi_sweep.sh tests/reproduce.sh
+# Fast-forward's contract: the same reports with and without it (issue 13);
+# make check runs every shipped scenario under its own policy, make
+# check-fast-forward (run by .ci/run) under every shipped policy too.
+TESTS += tests/fast_forward.sh
+EXTRA_DIST += tests/fast_forward.sh
+.PHONY: check-fast-forward
+check-fast-forward: memsim$(EXEEXT)
+	MEMSIM_SRCDIR='$(abs_top_srcdir)' MEMSIM_BUILDDIR='$(abs_top_builddir)' \
+		$(abs_top_srcdir)/tests/fast_forward.sh --all
 # Detail over report.max_bytes, and a run's progress on stderr (issue 13).
 TESTS += tests/report_limit.sh
 EXTRA_DIST += tests/report_limit.sh

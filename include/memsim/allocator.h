@@ -166,6 +166,9 @@ typedef struct ms_alloc_totals {
 } ms_alloc_totals;
 MS_API ms_alloc_totals ms_alloc_current(const ms_alloc *a);
 MS_API ms_status ms_alloc_reset_peak_stats(ms_alloc *a);
+/* The allocator's part of a quiet moment's state (backend.h, ms_state_sig):
+ * segments, blocks, pools and outstanding stream events. */
+MS_API ms_status ms_alloc_state_write(const ms_alloc *a, ms_state_sig *sig);
 MS_API ms_status ms_alloc_set_observer(ms_alloc *a, ms_alloc_observer fn, void *user);
 
 MS_API ms_status ms_alloc_pool_create(ms_alloc *a, const char *name, const ms_pool_options *opt,

@@ -92,6 +92,26 @@ typedef struct ms_work_record {
 
 typedef void (*ms_work_tracer)(void *user, const ms_work_record *rec);
 
+/* ---- a simulation's state as bytes (fast-forward) ---------------------------
+ * Everything that decides how a simulated device goes on from a quiet moment
+ * (between steps), written with every time relative to the simulation's
+ * clock: two moments whose bytes are equal evolve alike, one shifted in time
+ * from the other.  lib/run compares the moments that start consecutive steps
+ * and, when equal, skips the repeat exactly (ms_group_advance).  Writers
+ * append; the first failure to grow is kept in st and ends the writing. */
+typedef struct ms_state_sig {
+    uint8_t *bytes;
+    size_t n, cap;
+    ms_status st;
+} ms_state_sig;
+
+MS_API ms_status ms_state_sig_put(ms_state_sig *s, const void *p, size_t n);
+MS_API ms_status ms_state_sig_u64(ms_state_sig *s, uint64_t v);
+/* Empty it for the next moment, keeping the room. */
+MS_API ms_status ms_state_sig_reset(ms_state_sig *s);
+MS_API ms_status ms_state_sig_free(ms_state_sig *s);
+MS_API bool ms_state_sig_equal(const ms_state_sig *a, const ms_state_sig *b);
+
 typedef struct ms_backend_ops {
     const char *name;
     ms_status (*destroy)(void *inst);
@@ -136,6 +156,10 @@ typedef struct ms_backend_ops {
     /* The backend's own account of its last failure (the runtime's message,
      * the mock's data fault), "" when it has none.  May be NULL. */
     const char *(*last_error)(void *inst);
+    /* Simulators only (NULL elsewhere): what a later wait on e depends on
+     * (whether it was recorded, whether that completed), for the executor's
+     * part of a state (ms_state_sig).  MS_EAGAIN: its work is still in flight. */
+    ms_status (*event_state)(void *inst, const ms_event *e, ms_state_sig *sig);
 } ms_backend_ops;
 
 typedef struct ms_backend {
@@ -190,6 +214,15 @@ typedef struct ms_group_ops {
      * MS_ECANCELED (a stage that ran out of memory stops issuing). */
     ms_status (*cancel)(void *inst);
     ms_status (*destroy)(void *inst); /* the devices and the group itself */
+    /* Simulators only (NULL elsewhere): between two runs, the state of every
+     * device and host thread of the group (ms_state_sig); MS_EAGAIN when work
+     * or an engine event is still pending.  *now_ns: the clock the times
+     * in it are relative to. */
+    ms_status (*state_write)(void *inst, ms_state_sig *sig, int64_t *now_ns);
+    /* Move every clock and every time the group holds by delta_ns, as if
+     * the group had repeated what it last ran, which left it in this same
+     * state shifted by delta_ns. */
+    ms_status (*advance)(void *inst, int64_t delta_ns);
 } ms_group_ops;
 
 typedef struct ms_device_group {
@@ -212,6 +245,10 @@ MS_API ms_status ms_group_close(ms_device_group *g);
 MS_API ms_backend *ms_group_device(const ms_device_group *g, int i);
 MS_API ms_status ms_group_run(ms_device_group *g, ms_group_body body, void *user);
 MS_API ms_status ms_group_cancel(ms_device_group *g);
+/* The group's state (see ms_state_sig) and its clock; MS_EUNSUPPORTED on a
+ * real device, MS_EAGAIN while anything is in flight. */
+MS_API ms_status ms_group_state_write(ms_device_group *g, ms_state_sig *sig, int64_t *now_ns);
+MS_API ms_status ms_group_advance(ms_device_group *g, int64_t delta_ns);
 /* The backends this build has, comma-separated ("mock, cuda"). */
 MS_API const char *ms_backend_names(void);
 

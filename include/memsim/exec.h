@@ -116,6 +116,11 @@ MS_API ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_p
  * stage ran out of memory): allocator peaks, the gap at the allocated peak
  * and the activation peak reached so far.  Other fields are left alone. */
 MS_API ms_status ms_exec_partial_peaks(const ms_exec *e, ms_step_result *res);
+/* Between steps: the executor's part of the state (backend.h, ms_state_sig):
+ * its allocator, every tensor's runtime state, copies still tracked.  Equal
+ * states, equal plans and equal group states make equal steps.
+ * MS_EUNSUPPORTED with the data check or on a backend that cannot say. */
+MS_API ms_status ms_exec_state_write(const ms_exec *e, ms_state_sig *sig);
 
 #ifdef __cplusplus
 }

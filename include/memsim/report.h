@@ -137,6 +137,8 @@ MS_API ms_status ms_record_clear_steps(ms_run_record *r);
 /* The same for the steps before `step` only: a record of every step
  * becomes one of its last (ms_run_detail's fallback). */
 MS_API ms_status ms_record_clear_steps_before(ms_run_record *r, int step);
+/* Fast-forward: the rows of step `from` again, as step `to` (> from). */
+MS_API ms_status ms_record_repeat_step(ms_run_record *r, int from, int to);
 MS_API ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row);
 MS_API ms_status ms_record_add_mem(ms_run_record *r, const ms_mem_row *row);
 MS_API ms_status ms_record_add_tensor(ms_run_record *r, const ms_tensor_row *row);

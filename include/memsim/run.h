@@ -29,13 +29,15 @@ typedef enum ms_run_phase {
     MS_RUN_SETUP = 0,  /* step programs built, devices opened (seconds for 70B) */
     MS_RUN_PLANNING,   /* the policy plans step `step` (ctx:simulate searches) */
     MS_RUN_SIMULATING, /* step `step` runs on the devices */
-    MS_RUN_DONE        /* no step left; `step` is the steps run */
+    MS_RUN_DONE,       /* no step left; `step` is the steps run */
+    MS_RUN_REPEATING   /* step `step` repeats the last exactly: replayed (fast-forward) */
 } ms_run_phase;
 
 typedef struct ms_run_progress {
     ms_run_phase phase;
-    int step;  /* from 0 */
-    int steps; /* the scenario's steps */
+    int step;     /* from 0 */
+    int steps;    /* the scenario's steps */
+    int repeated; /* steps replayed so far instead of simulated (fast-forward) */
 } ms_run_progress;
 
 typedef void (*ms_run_progress_fn)(void *user, const ms_run_progress *p);
@@ -70,6 +72,10 @@ typedef struct ms_run_options {
      * simulated, and once at the end; NULL: not called. */
     ms_run_progress_fn progress;
     void *progress_user;
+    /* Simulate every step, even one that repeats the last exactly (steady
+     * state; see lib/run/fast_forward.c): the reports are the same bytes,
+     * which is what this is for checking. */
+    bool no_fast_forward;
 } ms_run_options;
 
 typedef struct ms_run ms_run;
@@ -113,6 +119,9 @@ typedef struct ms_run_notes {
     uint64_t reserved_after; /* the allocator's reserved bytes after the last step */
     /* The detail kept (with a record: ms_run_options.record). */
     ms_run_detail detail;
+    /* Steps that repeated the one before exactly and were not simulated
+     * again (fast-forward). */
+    int fast_forwarded_steps;
 } ms_run_notes;
 
 MS_API ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_run **out,

@@ -6,7 +6,7 @@ lib_alloc_libms_alloc_la_SOURCES = \
 	lib/alloc/allocator_events.c lib/alloc/allocator_expandable.c lib/alloc/allocator_index.c \
 	lib/alloc/allocator_mindspeed.c lib/alloc/allocator_mindspore.c \
 	lib/alloc/allocator_oom.c lib/alloc/allocator_pools.c lib/alloc/allocator_segments.c \
-	lib/alloc/allocator_snapshot.c lib/alloc/allocator_stats.c lib/alloc/allocator_tree.c \
+	lib/alloc/allocator_snapshot.c lib/alloc/allocator_stats.c lib/alloc/allocator_state.c lib/alloc/allocator_tree.c \
 	lib/alloc/allocator_internal.h lib/alloc/allocator_tree.h
 MS_PARTS += lib/alloc/libms_alloc.la
 EXTRA_DIST += docs/allocator.md

@@ -40,3 +40,21 @@ ms_status ms_group_cancel(ms_device_group *g)
         return MS_EINVAL;
     return g->ops->cancel(g->inst);
 }
+
+ms_status ms_group_state_write(ms_device_group *g, ms_state_sig *sig, int64_t *now_ns)
+{
+    if (g == NULL || sig == NULL || now_ns == NULL)
+        return MS_EINVAL;
+    if (g->ops->state_write == NULL)
+        return MS_EUNSUPPORTED;
+    return g->ops->state_write(g->inst, sig, now_ns);
+}
+
+ms_status ms_group_advance(ms_device_group *g, int64_t delta_ns)
+{
+    if (g == NULL || delta_ns < 0)
+        return MS_EINVAL;
+    if (g->ops->advance == NULL)
+        return MS_EUNSUPPORTED;
+    return g->ops->advance(g->inst, delta_ns);
+}

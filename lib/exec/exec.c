@@ -1227,6 +1227,81 @@ static ms_status record_segments(ms_exec *e, ms_snapshot_when when)
     return st != MS_OK ? st : v.st;
 }
 
+/* ---- the state between steps (fast-forward) -------------------------- */
+
+static ms_status write_event(const ms_exec *e, const ms_event *ev, ms_state_sig *sig)
+{
+    const ms_backend *b = e->cfg.backend;
+    ms_state_sig_u64(sig, ev != NULL);
+    if (ev == NULL)
+        return MS_OK;
+    if (b->ops->event_state == NULL)
+        return MS_EUNSUPPORTED;
+    return b->ops->event_state(b->inst, ev, sig);
+}
+
+/* A tensor's runtime state outlives the step: a persistent tensor's
+ * producer event and the streams that already waited on it decide the next
+ * step's waits; a step tensor's flags, until it is allocated again.  Its
+ * address is read only while it holds a block (tensor_alloc writes it
+ * before anything else reads it): a freed tensor's stale one is no state. */
+static ms_status write_tensor(const ms_exec *e, const ms_tensor_rt *r, ms_state_sig *sig)
+{
+    bool holds_block = r->state == TS_ON_DEVICE || r->held;
+    const uint64_t flags[] = {r->state,
+                              r->ready_stream,
+                              r->alloc_stream,
+                              r->waited,
+                              r->used_streams,
+                              r->ready_recorded,
+                              r->cross_stream,
+                              r->replay_temp,
+                              r->check_due,
+                              r->rescued,
+                              r->held,
+                              (uint64_t)(int64_t)r->pool,
+                              holds_block ? r->addr : 0,
+                              r->host_addr};
+    ms_state_sig_put(sig, flags, sizeof flags);
+    ms_status st = write_event(e, r->ready_ev, sig);
+    return st == MS_OK ? write_event(e, r->aux_ev, sig) : st;
+}
+
+static ms_status write_copies(const ms_exec *e, ms_state_sig *sig)
+{
+    ms_state_sig_u64(sig, e->n_inflight);
+    ms_status st = MS_OK;
+    for (size_t i = 0; st == MS_OK && i < e->n_inflight; i++) {
+        ms_state_sig_u64(sig, e->inflight[i].addr);
+        ms_state_sig_u64(sig, e->inflight[i].bytes);
+        st = write_event(e, e->inflight[i].done, sig);
+    }
+    ms_state_sig_u64(sig, e->n_host_release);
+    if (e->n_host_release > 0)
+        ms_state_sig_put(sig, e->host_release, e->n_host_release * sizeof *e->host_release);
+    return st;
+}
+
+ms_status ms_exec_state_write(const ms_exec *e, ms_state_sig *sig)
+{
+    if (e == NULL || sig == NULL)
+        return MS_EINVAL;
+    if (e->verifier != NULL)
+        return MS_EUNSUPPORTED; /* the data check's patterns are per step */
+    ms_status st = ms_alloc_state_write(e->cfg.alloc, sig);
+    for (uint32_t t = 0; st == MS_OK && t < e->p->n_tensors; t++)
+        st = write_tensor(e, &e->rt[t], sig);
+    if (st == MS_OK)
+        st = write_copies(e, sig);
+    if (st == MS_OK)
+        st = write_event(e, e->comm_done, sig);
+    ms_state_sig_u64(sig, e->n_free_events); /* re-recorded before any wait */
+    ms_state_sig_put(sig, e->by_kind, sizeof e->by_kind);
+    const int64_t phase[] = {e->in_forward, e->fwd_micro_batch, e->fwd_layer};
+    ms_state_sig_put(sig, phase, sizeof phase);
+    return st != MS_OK ? st : sig->st;
+}
+
 ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile *profile,
                        ms_step_result *res, ms_diag *d)
 {

@@ -113,6 +113,47 @@ ms_status ms_record_clear_steps(ms_run_record *r)
     return ms_record_clear_steps_before(r, INT_MAX);
 }
 
+/* Append a copy of every row of step `from` as step `to`; rows hold times
+ * relative to their step's start, so a repeat's rows are the same rows.
+ * Room for all four tables is made first: on out of memory nothing is
+ * added. */
+#define COUNT_STEP(rows, n, from, out)                                                             \
+    do {                                                                                           \
+        (out) = 0;                                                                                 \
+        for (size_t i_ = 0; i_ < (n); i_++)                                                        \
+            (out) += (rows)[i_].step == (from);                                                    \
+    } while (0)
+#define REPEAT_STEP(rows, n, from, to)                                                             \
+    do {                                                                                           \
+        size_t n_ = (n);                                                                           \
+        for (size_t i_ = 0; i_ < n_; i_++)                                                         \
+            if ((rows)[i_].step == (from)) {                                                       \
+                (rows)[(n)] = (rows)[i_];                                                          \
+                (rows)[(n)++].step = (to);                                                         \
+            }                                                                                      \
+    } while (0)
+
+ms_status ms_record_repeat_step(ms_run_record *r, int from, int to)
+{
+    if (r == NULL || from < 0 || to <= from)
+        return MS_EINVAL;
+    size_t k_ops, k_mem, k_tensors, k_segments;
+    COUNT_STEP(r->ops, r->n_ops, from, k_ops);
+    COUNT_STEP(r->mem, r->n_mem, from, k_mem);
+    COUNT_STEP(r->tensors, r->n_tensors, from, k_tensors);
+    COUNT_STEP(r->segments, r->n_segments, from, k_segments);
+    if (!MS_GROW_TO(r->ops, r->n_ops + k_ops, r->cap_ops, 1024) ||
+        !MS_GROW_TO(r->mem, r->n_mem + k_mem, r->cap_mem, 1024) ||
+        !MS_GROW_TO(r->tensors, r->n_tensors + k_tensors, r->cap_tensors, 1024) ||
+        !MS_GROW_TO(r->segments, r->n_segments + k_segments, r->cap_segments, 1024))
+        return MS_ENOMEM;
+    REPEAT_STEP(r->ops, r->n_ops, from, to);
+    REPEAT_STEP(r->mem, r->n_mem, from, to);
+    REPEAT_STEP(r->tensors, r->n_tensors, from, to);
+    REPEAT_STEP(r->segments, r->n_segments, from, to);
+    return MS_OK;
+}
+
 ms_status ms_record_add_op(ms_run_record *r, const ms_op_row *row)
 {
     if (r == NULL || row == NULL)

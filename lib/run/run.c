@@ -19,6 +19,7 @@
 
 #include "lib/policy/declared.h"
 #include "run_fit.h"
+#include "run_internal.h"
 
 /* ---- devices ------------------------------------------------------------ */
 
@@ -29,23 +30,6 @@ static int pipeline_stages(const ms_scenario *sc)
 }
 
 /* One stage: its program and the device that runs it. */
-typedef struct ms_stage {
-    ms_program *program;
-    ms_program_view view;
-    ms_backend *backend;     /* the group's device */
-    ms_alloc *alloc;
-    ms_exec *exec;
-    ms_op_profile *prof;
-    ms_plan plan, prev_plan, oom_plan;
-    ms_plan declared;        /* what the scenario's recompute/swap settings decide */
-    ms_profile profile;
-    ms_step_result res;
-    bool setup_oom;
-    bool cancelled;          /* its step was abandoned for another stage's OOM */
-    int64_t earlier_ooms, earlier_retries; /* allocator counts of devices relaunched */
-    int step;
-    ms_diag diag;            /* the stage's own, since stages run interleaved */
-} ms_stage;
 
 /* The scenario's allocator, unless the policy brings its own (MindSpeed's
  * memory-fragmentation allocator replaces torch_npu's; the memory fraction
@@ -88,12 +72,6 @@ static void stage_close_device(ms_stage *s)
     s->alloc = NULL;
     s->backend = NULL;
 }
-
-/* How a run's executors check and break schedules (ms_run_options). */
-typedef struct ms_exec_checks {
-    bool verify;
-    ms_exec_fault fault;
-} ms_exec_checks;
 
 /* simulating: a ctx:simulate step, which answers whether the candidate fits
  * on its own, so an allocation that fails is an OOM there, never rescued. */
@@ -158,19 +136,6 @@ static ms_status open_group(const ms_scenario *sc, const char *backend, int n, i
     return st == MS_OK ? ms_group_open(backend, &cfg, out, d) : st;
 }
 
-/* A candidate plan runs one step of one stage on a fresh mock device (a RECV
- * from a stage that is not simulated costs its transfer time), so a policy
- * can search without disturbing the real run, whatever backend that run is
- * on.  The device keeps the stage's own index: with index 0, a later stage's
- * sends and receives to stage 0 would find itself as their peer and wait
- * forever. */
-typedef struct ms_sim_ctx {
-    const ms_scenario *sc;
-    ms_stage *stage;
-    int index;
-    ms_policy *policy;
-} ms_sim_ctx;
-
 static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *out, ms_diag *d)
 {
     ms_sim_ctx *c = user;
@@ -202,32 +167,7 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *o
 
 /* ---- the run ------------------------------------------------------------- */
 
-struct ms_run {
-    const ms_scenario *sc;
-    int n;           /* stages run */
-    int first_stage; /* the pipeline stage of stages[0] */
-    ms_exec_checks checks;
-    ms_run_notes notes;
-    ms_stage *stages;
-    ms_program_view *views;
-    ms_run_summary *summaries;
-    ms_run_record *record;
-    ms_policy *policy;
-    const char *backend;
-    ms_device_group *group;
-    const ms_scenario *owned_sc; /* the scenario scaled to fit a real device */
-    ms_sim_ctx *simctx;
-    double *times_ms;
-    int done_steps;
-    /* The detail's estimate (ms_run_detail): every step's so far, and the
-     * part of it the record holds now. */
-    uint64_t all_bytes, counted_bytes;
-    int steps_run; /* simulated, whether they completed or ran out of memory */
-    ms_run_progress_fn progress;
-    void *progress_user;
-};
-
-static bool same_plan(const ms_plan *a, const ms_plan *b)
+bool run_same_plan(const ms_plan *a, const ms_plan *b)
 {
     return a->n == b->n &&
            (a->n == 0 || memcmp(a->items, b->items, a->n * sizeof *a->items) == 0);
@@ -391,7 +331,7 @@ static ms_status plan_step(ms_run *r, int step, bool *stable, bool *go, ms_diag 
             if (st != MS_OK)
                 return st;
         }
-        any_change |= oomed && !same_plan(&s->plan, &s->prev_plan);
+        any_change |= oomed && !run_same_plan(&s->plan, &s->prev_plan);
     }
     if (any_oom && !any_change) {
         *go = false;
@@ -545,7 +485,29 @@ static void notify(const ms_run *r, ms_run_phase phase, int step)
 {
     if (r->progress != NULL)
         r->progress(r->progress_user,
-                    &(ms_run_progress){.phase = phase, .step = step, .steps = r->sc->steps});
+                    &(ms_run_progress){.phase = phase,
+                                       .step = step,
+                                       .steps = r->sc->steps,
+                                       .repeated = r->notes.fast_forwarded_steps});
+}
+
+static ms_status simulate_step(ms_run *r, int step, ms_diag *d)
+{
+    ms_status st = detail_before_step(r, d);
+    if (st == MS_OK)
+        st = execute_stages(r, step, d);
+    if (st == MS_OK)
+        run_ff_after_step(r, step);
+    return st;
+}
+
+/* "last" keeps the repeat's rows alone, as it would the simulated step's. */
+static ms_status repeat_step(ms_run *r, int step, ms_diag *d)
+{
+    ms_status st = run_ff_repeat(r, step, d);
+    if (st == MS_OK && r->record != NULL && r->notes.detail.kept == MS_DETAIL_LAST)
+        st = detail_clear_before(r, step, d);
+    return st;
 }
 
 static ms_status run_steps(ms_run *r, ms_diag *d)
@@ -559,10 +521,11 @@ static ms_status run_steps(ms_run *r, ms_diag *d)
             return st;
         if (!go)
             break;
-        if ((st = detail_before_step(r, d)) != MS_OK)
+        bool repeat;
+        if ((st = run_ff_check(r, step, &repeat, d)) != MS_OK)
             return st;
-        notify(r, MS_RUN_SIMULATING, step);
-        if ((st = execute_stages(r, step, d)) != MS_OK ||
+        notify(r, repeat ? MS_RUN_REPEATING : MS_RUN_SIMULATING, step);
+        if ((st = repeat ? repeat_step(r, step, d) : simulate_step(r, step, d)) != MS_OK ||
             (st = detail_after_step(r, step, d)) != MS_OK)
             return st;
         r->steps_run = step + 1;
@@ -823,6 +786,7 @@ ms_status ms_run_execute(const ms_scenario *sc, const ms_run_options *opt, ms_ru
     r->sc = sc;
     r->progress = opt->progress;
     r->progress_user = opt->progress_user;
+    run_ff_start(r, !opt->no_fast_forward);
     notify(r, MS_RUN_SETUP, 0);
     r->backend = opt->backend ? opt->backend : "mock";
     r->checks = (ms_exec_checks){.verify = opt->verify, .fault = opt->fault};
@@ -867,6 +831,7 @@ ms_status ms_run_free(ms_run *r)
         ms_record_free(r->record);
     if (r->owned_sc)
         ms_scenario_free(r->owned_sc);
+    run_ff_free(r);
     free(r->stages);
     free(r->views);
     free(r->summaries);
