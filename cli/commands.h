@@ -102,6 +102,8 @@ int cli_cpus(void);
  * writes it (docs/csv-schemas.md): a plain token bare, anything else
  * through libcsv's quoting (cli/sweep.c). */
 void cli_csv_field(FILE *f, bool *first, const char *s);
+/* Close f, written as tmp, and rename it to path; on any failure remove tmp. */
+ms_status cli_file_commit(FILE *f, const char *tmp, const char *path, ms_diag *d);
 
 /* ---- cli/signals.c: no staging directory left by a signal ------------- */
 

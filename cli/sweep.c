@@ -175,6 +175,19 @@ void cli_grid_free(cli_grid *g)
 
 /* ---- sweep.csv -------------------------------------------------------- */
 
+/* A file written under a temporary name takes its own name only whole: a
+ * failed write or close leaves nothing behind. */
+ms_status cli_file_commit(FILE *f, const char *tmp, const char *path, ms_diag *d)
+{
+    bool bad = ferror(f) != 0;
+    bad |= fclose(f) != 0;
+    if (bad || rename(tmp, path) != 0) {
+        remove(tmp);
+        return ms_diag_set(d, MS_EIO, "%s: write failed", path);
+    }
+    return MS_OK;
+}
+
 void cli_csv_field(FILE *f, bool *first, const char *s)
 {
     if (!*first)
@@ -290,13 +303,7 @@ ms_status cli_grid_write_csv(const char *path, const cli_grid *g, const cli_resu
     long best = cli_best_fit(res, g->n);
     for (size_t i = 0; i < g->n; i++)
         put_row(f, g, i, &res[i], best);
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        return ms_diag_set(d, MS_EIO, "%s: write failed", path);
-    }
-    return MS_OK;
+    return cli_file_commit(f, tmp, path, d);
 }
 
 void cli_grid_print(FILE *out, const cli_grid *g, const cli_result *res)

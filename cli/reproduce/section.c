@@ -9,17 +9,6 @@
 #include "cli/commands.h"
 #include "reproduce.h"
 
-static ms_status commit(FILE *f, const char *tmp, const char *path, ms_diag *d)
-{
-    bool bad = ferror(f) != 0;
-    bad |= fclose(f) != 0;
-    if (bad || rename(tmp, path) != 0) {
-        remove(tmp);
-        return ms_diag_set(d, MS_EIO, "%s: write failed", path);
-    }
-    return MS_OK;
-}
-
 static FILE *open_tmp(const char *path, char *tmp, size_t n, ms_diag *d)
 {
     FILE *f = NULL;
@@ -47,7 +36,7 @@ ms_status rp_table_write_csv(const rp_table *t, const char *dir, ms_diag *d)
             cli_csv_field(f, &first, t->cell[r][c]);
         fputc('\n', f);
     }
-    return commit(f, tmp, path, d);
+    return cli_file_commit(f, tmp, path, d);
 }
 
 static void markdown_row(FILE *f, const char *const *cells, int n)
@@ -110,7 +99,7 @@ ms_status rp_section_write(const char *path, const rp_table *t, size_t n, const 
         return ms_diag_set(d, MS_EIO, "%s: cannot read", notes);
     }
     fputs("<!-- end of seed section -->\n", f);
-    return commit(f, tmp, path, d);
+    return cli_file_commit(f, tmp, path, d);
 }
 
 /* doc with its marked section replaced by the file at section: 1, or 0
@@ -159,5 +148,5 @@ ms_status rp_section_splice(const char *doc, const char *section, ms_diag *d)
         remove(tmp);
         return ms_diag_set(d, MS_EIO, "%s: read failed", found < 0 ? section : doc);
     }
-    return commit(out, tmp, doc, d);
+    return cli_file_commit(out, tmp, doc, d);
 }
