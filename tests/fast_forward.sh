@@ -43,7 +43,10 @@ compare_pair() {
         mkdir -p "$work/$mode"
         "$memsim" run "$s" "$@" $flag --out "$out" >"$out.stdout" 2>"$out.stderr"
         echo $? >"$out.rc"
-        sed -i "s|$out|OUT|g" "$out.stdout" "$out.stderr"
+        # A sanitizer build's runtime warns once, with its process id, that it
+        # cannot follow the mock's coroutines: the sanitizer's line, not memsim's.
+        sed -i -e "s|$out|OUT|g" -e '/^==[0-9]*==WARNING: ASan doesn.t fully support makecontext/d' \
+            "$out.stdout" "$out.stderr"
     done
     a=$work/ff/$name b=$work/noff/$name
     if ! cmp -s "$a.rc" "$b.rc" || ! cmp -s "$a.stdout" "$b.stdout" ||
