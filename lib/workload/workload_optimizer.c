@@ -234,7 +234,23 @@ static void embedding_group_reduce(wm *m)
                           &p->g, 1, (double)(p->params * 4));
 }
 
-static void grad_norm(wm *m)
+/* A scalar of the grads (their norm, the found-inf flag) is summed over
+ * the model-parallel group (and the DP group whose shards the distributed
+ * optimizer holds). */
+static void stats_reduce(wm *m, const char *name, uint32_t scalar)
+{
+    int group = m->tp_group * m->n_stages;
+    if (m->sc->parallel.use_distributed_optimizer)
+        group *= m->dp_group;
+    if (group > 1)
+        wl_collective_inplace(m, name, MS_COMM_ALLREDUCE, group,
+                              group <= m->sc->device.devices_per_node ? MS_LINK_INTRA_NODE
+                                                                      : MS_LINK_INTER_NODE,
+                              &scalar, 1, 4);
+}
+
+/* The main grads of every group, in group order, into a new array. */
+static uint32_t *all_grad_ids(wm *m, uint32_t *n_out)
 {
     uint32_t n = 0;
     for (int gi = 0; gi < m->n_groups; gi++)
@@ -242,30 +258,66 @@ static void grad_norm(wm *m)
     uint32_t *ids = malloc((n ? n : 1) * sizeof *ids);
     if (ids == NULL) {
         m->b->err = MS_ENOMEM;
-        return;
+        return NULL;
     }
     uint32_t k = 0;
     for (int gi = 0; gi < m->n_groups; gi++) {
         group_ids(&m->group[gi], ids + k, true);
         k += (uint32_t)m->group[gi].n;
     }
+    *n_out = n;
+    return ids;
+}
+
+/* Parameters of this rank's optimizer shards, all groups. */
+static double shard_params(const wm *m)
+{
     double params = 0;
     for (int gi = 0; gi < m->n_groups; gi++)
         params += (double)shard(m, &m->group[gi]);
+    return params;
+}
+
+/* fp16 trains with a dynamic loss scale: before the norm, Megatron's
+ * MixedPrecisionOptimizer unscales the main grads and checks them for
+ * inf/nan in one pass (torch._amp_foreach_non_finite_check_and_unscale_:
+ * every fp32 main grad read and written), then all-reduces the found-inf
+ * flag.  bf16 has no grad scaler, so no such pass. */
+static void unscale_grads(wm *m)
+{
+    if (m->dt != MS_DTYPE_FP16)
+        return;
+    uint32_t n = 0;
+    uint32_t *ids = all_grad_ids(m, &n);
+    if (ids == NULL)
+        return;
+    double params = shard_params(m);
+    ms_kernel k = {.name = "amp_unscale",
+                   .cls = MS_KC_ELEMENTWISE,
+                   .dtype = MS_DTYPE_FP32,
+                   .flops = params,
+                   .bytes = 8 * params,
+                   .peer = -1};
+    wl_build_op_add(m->b, &k, 0, ids, n, "optimizer.unscale_grads");
+    for (uint32_t i = 0; i < n; i++)
+        wl_build_inplace(m->b, ids[i]);
+    uint32_t found_inf = wl_build_out(m->b, "found_inf", 4, MS_DTYPE_FP32, MS_TK_TEMP);
+    stats_reduce(m, "optimizer.unscale_grads.found_inf.all_reduce", found_inf);
+    free(ids);
+}
+
+static void grad_norm(wm *m)
+{
+    uint32_t n = 0;
+    uint32_t *ids = all_grad_ids(m, &n);
+    if (ids == NULL)
+        return;
+    double params = shard_params(m);
     ms_kernel kn = {.name = "l2norm", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
                     .flops = 2 * params, .bytes = 4 * params, .peer = -1};
     wl_build_op_add(m->b, &kn, 0, ids, n, "optimizer.grad_norm");
     m->grad_norm = wl_build_out(m->b, "out", 4, MS_DTYPE_FP32, MS_TK_TEMP);
-    /* The norm is summed over the model-parallel group (and the DP group
-     * whose shards the distributed optimizer holds). */
-    int group = m->tp_group * m->n_stages;
-    if (m->sc->parallel.use_distributed_optimizer)
-        group *= m->dp_group;
-    if (group > 1)
-        wl_collective_inplace(m, "optimizer.grad_norm.all_reduce", MS_COMM_ALLREDUCE, group,
-                              group <= m->sc->device.devices_per_node ? MS_LINK_INTRA_NODE
-                                                                      : MS_LINK_INTER_NODE,
-                              &m->grad_norm, 1, 4);
+    stats_reduce(m, "optimizer.grad_norm.all_reduce", m->grad_norm);
     free(ids);
 }
 
@@ -304,18 +356,9 @@ static void adam(wm *m, const wm_group *g)
 static void zero_grads(wm *m)
 {
     uint32_t n = 0;
-    for (int gi = 0; gi < m->n_groups; gi++)
-        n += (uint32_t)m->group[gi].n;
-    uint32_t *ids = malloc((n ? n : 1) * sizeof *ids);
-    if (ids == NULL) {
-        m->b->err = MS_ENOMEM;
+    uint32_t *ids = all_grad_ids(m, &n);
+    if (ids == NULL)
         return;
-    }
-    uint32_t k = 0;
-    for (int gi = 0; gi < m->n_groups; gi++) {
-        group_ids(&m->group[gi], ids + k, true);
-        k += (uint32_t)m->group[gi].n;
-    }
     /* Zeroing the grad buffer for the next step writes it once. */
     ms_kernel kz = {.name = "memset", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
                     .flops = 0, .bytes = 0, .peer = -1};
@@ -333,6 +376,7 @@ void wl_optimizer(wm *m)
     m->b->micro_batch = MS_NONE;
     m->b->layer = MS_NONE;
     embedding_group_reduce(m);
+    unscale_grads(m);
     grad_norm(m);
     for (int gi = 0; gi < m->n_groups; gi++) {
         m->b->layer = m->group[gi].layer;

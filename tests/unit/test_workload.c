@@ -520,6 +520,46 @@ START_TEST(persistent_bytes_per_param)
 }
 END_TEST
 
+/* fp16 trains with a loss scale: one pass unscales every main grad (8 bytes
+ * a parameter: each fp32 main grad read and written) before the norm, with
+ * its found-inf flag all-reduced over TP; bf16 has no such pass. */
+START_TEST(fp16_unscales_main_grads)
+{
+    for (int fp16 = 0; fp16 <= 1; fp16++) {
+        ms_scenario sc = gpt(256, 1, 512, 8, 2, true, false, 1);
+        sc.model.dtype = fp16 ? MS_DTYPE_FP16 : MS_DTYPE_BF16;
+        ms_program_view v;
+        ms_program *p = build(&sc, 0, &v);
+        uint64_t grads = 0;
+        for (uint32_t i = 0; i < v.n_tensors; i++)
+            if (v.tensors[i].persistent && v.tensors[i].kind == MS_TK_GRAD)
+                grads += v.tensors[i].bytes;
+        int unscale = -1, norm = -1, flag = -1;
+        for (uint32_t i = 0; i < v.n_ops; i++) {
+            if (strcmp(v.ops[i].name, "optimizer.unscale_grads") == 0)
+                unscale = (int)i;
+            else if (strcmp(v.ops[i].name, "optimizer.unscale_grads.found_inf.all_reduce") == 0)
+                flag = (int)i;
+            else if (strcmp(v.ops[i].name, "optimizer.grad_norm") == 0)
+                norm = (int)i;
+        }
+        ck_assert_int_ge(norm, 0);
+        if (!fp16) {
+            ck_assert_int_eq(unscale, -1);
+            ck_assert_int_eq(flag, -1);
+        } else {
+            ck_assert_int_ge(unscale, 0);
+            ck_assert_int_lt(unscale, flag);
+            ck_assert_int_lt(flag, norm);
+            /* grads are fp32 main grads: 4 bytes a parameter, read and written */
+            ck_assert_double_eq_tol(v.ops[unscale].kernel.bytes, 2.0 * (double)grads, 1.0);
+            ck_assert_int_eq(v.ops[flag].kernel.group_size, 2);
+        }
+        ms_program_free(p);
+    }
+}
+END_TEST
+
 /* MindFormers' select_recompute / swap regexes find the llama ops. */
 START_TEST(llama_op_names)
 {
@@ -613,6 +653,7 @@ static Suite *workload_suite(void)
     tcase_add_test(tc, programs_are_well_formed);
     tcase_add_test(tc, pipeline_stages);
     tcase_add_test(tc, persistent_bytes_per_param);
+    tcase_add_test(tc, fp16_unscales_main_grads);
     tcase_add_test(tc, llama_op_names);
     tcase_add_test(tc, deterministic);
     tcase_add_test(tc, bad_arguments);
