@@ -60,6 +60,7 @@ struct ms_cohost {
     void *user;
     ms_cohost_clock clock; /* must not disturb a parked host */
     ms_cohost_moves moves;
+    ms_cohost_changes changes;
 };
 
 static ms_status park(ms_cohost *c, int host)
@@ -124,13 +125,28 @@ static host_view view_of(const ms_cohost_thread *t)
     return v;
 }
 
-/* One look at every host per hand-over: with 64 pipeline stages, asking
- * each host for its clock in every pass of pick_next and again for the
- * "moved" test was most of a step's instructions. */
+/* Every host, when a run starts; the list of changes is emptied with it. */
 static void look_at_hosts(const ms_cohost *c, host_view *views)
 {
     for (int i = 0; i < c->n; i++)
         views[i] = view_of(&c->threads[i]);
+    if (c->n > 0 && c->threads[0].real != NULL)
+        c->changes(c->threads[0].real, NULL, 0);
+}
+
+/* After a turn, only the hosts whose clock or wait changed: the one that
+ * ran and, about once a turn, one its device work woke.  With 64 pipeline
+ * stages, reading every host at every hand-over was a third of a step. */
+static void look_at_changes(const ms_cohost *c, host_view *views, int *changed)
+{
+    size_t k = c->changes(c->threads[0].real, changed, (size_t)c->n);
+    if (k > (size_t)c->n) {
+        look_at_hosts(c, views);
+        return;
+    }
+    for (size_t i = 0; i < k; i++)
+        if (changed[i] >= 0 && changed[i] < c->n)
+            views[changed[i]] = view_of(&c->threads[changed[i]]);
 }
 
 typedef enum skip_rule { SKIP_WAITING, SKIP_MARKED, SKIP_NONE } skip_rule;
@@ -215,10 +231,14 @@ ms_status mock_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done
             t->finished = true;
     }
     host_view *views = calloc((size_t)c->n, sizeof *views);
-    if (views == NULL)
+    int *changed = calloc((size_t)c->n, sizeof *changed);
+    if (views == NULL || changed == NULL) {
+        free(views);
+        views = NULL;
         st = MS_ENOMEM;
-    while (views != NULL) {
+    } else
         look_at_hosts(c, views);
+    while (views != NULL) {
         int next = pick_next(c, views);
         if (next == DRIVER)
             break;
@@ -235,8 +255,10 @@ ms_status mock_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done
         for (int i = 0; moved && i < c->n; i++)
             if (i != next)
                 c->threads[i].parked = false;
+        look_at_changes(c, views, changed);
     }
     free(views);
+    free(changed);
     for (int i = 0; i < c->n; i++)
         if (st == MS_OK && c->threads[i].result != MS_OK)
             st = c->threads[i].result;
@@ -253,9 +275,9 @@ ms_status mock_cohost_cancel(ms_cohost *c)
 }
 
 ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost_moves moves,
-                             ms_cohost **out)
+                             ms_cohost_changes changes, ms_cohost **out)
 {
-    if (n_hosts < 1 || clock == NULL || moves == NULL || out == NULL)
+    if (n_hosts < 1 || clock == NULL || moves == NULL || changes == NULL || out == NULL)
         return MS_EINVAL;
     ms_cohost *c = calloc(1, sizeof *c);
     if (c == NULL)
@@ -268,6 +290,7 @@ ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost_moves
     c->n = n_hosts;
     c->clock = clock;
     c->moves = moves;
+    c->changes = changes;
     for (int i = 0; i < n_hosts; i++) {
         c->threads[i].c = c;
         c->threads[i].index = i;

@@ -31,8 +31,12 @@ typedef ms_status (*ms_cohost_clock)(const ms_backend *real, int64_t *ns, bool *
  * engine share the count): a turn that leaves it unchanged moved nothing. */
 typedef uint64_t (*ms_cohost_moves)(const ms_backend *real);
 
+/* The hosts (indices) whose clock or parked state changed since the last
+ * call, at most max into hosts; returns how many changed. */
+typedef size_t (*ms_cohost_changes)(const ms_backend *real, int *hosts, size_t max);
+
 ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost_moves moves,
-                             ms_cohost **out);
+                             ms_cohost_changes changes, ms_cohost **out);
 ms_status mock_cohost_destroy(ms_cohost *c);
 /* Wrap real (not owned) so its MS_EAGAIN answers park host `host`. */
 ms_status mock_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped);

@@ -96,9 +96,12 @@ static ms_status open_devices(mock_group *m, const ms_group_config *cfg)
     int n = cfg->n_devices;
     ms_status st = sim_create(&m->engine);
     if (st == MS_OK && n > 1)
-        st = mock_cohost_create(n, mock_host_clock, mock_host_clock_moves, &m->co);
+        st = mock_cohost_create(n, mock_host_clock, mock_host_clock_moves, mock_host_changes,
+                                &m->co);
     for (int i = 0; st == MS_OK && i < n; i++) {
         st = mock_create(m->engine, cfg->spec, cfg->first_device + i, cfg->seed, &m->real[i]);
+        if (st == MS_OK)
+            st = mock_set_host_tag(m->real[i], i);
         if (st == MS_OK && cfg->functional)
             st = mock_enable_data(m->real[i]);
         m->g.devices[i] = m->real[i];

@@ -570,6 +570,18 @@ ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked)
     return sim_host_now(m->host, ns);
 }
 
+ms_status mock_set_host_tag(ms_backend *b, int tag)
+{
+    ms_mock *m = mock_instance(b);
+    return m != NULL ? sim_host_set_tag(m->host, tag) : MS_EINVAL;
+}
+
+size_t mock_host_changes(const ms_backend *b, int *hosts, size_t max)
+{
+    ms_mock *m = mock_instance(b);
+    return m != NULL ? sim_hosts_drain_changes(m->sim, hosts, max) : 0;
+}
+
 uint64_t mock_host_clock_moves(const ms_backend *b)
 {
     ms_mock *m = mock_instance(b);

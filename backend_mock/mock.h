@@ -72,6 +72,11 @@ ms_status mock_set_host_idle(ms_backend *b);
 ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked);
 /* sim_host_clock_moves of its host (0 for a backend that is not a mock). */
 uint64_t mock_host_clock_moves(const ms_backend *b);
+/* The index a cooperative scheduler knows b's host by, and the indices of
+ * the hosts of b's engine whose clock or parked state changed since the
+ * last call (at most max into hosts; returns how many changed). */
+ms_status mock_set_host_tag(ms_backend *b, int tag);
+size_t mock_host_changes(const ms_backend *b, int *hosts, size_t max);
 /* The functional mode: from now on every device segment, reservation and
  * pinned host buffer holds real bytes in host memory, copies move them (when
  * the simulator finishes each copy, in device time), and malloc_host returns

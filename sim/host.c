@@ -26,6 +26,11 @@ struct ms_simhost {
     const void *cond_ctx;
     ms_simhost *prev, *next;
     ms_simdev *watch; /* what cond reads (sim_host_watch), or NULL */
+    /* On the engine's list of hosts whose clock or parked state changed
+     * since the scheduler last drained it (sim_hosts_drain_changes). */
+    int tag;
+    bool changed;
+    ms_simhost *changed_next;
 };
 
 ms_status sim_host_create(ms_sim *sim, ms_simhost **out)
@@ -60,6 +65,11 @@ ms_status sim_host_destroy(ms_simhost *h)
     }
     if (h->watch != NULL)
         h->watch->watcher = NULL;
+    for (ms_simhost **p = &a->changed_hosts; h->changed && *p != NULL; p = &(*p)->changed_next)
+        if (*p == h) {
+            *p = h->changed_next;
+            break;
+        }
     if (h->prev != NULL)
         h->prev->next = h->next;
     else
@@ -89,10 +99,24 @@ ms_status sim_host_parked(const ms_simhost *h, bool *parked)
     return MS_OK;
 }
 
+/* What a scheduler orders hosts by changed: list h (once) for the next
+ * drain.  About one host a hand-over changes besides the one that ran. */
+static void note_change(ms_simhost *h)
+{
+    if (h->changed)
+        return;
+    ms_sim_attachments *a = sim_attached(h->sim);
+    h->changed = true;
+    h->changed_next = a->changed_hosts;
+    a->changed_hosts = h;
+}
+
 static void set_clock(ms_simhost *h, int64_t now)
 {
-    if (now != h->now)
+    if (now != h->now) {
         sim_attached(h->sim)->clock_moves++;
+        note_change(h);
+    }
     h->now = now;
 }
 
@@ -105,6 +129,7 @@ static void wake(ms_simhost *h, int64_t now)
     h->state = MS_HOST_ACTIVE;
     h->cond = NULL;
     h->cond_ctx = NULL;
+    note_change(h);
     if (now > h->now)
         set_clock(h, now);
 }
@@ -261,6 +286,7 @@ ms_status sim_host_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx)
     h->state = MS_HOST_PARKED;
     h->cond = cond;
     h->cond_ctx = ctx;
+    note_change(h);
     ms_sim_attachments *a = sim_attached(h->sim);
     a->n_parked++;
     if (h->watch == NULL)
@@ -274,8 +300,10 @@ ms_status sim_host_set_idle(ms_simhost *h)
 {
     if (h == NULL)
         return MS_EINVAL;
-    if (h->state == MS_HOST_PARKED)
+    if (h->state == MS_HOST_PARKED) {
         sim_attached(h->sim)->n_parked--;
+        note_change(h);
+    }
     h->state = MS_HOST_IDLE;
     h->cond = NULL;
     h->cond_ctx = NULL;
@@ -334,6 +362,32 @@ ms_status sim_hosts_state_write(const ms_sim *sim, ms_state_sig *sig)
 
 void sim_hosts_shift(ms_sim *sim, int64_t delta_ns)
 {
-    for (ms_simhost *h = sim->att.hosts; h != NULL; h = h->next)
+    for (ms_simhost *h = sim->att.hosts; h != NULL; h = h->next) {
         h->now += delta_ns;
+        note_change(h);
+    }
+}
+
+ms_status sim_host_set_tag(ms_simhost *h, int tag)
+{
+    if (h == NULL || tag < 0)
+        return MS_EINVAL;
+    h->tag = tag;
+    return MS_OK;
+}
+
+size_t sim_hosts_drain_changes(ms_sim *sim, int *tags, size_t max)
+{
+    if (sim == NULL)
+        return 0;
+    size_t n = 0;
+    ms_sim_attachments *a = sim_attached(sim);
+    for (ms_simhost *h = a->changed_hosts; h != NULL; h = h->changed_next) {
+        if (n < max && tags != NULL)
+            tags[n] = h->tag;
+        n++;
+        h->changed = false;
+    }
+    a->changed_hosts = NULL;
+    return n;
 }

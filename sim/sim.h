@@ -261,6 +261,12 @@ ms_status sim_host_watch(ms_simhost *h, ms_simdev *d);
 /* How many times any host of h's engine has had its clock move forward: a
  * turn of one host that leaves it unchanged moved no clock at all. */
 uint64_t sim_host_clock_moves(const ms_simhost *h);
+/* A cooperative scheduler's index for h (0 by default). */
+ms_status sim_host_set_tag(ms_simhost *h, int tag);
+/* The tags of the hosts whose clock or parked state changed since the last
+ * call, at most max of them into tags; returns how many changed (more than
+ * max: look at every host).  Every host is listed at most once. */
+size_t sim_hosts_drain_changes(ms_sim *sim, int *tags, size_t max);
 
 /* Fast-forward (sim_state.c): the engine's state at a quiet moment, every
  * time relative to its clock (MS_EAGAIN when work, a parked host or an

@@ -28,6 +28,9 @@ typedef struct ms_sim_attachments {
     /* Times any host's clock moved forward: the cooperative scheduler asks
      * "did anything move during that turn" without looking at every host. */
     uint64_t clock_moves;
+    /* Hosts whose clock or parked state changed since the last
+     * sim_hosts_drain_changes (intrusive list through ms_simhost). */
+    ms_simhost *changed_hosts;
     ms_simdev **devs;   /* creation order */
     size_t n_devs, cap_devs;
     ms_p2p_delivery *mail; /* delivery order */

@@ -947,6 +947,54 @@ static bool counted_stream_idle(const void *ctx)
     return stream_idle(c->s);
 }
 
+static bool never(const void *ctx)
+{
+    (void)ctx;
+    return false;
+}
+
+/* The scheduler of several hosts re-reads only the hosts whose clock or
+ * parked state changed: each is listed once until drained, a host whose
+ * clock did not move is not listed, and parking, waking and going idle
+ * from parked all list it. */
+START_TEST(changed_hosts_are_listed_once_until_drained)
+{
+    ms_sim *sim = NULL;
+    ms_simhost *h[3] = {NULL};
+    ck_assert_int_eq(sim_create(&sim), MS_OK);
+    for (int i = 0; i < 3; i++) {
+        ck_assert_int_eq(sim_host_create(sim, &h[i]), MS_OK);
+        ck_assert_int_eq(sim_host_set_tag(h[i], 10 + i), MS_OK);
+    }
+    int tags[4] = {0};
+    sim_hosts_drain_changes(sim, NULL, 0);
+    ck_assert_int_eq(sim_host_advance(h[1], 0), MS_OK); /* no move */
+    ck_assert_uint_eq(sim_hosts_drain_changes(sim, tags, 4), 0);
+    ck_assert_int_eq(sim_host_advance(h[1], 5), MS_OK);
+    ck_assert_int_eq(sim_host_advance(h[1], 5), MS_OK);
+    ck_assert_int_eq(sim_host_advance(h[2], 1), MS_OK);
+    size_t n = sim_hosts_drain_changes(sim, tags, 4);
+    ck_assert_uint_eq(n, 2);
+    ck_assert(tags[0] + tags[1] == 23 && tags[0] != tags[1]);
+    ck_assert_uint_eq(sim_hosts_drain_changes(sim, tags, 4), 0);
+    /* h[0] waits on a condition that never holds, with h[1] still able to
+     * issue: it parks, and that is a change; going idle from parked too. */
+    ck_assert_int_eq(sim_host_wait(h[0], never, NULL), MS_EAGAIN);
+    ck_assert_uint_eq(sim_hosts_drain_changes(sim, tags, 4), 1);
+    ck_assert_int_eq(tags[0], 10);
+    ck_assert_int_eq(sim_host_set_idle(h[0]), MS_OK);
+    ck_assert_uint_eq(sim_hosts_drain_changes(sim, tags, 4), 1);
+    /* More changes than room: the count says so. */
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(sim_host_advance(h[i], 7), MS_OK);
+    ck_assert_uint_eq(sim_hosts_drain_changes(sim, tags, 2), 3);
+    ck_assert_int_eq(sim_host_set_tag(h[0], -1), MS_EINVAL);
+    for (int i = 0; i < 3; i++)
+        sim_host_destroy(h[i]);
+    sim_destroy(sim);
+}
+END_TEST
+
 START_TEST(watched_host_is_asked_only_when_its_device_changes)
 {
     ms_device_spec s = spec_base();
@@ -1113,6 +1161,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, host_waits_run_the_engine);
     tcase_add_test(tc, hosts_on_one_engine_synchronise_conservatively);
     tcase_add_test(tc, watched_host_is_asked_only_when_its_device_changes);
+    tcase_add_test(tc, changed_hosts_are_listed_once_until_drained);
     suite_add_tcase(s, tc);
     return s;
 }
