@@ -25,8 +25,6 @@ void run_ff_free(ms_run *r)
 {
     ms_state_sig_free(&r->ff.before);
     ms_state_sig_free(&r->ff.now);
-    for (int i = 0; r->stages != NULL && i < r->n; i++)
-        ms_plan_free(&r->stages[i].ff_plan);
 }
 
 static bool plans_repeat(const ms_run *r)

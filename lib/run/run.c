@@ -29,8 +29,6 @@ static int pipeline_stages(const ms_scenario *sc)
     return pp > 0 ? pp : 1;
 }
 
-/* One stage: its program and the device that runs it. */
-
 /* The scenario's allocator, unless the policy brings its own (MindSpeed's
  * memory-fragmentation allocator replaces torch_npu's; the memory fraction
  * is set on top of the scenario's allocator string). */
@@ -679,6 +677,7 @@ static void close_devices(ms_run *r)
         ms_plan_free(&s->prev_plan);
         ms_plan_free(&s->oom_plan);
         ms_plan_free(&s->declared);
+        ms_plan_free(&s->ff_plan);
         free(s->prof);
         s->prof = NULL;
     }

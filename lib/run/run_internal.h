@@ -12,6 +12,7 @@ typedef struct ms_exec_checks {
     ms_exec_fault fault;
 } ms_exec_checks;
 
+/* One stage: its program and the device that runs it. */
 typedef struct ms_stage {
     ms_program *program;
     ms_program_view view;
