@@ -148,7 +148,7 @@ static ms_ablock *expandable_fit(const ms_alloc *a, ms_ablock *b, uint64_t strea
 
 /* get_free_block, leaving the block in its set (the caller takes it out,
  * or splits it in place). */
-static inline ms_ablock *peek_free_block(ms_alloc *a, const ms_aparams *p)
+static inline MS_ALLOC_HOT ms_ablock *peek_free_block(ms_alloc *a, const ms_aparams *p)
 {
     ms_bpool *pool = p->pool;
     if (a->set_fraction && a->cfg.garbage_collection_threshold > 0.0)
@@ -356,8 +356,10 @@ ms_status alloc_found_block(ms_alloc *a, ms_aparams *p, uint64_t orig_size, uint
 /* try_merge_blocks' test: src is a free, idle neighbour of dst. */
 static bool can_merge(const ms_ablock *dst, const ms_ablock *src)
 {
-    return src && !src->allocated && src->event_count == 0 && src->n_uses == 0 &&
-           dst->mapped == src->mapped;
+    /* Whether a neighbour is free is data: test the conditions together,
+     * one branch instead of a badly predicted one per condition. */
+    return src && ((!src->allocated & (src->event_count == 0) & (src->n_uses == 0) &
+                    (dst->mapped == src->mapped)) != 0);
 }
 
 /* try_merge_blocks' splice: dst takes over src's range (src stays in its

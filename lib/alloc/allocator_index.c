@@ -8,6 +8,7 @@
 #include "allocator_internal.h"
 
 #define INDEX_MIN_CAP 1024u
+#define INDEX_MIN_SHIFT 54u /* 64 - log2(INDEX_MIN_CAP) */
 
 ms_status alloc_index_init(ms_aindex *ix)
 {
@@ -15,6 +16,7 @@ ms_status alloc_index_init(ms_aindex *ix)
     if (!ix->slots)
         return MS_ENOMEM;
     ix->mask = INDEX_MIN_CAP - 1;
+    ix->shift = INDEX_MIN_SHIFT;
     ix->count = 0;
     return MS_OK;
 }
@@ -24,6 +26,7 @@ void alloc_index_free(ms_aindex *ix)
     free(ix->slots);
     ix->slots = NULL;
     ix->mask = 0;
+    ix->shift = 0;
     ix->count = 0;
 }
 
@@ -35,10 +38,11 @@ static ms_status grow(ms_aindex *ix)
         return MS_ENOMEM;
     for (uint64_t i = 0; i <= ix->mask; i++)
         if (ix->slots[i].block)
-            alloc_index_put_slot(slots, cap - 1, ix->slots[i].block);
+            alloc_index_put_slot(slots, cap - 1, ix->shift - 1, ix->slots[i].block);
     free(ix->slots);
     ix->slots = slots;
     ix->mask = cap - 1;
+    ix->shift--;
     return MS_OK;
 }
 
@@ -65,7 +69,7 @@ ms_status alloc_index_put(ms_aindex *ix, ms_ablock *b)
 
 static ms_aslot *find_slot(const ms_aindex *ix, uint64_t addr)
 {
-    uint64_t i = alloc_index_slot(ix->mask, addr);
+    uint64_t i = alloc_index_slot(ix->shift, addr);
     while (ix->slots[i].block) {
         if (ix->slots[i].addr == addr)
             return &ix->slots[i];
@@ -84,7 +88,8 @@ ms_ablock *alloc_index_take(ms_aindex *ix, uint64_t addr)
 {
     ms_aslot *slots = ix->slots;
     uint64_t mask = ix->mask;
-    uint64_t hole = alloc_index_slot(mask, addr);
+    unsigned shift = ix->shift;
+    uint64_t hole = alloc_index_slot(shift, addr);
     while (slots[hole].addr != addr || !slots[hole].block) {
         if (!slots[hole].block)
             return NULL;
@@ -95,7 +100,7 @@ ms_ablock *alloc_index_take(ms_aindex *ix, uint64_t addr)
      * hole when the hole lies on its probe path, i.e. its home is at least
      * as far behind it (cyclically) as the hole is. */
     for (uint64_t j = (hole + 1) & mask; slots[j].block; j = (j + 1) & mask) {
-        uint64_t home = alloc_index_slot(mask, slots[j].addr);
+        uint64_t home = alloc_index_slot(shift, slots[j].addr);
         if (((j - home) & mask) >= ((j - hole) & mask)) {
             slots[hole] = slots[j];
             hole = j;

@@ -34,6 +34,14 @@
 #define MS_KMINDSPORE_UNIT ((uint64_t)1 << 30)
 #define MS_KMINDSPORE_MIN_FREE ((uint64_t)10 << 20)
 
+/* A function of the malloc/free path inlined into its callers even where
+ * it has several (its call and register saves cost more than its body). */
+#if defined(__GNUC__)
+#define MS_ALLOC_HOT __attribute__((always_inline))
+#else
+#define MS_ALLOC_HOT
+#endif
+
 struct ms_bpool;
 struct ms_aseg;
 
@@ -147,6 +155,7 @@ typedef struct ms_aindex {
     ms_aslot *slots;
     uint64_t mask;
     uint64_t count;
+    unsigned shift; /* 64 - log2(slots): the hash keeps the product's top bits */
 } ms_aindex;
 
 typedef struct ms_aslab {
@@ -254,7 +263,9 @@ static inline void alloc_emit(ms_alloc *a, ms_alloc_action action, uint64_t addr
 
 static inline bool alloc_block_is_split(const ms_ablock *b)
 {
-    return b->prev != NULL || b->next != NULL;
+    /* One test of both links: whether a block has neighbours is data, and
+     * a short-circuit || was a second, badly predicted branch. */
+    return ((uintptr_t)b->prev | (uintptr_t)b->next) != 0;
 }
 
 static inline void alloc_seg_fix_head(ms_ablock *b)
@@ -410,15 +421,19 @@ static inline ms_status alloc_index_reserve(ms_aindex *ix)
 }
 ms_status alloc_index_put(ms_aindex *ix, ms_ablock *b);
 
-static inline uint64_t alloc_index_slot(uint64_t mask, uint64_t addr)
+static inline uint64_t alloc_index_slot(unsigned shift, uint64_t addr)
 {
-    /* Fibonacci hashing: addresses are 512-byte aligned, so mix the bits. */
-    return ((addr * UINT64_C(0x9E3779B97F4A7C15)) >> 20) & mask;
+    /* Fibonacci hashing, keeping the product's top bits, the only ones that
+     * depend on every bit of the address: large blocks sit on 2 MiB
+     * boundaries, so a window of middle bits saw few of them and made long
+     * probe runs. */
+    return (addr * UINT64_C(0x9E3779B97F4A7C15)) >> shift;
 }
 
-static inline void alloc_index_put_slot(ms_aslot *slots, uint64_t mask, ms_ablock *b)
+static inline void alloc_index_put_slot(ms_aslot *slots, uint64_t mask, unsigned shift,
+                                        ms_ablock *b)
 {
-    uint64_t i = alloc_index_slot(mask, b->addr);
+    uint64_t i = alloc_index_slot(shift, b->addr);
     while (slots[i].block)
         i = (i + 1) & mask;
     slots[i].addr = b->addr;
@@ -428,7 +443,7 @@ static inline void alloc_index_put_slot(ms_aslot *slots, uint64_t mask, ms_abloc
 /* alloc_index_put after alloc_index_reserve succeeded: cannot fail. */
 static inline void alloc_index_put_reserved(ms_aindex *ix, ms_ablock *b)
 {
-    alloc_index_put_slot(ix->slots, ix->mask, b);
+    alloc_index_put_slot(ix->slots, ix->mask, ix->shift, b);
     ix->count++;
 }
 ms_ablock *alloc_index_get(const ms_aindex *ix, uint64_t addr);
