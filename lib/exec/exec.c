@@ -98,7 +98,7 @@ struct ms_exec {
     uint64_t peak_activation;
     /* Copies that may still read a device block. */
     ms_inflight_copy *inflight;
-    size_t n_inflight, cap_inflight;
+    size_t inflight_head, n_inflight, cap_inflight; /* live: [head, n), oldest first */
     ms_host_release *host_release;
     size_t n_host_release, cap_host_release;
     ms_event *comm_done;     /* re-recorded after every collective */
@@ -238,30 +238,72 @@ static ms_status wait_ready(ms_exec *e, uint32_t t, int stream)
 
 /* ---- allocation ------------------------------------------------------ */
 
-static ms_status check_not_inflight(ms_exec *e, uint32_t t, uint64_t addr, uint64_t bytes)
+/* The oldest copy's event has passed: forget the copy, keep the event for
+ * the next one. */
+static void drop_oldest_copy(ms_exec *e)
 {
-    for (size_t i = 0; i < e->n_inflight;) {
-        ms_inflight_copy *c = &e->inflight[i];
+    ms_event *done = e->inflight[e->inflight_head++].done;
+    if (e->n_free_events < sizeof e->free_events / sizeof e->free_events[0])
+        e->free_events[e->n_free_events++] = done;
+    else
+        BE(e, event_destroy, done);
+    if (e->inflight_head == e->n_inflight)
+        e->inflight_head = e->n_inflight = 0;
+}
+
+/* Forget the copies that are done.  Every swap-out copy runs on the one
+ * swap-out stream and records its event right after, and a stream's events
+ * complete in the order recorded (CUDA and ACL streams alike), so the done
+ * copies are the oldest ones: asking from the oldest until one is still
+ * running finds them all with one question more than there are.  Asking
+ * every copy at every allocation, as before, made the swap-heavy plans of
+ * a policy search cost 3-7 times a recompute plan (bench/README). */
+static ms_status reap_copies(ms_exec *e)
+{
+    while (e->inflight_head < e->n_inflight) {
         bool done = false;
-        ms_status st = BE(e, event_query, c->done, &done);
+        ms_status st = BE(e, event_query, e->inflight[e->inflight_head].done, &done);
         if (st != MS_OK)
             return be_call_failed(e, st, "event_query");
-        if (done) {
-            if (e->n_free_events < sizeof e->free_events / sizeof e->free_events[0])
-                e->free_events[e->n_free_events++] = c->done;
-            else
-                BE(e, event_destroy, c->done);
-            *c = e->inflight[--e->n_inflight];
+        if (!done)
+            break;
+        drop_oldest_copy(e);
+    }
+    return MS_OK;
+}
+
+/* A block handed out while a swap-out copy still reads it is a hazard.  A
+ * copy over the block is asked itself, so the check does not rest on the
+ * order above. */
+static ms_status check_not_inflight(ms_exec *e, uint32_t t, uint64_t addr, uint64_t bytes)
+{
+    ms_status st = reap_copies(e);
+    for (size_t i = e->inflight_head; st == MS_OK && i < e->n_inflight; i++) {
+        const ms_inflight_copy *c = &e->inflight[i];
+        if (!(addr < c->addr + c->bytes && c->addr < addr + bytes))
             continue;
-        }
-        if (addr < c->addr + c->bytes && c->addr < addr + bytes)
+        bool done = false;
+        if ((st = BE(e, event_query, c->done, &done)) != MS_OK)
+            return be_call_failed(e, st, "event_query");
+        if (!done)
             return ms_diag_set(e->diag, MS_EHAZARD,
                                "hazard: tensor %u (%s) got block 0x%" PRIx64 " (+%" PRIu64
                                ") while a swap-out copy still reads 0x%" PRIx64 " (+%" PRIu64 ")",
                                t, e->p->tensors[t].name, addr, bytes, c->addr, c->bytes);
-        i++;
     }
-    return MS_OK;
+    return st;
+}
+
+/* Room for one more copy at the end, moving the live ones to the front
+ * before growing. */
+static bool copy_slot(ms_exec *e)
+{
+    if (e->n_inflight == e->cap_inflight && e->inflight_head > 0) {
+        e->n_inflight -= e->inflight_head;
+        memmove(e->inflight, e->inflight + e->inflight_head, e->n_inflight * sizeof *e->inflight);
+        e->inflight_head = 0;
+    }
+    return MS_GROW(e->inflight, e->n_inflight, e->cap_inflight, 64);
 }
 
 static ms_status rescue_swap_out(ms_exec *e, uint32_t t, uint64_t request, uint32_t at_op,
@@ -665,7 +707,7 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
         return st;
     e->swapped_bytes += tn->bytes;
     /* Remember the copy so a block reused under it is caught as a hazard. */
-    if (!MS_GROW(e->inflight, e->n_inflight, e->cap_inflight, 64))
+    if (!copy_slot(e))
         return MS_ENOMEM;
     ms_event *done = e->n_free_events ? e->free_events[--e->n_free_events] : NULL;
     if ((st = get_event(e, &done)) != MS_OK ||
@@ -692,7 +734,7 @@ static ms_status release_held(ms_exec *e, uint32_t t)
     ms_tensor_rt *r = &e->rt[t];
     if (!r->held)
         return MS_OK;
-    for (size_t i = 0; i < e->n_inflight; i++)
+    for (size_t i = e->inflight_head; i < e->n_inflight; i++)
         if (e->inflight[i].addr == r->addr) {
             ms_status st = BE(e, event_synchronize, e->inflight[i].done);
             if (st != MS_OK)
@@ -1044,7 +1086,7 @@ ms_status ms_exec_destroy(ms_exec *e)
                 BE(e, event_destroy, r->aux_ev);
         }
     }
-    for (size_t i = 0; i < e->n_inflight; i++)
+    for (size_t i = e->inflight_head; i < e->n_inflight; i++)
         BE(e, event_destroy, e->inflight[i].done);
     for (size_t i = 0; i < e->n_host_release; i++)
         BE(e, free_host, e->host_release[i].host_addr);
@@ -1143,6 +1185,8 @@ static ms_status finish_step(ms_exec *e, ms_op_profile *profile, ms_step_result 
     ms_status st = e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
     if (st != MS_OK)
         return be_call_failed(e, st, "device_synchronize");
+    if ((st = reap_copies(e)) != MS_OK)
+        return st;
     if (e->verifier != NULL) {
         if ((st = exec_verify_settle(e->verifier, true, e->diag)) != MS_OK)
             return st;
@@ -1269,9 +1313,9 @@ static ms_status write_tensor(const ms_exec *e, const ms_tensor_rt *r, ms_state_
 
 static ms_status write_copies(const ms_exec *e, ms_state_sig *sig)
 {
-    ms_state_sig_u64(sig, e->n_inflight);
+    ms_state_sig_u64(sig, e->n_inflight - e->inflight_head);
     ms_status st = MS_OK;
-    for (size_t i = 0; st == MS_OK && i < e->n_inflight; i++) {
+    for (size_t i = e->inflight_head; st == MS_OK && i < e->n_inflight; i++) {
         ms_state_sig_u64(sig, e->inflight[i].addr);
         ms_state_sig_u64(sig, e->inflight[i].bytes);
         st = write_event(e, e->inflight[i].done, sig);
