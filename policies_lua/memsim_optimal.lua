@@ -24,8 +24,9 @@
 -- those of the search that simulated every probe, for fewer simulations
 -- (bench/README.md, "Policy search").
 -- The plan is made once per stage (at step 0, from the program and the
--- simulator) and is stable; a real step that still runs out of memory (it
--- starts from the previous step's cache, the simulator from a fresh one)
+-- simulator) and is stable: the choice is the fastest plan that also fits
+-- two steps in a row (the second from the first's cache, as a real run's
+-- steps follow each other); a real step that still runs out of memory
 -- moves to the fastest simulated plan with a lower peak (on_oom).  Not searched: pool placement (the allocator
 -- a policy brings is fixed per file) and per-module mixes inside a layer.
 local memsim = require("lib.memsim")
@@ -220,7 +221,16 @@ local function search_core(profile, sim, tag, fits)
   local full_fits = false
   for _, c in ipairs(candidates(profile, layers, first, mb_first)) do
     local r = try(c)
-    if c.key == "none" and not r.oom then return end
+    if c.key == "none" and not r.oom then
+      -- No decision is needed if none also fits two steps in a row
+      -- (steady_first below); else it is no fit and the search goes on.
+      local fit = table.remove(fits)
+      if not sim(c.key, c.build, 2).oom then
+        fit.steady = true
+        fits[#fits + 1] = fit
+        return
+      end
+    end
     if c.key == "full" then full_fits = not r.oom end
   end
   local d = dtr_candidate(profile, sim, 10, full_fits)
@@ -265,11 +275,12 @@ end
 -- Returns the result and the number of decisions.
 local function memo_simulator(ctx)
   local seen, count = {}, 0
-  local function sim(key, build)
+  local function sim(key, build, steps)
+    key = steps and key .. " x" .. steps or key
     local s = seen[key]
     if s == nil then
       local list = build()
-      s = { r = ctx:simulate(list), n = #list }
+      s = { r = ctx:simulate(list, { steps = steps or 1 }), n = #list }
       seen[key] = s
       count = count + 1
     end
@@ -340,6 +351,35 @@ local function search(profile, ctx)
   return fits, count(), replaced
 end
 
+-- Each candidate was simulated from an empty cache; a real step after the
+-- first starts from the cache the step before left, which can be more
+-- fragmented (llama3-70b: the rematerialization plan fit one step and ran
+-- out of memory in the second).  The choice is the first fit, best first,
+-- that also fits two steps in a row (its peak is then the higher of the
+-- two); at most STEADY_CHECKS are tried, and where none passes the order
+-- stands and on_oom falls back.  Returns the simulations it ran.
+local STEADY_CHECKS = 3
+
+local function steady_first(ctx, fits)
+  local ran = 0
+  for i = 1, math.min(#fits, STEADY_CHECKS) do
+    local f = fits[i]
+    local ok = f.steady
+    if not ok then
+      local r = ctx:simulate(f.build(), { steps = 2 })
+      ran = ran + 1
+      ok = not r.oom
+      if ok then f.peak = math.max(f.peak, r.peak_allocated) end
+    end
+    if ok then
+      table.remove(fits, i)
+      table.insert(fits, 1, f)
+      return ran
+    end
+  end
+  return ran
+end
+
 -- Plans kept across steps ---------------------------------------------------
 -- The choice and the fallbacks an OOM can reach are kept packed, 17 bytes a
 -- decision, not as recipes: a recipe holds the stage's profile views, and
@@ -400,6 +440,7 @@ return {
     if st == nil then
       local fits, sims, replaced = search(profile, ctx)
       local n_fit = #fits
+      sims = sims + steady_first(ctx, fits)
       if n_fit == 0 then fits[1] = nothing_fits(profile) end
       st = { chain = fallback_chain(fits), at = 1, replaced = replaced }
       chosen[profile.stage] = st

@@ -101,14 +101,20 @@ typedef struct ms_oom_request {
     uint64_t capacity;
 } ms_oom_request;
 
-/* Result of evaluating a candidate plan on the simulator (ctx:simulate). */
+/* Result of evaluating a candidate plan on the simulator (ctx:simulate):
+ * over `steps` consecutive steps from a fresh device (each step after the
+ * first starts from the cache the one before left, as a real run's do), the
+ * highest peaks, whether any step ran out of memory, and the last step's
+ * time. */
 typedef struct ms_sim_result {
     uint64_t peak_allocated;
     uint64_t peak_reserved;
     int64_t step_time_ns;
     bool oom;
 } ms_sim_result;
-typedef ms_status (*ms_simulate_fn)(void *user, const ms_plan *plan, ms_sim_result *out,
+#define MS_SIM_MAX_STEPS 8
+/* steps: 1 to MS_SIM_MAX_STEPS. */
+typedef ms_status (*ms_simulate_fn)(void *user, const ms_plan *plan, int steps, ms_sim_result *out,
                                     ms_diag *d);
 
 typedef struct ms_policy_limits {

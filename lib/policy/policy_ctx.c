@@ -388,6 +388,22 @@ static const ms_plan *with_declared(lua_State *L, ms_policy_ctx *c, const ms_pla
     return &c->sim_plan;
 }
 
+/* ctx:simulate's options: { steps = n }, how many steps in a row. */
+static int simulate_steps_option(lua_State *L, int arg)
+{
+    if (lua_isnoneornil(L, arg))
+        return 1;
+    luaL_checktype(L, arg, LUA_TTABLE);
+    int type = lua_getfield(L, arg, "steps");
+    int isnum = 0;
+    lua_Integer steps = lua_tointegerx(L, -1, &isnum);
+    if (type != LUA_TNIL && (!isnum || steps < 1 || steps > MS_SIM_MAX_STEPS))
+        luaL_error(L, "ctx:simulate: options.steps must be an integer from 1 to %d",
+                   MS_SIM_MAX_STEPS);
+    lua_pop(L, 1);
+    return type == LUA_TNIL ? 1 : (int)steps;
+}
+
 static int ctx_simulate(lua_State *L)
 {
     ms_policy_ctx *c = writable_ctx(L, "simulate");
@@ -399,11 +415,12 @@ static int ctx_simulate(lua_State *L)
         read_candidate(L, c, 2);
         cand = &c->scratch;
     }
+    int steps = simulate_steps_option(L, 3);
     cand = with_declared(L, c, cand);
     ms_sim_result res = {0};
     ms_diag d = {0};
     c->simulating = true;
-    ms_status st = c->sim(c->sim_user, cand, &res, &d);
+    ms_status st = c->sim(c->sim_user, cand, steps, &res, &d);
     c->simulating = false;
     if (st != MS_OK)
         return luaL_error(L, "ctx:simulate: %s", d.msg[0] ? d.msg : ms_strerror(st));

@@ -134,12 +134,35 @@ static ms_status open_group(const ms_scenario *sc, const char *backend, int n, i
     return st == MS_OK ? ms_group_open(backend, &cfg, out, d) : st;
 }
 
-static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *out, ms_diag *d)
+/* Steps of one plan on the candidate's own device until one runs out of
+ * memory: the highest peaks, the last step's time. */
+static ms_status simulate_steps(ms_stage *s, const ms_plan *plan, int steps, ms_sim_result *out,
+                                ms_diag *d)
+{
+    ms_status st = MS_OK;
+    for (int k = 0; st == MS_OK && k < steps && !out->oom; k++) {
+        if ((st = ms_exec_step(s->exec, k, plan, s->prof, &s->res, d)) != MS_OK)
+            break;
+        out->oom = s->res.oom;
+        if (s->res.peak_allocated > out->peak_allocated)
+            out->peak_allocated = s->res.peak_allocated;
+        if (s->res.peak_reserved > out->peak_reserved)
+            out->peak_reserved = s->res.peak_reserved;
+        out->step_time_ns = s->res.step_time_ns;
+    }
+    return st;
+}
+
+static ms_status simulate_plan(void *user, const ms_plan *plan, int steps, ms_sim_result *out,
+                               ms_diag *d)
 {
     ms_sim_ctx *c = user;
     ms_stage s = {.view = c->stage->view};
     ms_device_group *group = NULL;
     memset(out, 0, sizeof *out);
+    if (steps < 1 || steps > MS_SIM_MAX_STEPS)
+        return ms_diag_set(d, MS_EINVAL, "steps must be from 1 to %d, not %d", MS_SIM_MAX_STEPS,
+                           steps);
     ms_status st = open_group(c->sc, "mock", 1, c->index, false, &group, d);
     if (st == MS_OK)
         st = stage_open_device(c->sc, &s, ms_group_device(group, 0), c->policy, NULL, false, true,
@@ -150,12 +173,8 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, ms_sim_result *o
         st = MS_ENOMEM;
     if (st == MS_OK && s.setup_oom)
         out->oom = true;
-    else if (st == MS_OK && (st = ms_exec_step(s.exec, 0, plan, s.prof, &s.res, d)) == MS_OK) {
-        out->oom = s.res.oom;
-        out->peak_allocated = s.res.peak_allocated;
-        out->peak_reserved = s.res.peak_reserved;
-        out->step_time_ns = s.res.step_time_ns;
-    }
+    else if (st == MS_OK)
+        st = simulate_steps(&s, plan, steps, out, d);
     free(s.prof);
     stage_close_device(&s);
     if (group)

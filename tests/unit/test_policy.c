@@ -658,6 +658,7 @@ END_TEST
 typedef struct sim_spy {
     int calls;
     ms_plan seen[4];
+    int steps[4];
     ms_policy *policy;
     bool fail;
     ms_status nested_pool, nested_plan;
@@ -667,9 +668,11 @@ typedef struct sim_spy {
 /* Figures that depend on the candidate, so the test can tell which one the
  * script got back: peak = 1000 * (n + 1), reserved twice that, time 100 - n,
  * OOM with exactly three decisions. */
-static ms_status spy_simulate(void *user, const ms_plan *plan, ms_sim_result *out, ms_diag *d)
+static ms_status spy_simulate(void *user, const ms_plan *plan, int steps, ms_sim_result *out,
+                              ms_diag *d)
 {
     sim_spy *s = user;
+    s->steps[s->calls < 4 ? s->calls : 3] = steps;
     if (s->fail)
         return ms_diag_set(d, MS_EHAZARD, "hazard at op 3");
     ck_assert_int_lt(s->calls, 4);
@@ -702,6 +705,8 @@ START_TEST(test_ctx_simulate)
     ms_diag d = {0};
     ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_OK);
     ck_assert_int_eq(spy.calls, 2);
+    ck_assert_int_eq(spy.steps[0], 1); /* no options: one step */
+    ck_assert_int_eq(spy.steps[1], 1);
     /* First candidate: the decisions so far (recompute 0). */
     ck_assert_uint_eq(spy.seen[0].n, 1);
     ck_assert_int_eq(spy.seen[0].items[0].kind, MS_DEC_RECOMPUTE);
@@ -771,6 +776,47 @@ START_TEST(test_ctx_swap_twice)
     fx.prof.step = 23;
     ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
     assert_has(d.msg, "ctx:simulate: decisions 1 and 3 both swap tensor 3");
+    ck_assert_int_eq(spy.calls, 0);
+    for (int i = 0; i < 4; i++)
+        ms_plan_free(&spy.seen[i]);
+    ms_plan_free(&plan);
+    ms_policy_free(p);
+}
+END_TEST
+
+/* ctx:simulate(candidate, {steps = n}) asks for n steps in a row (1 when
+ * absent); anything but an integer from 1 to 8 is the script's error, at
+ * its line, and nothing is simulated. */
+START_TEST(test_ctx_simulate_steps)
+{
+    ms_policy *p = load_fixture("cases", NULL);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_diag d = {0};
+    sim_spy spy = {.policy = p};
+    for (int i = 0; i < 4; i++)
+        ms_plan_init(&spy.seen[i]);
+    fx.prof.step = 24;
+    ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_OK);
+    ck_assert_int_eq(spy.calls, 2);
+    ck_assert_int_eq(spy.steps[0], 2);
+    ck_assert_uint_eq(spy.seen[0].n, 1); /* nil: the decisions so far */
+    ck_assert_int_eq(spy.steps[1], 1);
+    ck_assert_uint_eq(spy.seen[1].n, 0);
+    static const int bad[] = {25, 26, 27};
+    for (int i = 0; i < 3; i++) {
+        spy.calls = 0;
+        fx.prof.step = bad[i];
+        ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
+        assert_has(d.msg, "ctx:simulate: options.steps must be an integer from 1 to 8");
+        char where[64];
+        snprintf(where, sizeof where, "cases.lua:%d:", line_of("cases", "cases[25] =") + i);
+        assert_has(d.msg, where);
+        ck_assert_int_eq(spy.calls, 0);
+    }
+    fx.prof.step = 28;
+    ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
+    assert_has(d.msg, "table expected, got number");
     ck_assert_int_eq(spy.calls, 0);
     for (int i = 0; i < 4; i++)
         ms_plan_free(&spy.seen[i]);
@@ -1071,6 +1117,7 @@ static Suite *policy_suite(void)
     tcase_add_test(tc, test_ctx_swap);
     tcase_add_test(tc, test_ctx_validation);
     tcase_add_test(tc, test_ctx_swap_twice);
+    tcase_add_test(tc, test_ctx_simulate_steps);
     tcase_add_test(tc, test_ctx_expires);
     tcase_add_test(tc, test_ctx_stable_readonly_log);
     tcase_add_test(tc, test_ctx_simulate);

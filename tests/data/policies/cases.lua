@@ -41,6 +41,15 @@ cases[23] = function(p, ctx)
   ctx:simulate({ { kind = "swap", tensor = 3 }, { kind = "keep", tensor = 4 },
                  { kind = "swap", tensor = 3, in_before = 8 } })
 end
+cases[24] = function(p, ctx)
+  ctx:recompute(0)
+  ctx:simulate(nil, { steps = 2 })
+  ctx:simulate({}, {})
+end
+cases[25] = function(p, ctx) ctx:simulate(nil, { steps = 0 }) end
+cases[26] = function(p, ctx) ctx:simulate(nil, { steps = 1.5 }) end
+cases[27] = function(p, ctx) ctx:simulate(nil, { steps = 9 }) end
+cases[28] = function(p, ctx) ctx:simulate(nil, 2) end
 
 return {
   plan = function(profile, ctx)
