@@ -9,13 +9,18 @@
 -- size the bytes it saves for backward, staleness the distance from the end
 -- of its forward to its backward (ns when measured, ops before).  The
 -- eviction order is h_DTR ascending; the number evicted is the smallest
--- that fits the step, found by bisection on ctx:simulate (DTR's own
--- trigger is the allocator running out; the simulator stands in for it).
--- A step that still runs out of memory (the cache a real step starts
--- from is not the fresh one the simulator starts from) evicts the next
--- tenth of the order (on_oom).  Not reproduced: DTR's eviction at each
+-- that fits two steps in a row (the second from the cache the first left,
+-- as a real run's steps follow each other), found by bisection on
+-- ctx:simulate (DTR's own trigger is the allocator running out; the
+-- simulator stands in for it).  A step that still runs out of memory
+-- evicts the next tenth of the order (on_oom).  Not reproduced: DTR's eviction at each
 -- allocation inside the step and its equivalence classes of aliases.
 local memsim = require("lib.memsim")
+
+-- DTR never loses a step to an OOM (it evicts on demand), so what it must
+-- fit is the steady state, not only a first step from an empty cache
+-- (gpt-175b TP8: that plan lost step 1).
+local STEADY = { steps = 2 }
 
 local function first_k(cands, k)
   local list = {}
@@ -32,14 +37,14 @@ return {
     if st == nil then
       local cands = memsim.rematerialization_order(profile)
       local lo, hi = 0, #cands -- fits(hi) assumed; fits(lo) tested first
-      if not ctx:simulate({}).oom then
+      if not ctx:simulate({}, STEADY).oom then
         hi = 0
-      elseif ctx:simulate(first_k(cands, hi)).oom then
+      elseif ctx:simulate(first_k(cands, hi), STEADY).oom then
         hi = -1 -- nothing fits: evict everything anyway
       else
         while hi - lo > 1 do
           local mid = (lo + hi) // 2
-          if ctx:simulate(first_k(cands, mid)).oom then lo = mid else hi = mid end
+          if ctx:simulate(first_k(cands, mid), STEADY).oom then lo = mid else hi = mid end
         end
       end
       st = { cands = cands, k = hi < 0 and #cands or hi }
