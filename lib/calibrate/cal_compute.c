@@ -7,6 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <gsl/gsl_interp.h>
+
 #include "fit.h"
 
 void cal_log(const cal_ctx *c, const char *fmt, ...)
@@ -39,25 +41,33 @@ ms_status cal_overheads(cal_ctx *c)
 
 /* ---- HBM ------------------------------------------------------------- */
 
+/* The HBM efficiency at `bytes` on the curve just measured, interpolated as
+ * the simulator will read it from the device file (sim/curve.c: GSL's
+ * Steffen method, monotone between points, through three points or more;
+ * linear through two; clamped at the ends). */
+static double hbm_eff_at(const ms_curve *cv, double bytes)
+{
+    if (cv->n == 1 || bytes <= cv->x[0])
+        return cv->y[0];
+    if (bytes >= cv->x[cv->n - 1])
+        return cv->y[cv->n - 1];
+    const gsl_interp_type *type = cv->n == 2 ? gsl_interp_linear : gsl_interp_steffen;
+    gsl_interp *in = gsl_interp_alloc(type, (size_t)cv->n);
+    /* The sizes are doublings, so init cannot fail (GSL's handler would
+     * abort on sizes out of order). */
+    double eff = cv->y[0];
+    if (in != NULL && gsl_interp_init(in, cv->x, cv->y, (size_t)cv->n) == 0)
+        eff = gsl_interp_eval(in, cv->x, cv->y, bytes, NULL);
+    gsl_interp_free(in);
+    return eff;
+}
+
 double cal_memory_ns(const cal_ctx *c, double bytes)
 {
-    if (c->n_hbm == 0 || !(bytes > 0))
+    const ms_curve *cv = &c->spec->hbm_eff;
+    if (cv->n == 0 || !(bytes > 0))
         return 0;
-    /* Linear in log(bytes) between measured sizes, clamped at the ends. */
-    double eff = c->hbm_eff[0];
-    if (bytes >= c->hbm_x[c->n_hbm - 1]) {
-        eff = c->hbm_eff[c->n_hbm - 1];
-    } else {
-        for (int i = 1; i < c->n_hbm; i++) {
-            if (bytes > c->hbm_x[i])
-                continue;
-            double u = log(bytes / c->hbm_x[i - 1]) / log(c->hbm_x[i] / c->hbm_x[i - 1]);
-            eff = u < 0 ? c->hbm_eff[i - 1]
-                        : c->hbm_eff[i - 1] + u * (c->hbm_eff[i] - c->hbm_eff[i - 1]);
-            break;
-        }
-    }
-    return bytes / (c->spec->hbm_bw * eff) * 1e9;
+    return bytes / (c->spec->hbm_bw * hbm_eff_at(cv, bytes)) * 1e9;
 }
 
 ms_status cal_hbm(cal_ctx *c)
