@@ -257,7 +257,7 @@ static void head_fwd(wm *m, uint32_t x, wm_ends *e)
     /* The max, the sum of exps and the target logit, each over TP. */
     if (m->t > 1)
         wl_collective_inplace(m, wl_name(m, nm->loss, ".all_reduce"), MS_COMM_ALLREDUCE,
-                              m->tp_group, m->tp_link, &loss, 1, 3.0 * (double)(m->rows * 4));
+                              wl_tp_group(m), m->tp_link, &loss, 1, 3.0 * (double)(m->rows * 4));
 }
 
 static uint32_t head_bwd(wm *m, const wm_ends *e)

@@ -63,6 +63,16 @@ typedef struct wm_param {
  * the head).  Its grads are reduced over, and the distributed optimizer
  * shards its state over, `dp` ranks (experts: the expert-data-parallel
  * group). */
+/* Which of Megatron's groups a collective runs over, for where its ranks
+ * sit (ranks_per_node): two groups of one size are not one group (TP 2 and
+ * DP 2, or TP 2 and the pipeline's embedding pair). */
+typedef enum wl_group_kind { WL_GROUP_TP, WL_GROUP_DP, WL_GROUP_OTHER } wl_group_kind;
+
+typedef struct wl_group {
+    int size;
+    wl_group_kind kind;
+} wl_group;
+
 typedef struct wm_group {
     char name[64];
     int32_t layer;
@@ -72,6 +82,7 @@ typedef struct wm_group {
     uint64_t params;
     uint64_t dp;
     ms_link_kind dp_link;
+    wl_group_kind dp_kind;                /* the data-parallel group, or an expert one (OTHER) */
     uint32_t master, exp_avg, exp_avg_sq; /* master is WB_NO_TENSOR for fp32 models */
 } wm_group;
 
@@ -163,10 +174,12 @@ uint32_t wl_matmul_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, const w
                        uint64_t M, uint64_t N, uint64_t K, uint32_t acc);
 uint32_t wl_elementwise(wm *m, const char *name, const char *kname, ms_kernel_class cls,
                         const uint32_t *in, uint32_t n_in, double elems, double flops_per_elem);
-uint32_t wl_collective(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
-                       uint32_t in, uint64_t out_bytes, ms_tensor_kind out_kind);
-void wl_collective_inplace(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
-                           const uint32_t *ts, uint32_t n, double comm_bytes);
+uint32_t wl_collective(wm *m, const char *name, ms_comm_kind kind, wl_group group,
+                       ms_link_kind link, uint32_t in, uint64_t out_bytes, ms_tensor_kind out_kind);
+void wl_collective_inplace(wm *m, const char *name, ms_comm_kind kind, wl_group group,
+                           ms_link_kind link, const uint32_t *ts, uint32_t n, double comm_bytes);
+/* The tensor-parallel group. */
+wl_group wl_tp_group(const wm *m);
 uint64_t wl_bytes(const wm *m, uint32_t t);
 uint64_t wl_act_bytes(const wm *m); /* one [rows_act x h] activation */
 uint32_t wl_norm(wm *m, const char *op, uint32_t x, const wm_param *w);

@@ -67,29 +67,36 @@ uint32_t wl_elementwise(wm *m, const char *name, const char *kname, ms_kernel_cl
 }
 
 /* Ranks of a group on one node, in Megatron's rank order (tp fastest, then
- * cp, dp): a TP group is consecutive ranks, a DP group every (tp x cp)-th. */
-static int ranks_per_node(const wm *m, int group, ms_link_kind link)
+ * cp, dp): a TP group is consecutive ranks, a DP group every (tp x cp)-th;
+ * any other group (an expert DP group, the embedding pair of the first and
+ * last stage, the grad-norm group) is counted one rank a node. */
+static int ranks_per_node(const wm *m, wl_group group, ms_link_kind link)
 {
     int per = m->sc->device.devices_per_node;
     if (link != MS_LINK_INTER_NODE || per <= 1)
         return 1;
-    if (group == m->tp_group)
-        return group < per ? group : per;
-    if (group != m->dp_group)
+    if (group.kind == WL_GROUP_TP)
+        return group.size < per ? group.size : per;
+    if (group.kind != WL_GROUP_DP)
         return 1;
     int64_t stride = (int64_t)m->t * (int64_t)m->c;
     if (stride >= per)
         return 1;
     int64_t k = per / stride;
-    return (int)(k < group ? k : group);
+    return (int)(k < group.size ? k : group.size);
 }
 
-static ms_kernel comm_kernel(const wm *m, const char *kname, ms_comm_kind kind, int group,
+wl_group wl_tp_group(const wm *m)
+{
+    return (wl_group){m->tp_group, WL_GROUP_TP};
+}
+
+static ms_kernel comm_kernel(const wm *m, const char *kname, ms_comm_kind kind, wl_group group,
                              ms_link_kind link, ms_dtype dt, double comm_bytes)
 {
     ms_kernel k = kernel(kname, MS_KC_COMM, dt, 0);
     k.comm = kind;
-    k.group_size = group;
+    k.group_size = group.size;
     k.link = link;
     k.comm_bytes = comm_bytes;
     k.ranks_per_node = ranks_per_node(m, group, link);
@@ -117,8 +124,8 @@ static const char *comm_kname(ms_comm_kind kind)
 /* A collective with a new output (all-gather, reduce-scatter); comm_bytes
  * is the full buffer as the cost model and nccl-tests count it: the
  * gathered output of an all-gather, the input of a reduce-scatter. */
-uint32_t wl_collective(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
-                       uint32_t in, uint64_t out_bytes, ms_tensor_kind out_kind)
+uint32_t wl_collective(wm *m, const char *name, ms_comm_kind kind, wl_group group,
+                       ms_link_kind link, uint32_t in, uint64_t out_bytes, ms_tensor_kind out_kind)
 {
     double full = kind == MS_COMM_ALLGATHER ? (double)out_bytes : (double)wl_bytes(m, in);
     ms_kernel k = comm_kernel(m, comm_kname(kind), kind, group, link, m->dt, full);
@@ -129,8 +136,8 @@ uint32_t wl_collective(wm *m, const char *name, ms_comm_kind kind, int group, ms
 /* A collective that rewrites its buffers in place (NCCL/HCCL all-reduce,
  * the DP grad reduce-scatter and the parameter all-gather of the
  * distributed optimizer, which work on views of one contiguous buffer). */
-void wl_collective_inplace(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
-                           const uint32_t *ts, uint32_t n, double comm_bytes)
+void wl_collective_inplace(wm *m, const char *name, ms_comm_kind kind, wl_group group,
+                           ms_link_kind link, const uint32_t *ts, uint32_t n, double comm_bytes)
 {
     if (m->b->err != MS_OK)
         return;
@@ -185,7 +192,7 @@ static bool gathered(const wm *m)
 /* The s/t shard -> all s tokens (sequence parallelism). */
 uint32_t wl_gather(wm *m, const char *name, uint32_t x, ms_tensor_kind kind)
 {
-    return wl_collective(m, name, MS_COMM_ALLGATHER, m->tp_group, m->tp_link, x,
+    return wl_collective(m, name, MS_COMM_ALLGATHER, wl_tp_group(m), m->tp_link, x,
                          m->rows * m->h * m->es, kind);
 }
 
@@ -204,9 +211,9 @@ uint32_t wl_reduce_in_grad(wm *m, const char *module, uint32_t dx)
         return dx;
     if (gathered(m))
         return wl_collective(m, wl_name(m, module, ".all_gather.backward"), MS_COMM_REDUCE_SCATTER,
-                             m->tp_group, m->tp_link, dx, wl_act_bytes(m), MS_TK_TEMP);
+                             wl_tp_group(m), m->tp_link, dx, wl_act_bytes(m), MS_TK_TEMP);
     wl_collective_inplace(m, wl_name(m, module, ".backward.all_reduce"), MS_COMM_ALLREDUCE,
-                          m->tp_group, m->tp_link, &dx, 1, (double)wl_bytes(m, dx));
+                          wl_tp_group(m), m->tp_link, &dx, 1, (double)wl_bytes(m, dx));
     return dx;
 }
 
@@ -217,8 +224,8 @@ uint32_t wl_reduce_out(wm *m, const char *module, uint32_t y)
         return y;
     if (gathered(m))
         return wl_collective(m, wl_name(m, module, ".reduce_scatter"), MS_COMM_REDUCE_SCATTER,
-                             m->tp_group, m->tp_link, y, wl_act_bytes(m), MS_TK_ACTIVATION);
-    wl_collective_inplace(m, wl_name(m, module, ".all_reduce"), MS_COMM_ALLREDUCE, m->tp_group,
+                             wl_tp_group(m), m->tp_link, y, wl_act_bytes(m), MS_TK_ACTIVATION);
+    wl_collective_inplace(m, wl_name(m, module, ".all_reduce"), MS_COMM_ALLREDUCE, wl_tp_group(m),
                           m->tp_link, &y, 1, (double)wl_bytes(m, y));
     return y;
 }

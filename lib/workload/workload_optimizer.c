@@ -24,6 +24,7 @@ static wm_group *group_new(wm *m, const char *name, int32_t layer)
     g->layer = layer;
     g->dp = m->dp;
     g->dp_link = m->dp_link;
+    g->dp_kind = WL_GROUP_DP;
     g->master = g->exp_avg = g->exp_avg_sq = WB_NO_TENSOR;
     return g;
 }
@@ -79,6 +80,8 @@ static void expert_params(wm *m, int local, int e, const wm_counts *c)
     wm_group *g = group_new(m, name, layer);
     g->dp = m->edp;
     g->dp_link = m->edp_link;
+    /* Without expert parallelism the expert group is the DP group. */
+    g->dp_kind = m->edp == m->dp ? WL_GROUP_DP : WL_GROUP_OTHER;
     wm_expert_params *ep = &m->lp[local].ex[e];
     uint64_t t = m->t, hb = m->bias ? m->h : 0;
     if (m->llama && m->swiglu) {
@@ -207,8 +210,9 @@ void wl_grad_reduce(wm *m, int gi)
     bool dist = m->sc->parallel.use_distributed_optimizer;
     char name[160];
     snprintf(name, sizeof name, "%s.grads.%s", g->name, dist ? "reduce_scatter" : "all_reduce");
-    wl_collective_inplace(m, name, dist ? MS_COMM_REDUCE_SCATTER : MS_COMM_ALLREDUCE, (int)g->dp,
-                          g->dp_link, ids, (uint32_t)g->n, (double)(g->params * 4));
+    wl_collective_inplace(m, name, dist ? MS_COMM_REDUCE_SCATTER : MS_COMM_ALLREDUCE,
+                          (wl_group){(int)g->dp, g->dp_kind}, g->dp_link, ids, (uint32_t)g->n,
+                          (double)(g->params * 4));
 }
 
 void wl_layer_grad_reduce(wm *m, int local)
@@ -230,8 +234,9 @@ static void embedding_group_reduce(wm *m)
     char name[160];
     snprintf(name, sizeof name, "%s.grads.embedding_group.all_reduce",
              m->first ? m->nm.embed : m->nm.head);
-    wl_collective_inplace(m, name, MS_COMM_ALLREDUCE, 2, wl_stage_link(m->sc, 0, m->n_stages - 1),
-                          &p->g, 1, (double)(p->params * 4));
+    wl_collective_inplace(m, name, MS_COMM_ALLREDUCE, (wl_group){2, WL_GROUP_OTHER},
+                          wl_stage_link(m->sc, 0, m->n_stages - 1), &p->g, 1,
+                          (double)(p->params * 4));
 }
 
 /* A scalar of the grads (their norm, the found-inf flag) is summed over
@@ -242,8 +247,10 @@ static void stats_reduce(wm *m, const char *name, uint32_t scalar)
     int group = m->tp_group * m->n_stages;
     if (m->sc->parallel.use_distributed_optimizer)
         group *= m->dp_group;
+    /* One stage without the distributed optimizer: the TP group itself. */
+    wl_group_kind kind = group == m->tp_group ? WL_GROUP_TP : WL_GROUP_OTHER;
     if (group > 1)
-        wl_collective_inplace(m, name, MS_COMM_ALLREDUCE, group,
+        wl_collective_inplace(m, name, MS_COMM_ALLREDUCE, (wl_group){group, kind},
                               group <= m->sc->device.devices_per_node ? MS_LINK_INTRA_NODE
                                                                       : MS_LINK_INTER_NODE,
                               &scalar, 1, 4);
@@ -348,8 +355,8 @@ static void adam(wm *m, const wm_group *g)
         uint32_t w[WM_GROUP_MAX];
         group_ids(g, w, false);
         /* The gathered buffer, every rank's shard: the cost model's B. */
-        wl_collective_inplace(m, name, MS_COMM_ALLGATHER, (int)g->dp, g->dp_link, w, (uint32_t)g->n,
-                              p * (double)g->dp * (double)m->es);
+        wl_collective_inplace(m, name, MS_COMM_ALLGATHER, (wl_group){(int)g->dp, g->dp_kind},
+                              g->dp_link, w, (uint32_t)g->n, p * (double)g->dp * (double)m->es);
     }
 }
 

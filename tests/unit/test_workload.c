@@ -560,6 +560,38 @@ START_TEST(fp16_unscales_main_grads)
 }
 END_TEST
 
+/* A collective's ranks on a node follow which group it is, not its size.
+ * TP 2 x DP 2 on nodes of 2 devices: the TP pair is one node, the DP pair
+ * (ranks r and r + 2) spans two, so the DP grad all-reduce has one rank a
+ * node.  Before, a DP group as large as the TP group was taken for it: 2. */
+START_TEST(dp_group_of_tp_size_spans_nodes)
+{
+    ms_scenario sc = gpt(256, 2, 512, 8, 2, false, false, 1);
+    sc.parallel.data_parallel_size = 2;
+    sc.parallel.world_size = 4;
+    sc.device.devices_per_node = 2;
+    ms_program_view v;
+    ms_program *p = build(&sc, 0, &v);
+    int reduces = 0, tp = 0;
+    for (uint32_t i = 0; i < v.n_ops; i++) {
+        const ms_kernel *k = &v.ops[i].kernel;
+        if (strstr(v.ops[i].name, ".grads.all_reduce") != NULL) {
+            ck_assert_int_eq(k->group_size, 2);
+            ck_assert_int_eq(k->link, MS_LINK_INTER_NODE);
+            ck_assert_int_eq(k->ranks_per_node, 1);
+            reduces++;
+        } else if (k->cls == MS_KC_COMM && strstr(v.ops[i].name, "all_reduce") != NULL &&
+                   strstr(v.ops[i].name, "optimizer") == NULL) {
+            ck_assert_int_eq(k->link, MS_LINK_INTRA_NODE); /* the TP pair: one node */
+            tp++;
+        }
+    }
+    ck_assert_int_gt(reduces, 0);
+    ck_assert_int_gt(tp, 0);
+    ms_program_free(p);
+}
+END_TEST
+
 /* MindFormers' select_recompute / swap regexes find the llama ops. */
 START_TEST(llama_op_names)
 {
@@ -654,6 +686,7 @@ static Suite *workload_suite(void)
     tcase_add_test(tc, pipeline_stages);
     tcase_add_test(tc, persistent_bytes_per_param);
     tcase_add_test(tc, fp16_unscales_main_grads);
+    tcase_add_test(tc, dp_group_of_tp_size_spans_nodes);
     tcase_add_test(tc, llama_op_names);
     tcase_add_test(tc, deterministic);
     tcase_add_test(tc, bad_arguments);
