@@ -102,9 +102,10 @@ ms_status alloc_mindspeed_after_alloc(ms_alloc *a, ms_aparams *p, bool *found)
  * usable_total is the memory reserved plus the device's free memory, and a
  * first attempt (not the retry after the cache is emptied) asks the device
  * for nothing when reserved + segment + memory_fail_prejudgment would pass
- * it.  MindSpeed samples usable_total after each device malloc; nothing but
- * this allocator changes the mock device's memory, so reserved + free now is
- * the same sum. */
+ * it.  MindSpeed samples usable_total after each device malloc; memsim
+ * reads the device's free memory at the attempt: the same sum while nothing
+ * else allocates on the device (the mock), a fresher one where something
+ * does (a real device). */
 bool alloc_mindspeed_prejudged(ms_alloc *a, const ms_aparams *p)
 {
     if (a->cfg.flavour != MS_ALLOC_MINDSPEED || a->stats.num_device_alloc == 0)
