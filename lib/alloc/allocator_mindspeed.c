@@ -105,10 +105,18 @@ ms_status alloc_mindspeed_after_alloc(ms_alloc *a, ms_aparams *p, bool *found)
  * it.  MindSpeed samples usable_total after each device malloc; memsim
  * reads the device's free memory at the attempt: the same sum while nothing
  * else allocates on the device (the mock), a fresher one where something
- * does (a real device). */
+ * does (a real device).  With expandable segments MindSpeed maps memory
+ * before usable_total is ever set, so it never pre-judges. */
+static bool device_malloc_seen(const ms_alloc *a)
+{
+    /* num_device_alloc may have been reset with the accumulated stats. */
+    return a->stats.num_device_alloc > 0 || a->total_allocated_memory > 0;
+}
+
 bool alloc_mindspeed_prejudged(ms_alloc *a, const ms_aparams *p)
 {
-    if (a->cfg.flavour != MS_ALLOC_MINDSPEED || a->stats.num_device_alloc == 0)
+    if (a->cfg.flavour != MS_ALLOC_MINDSPEED || a->cfg.expandable_segments ||
+        !device_malloc_seen(a))
         return false;
     uint64_t free_bytes = 0, total = 0;
     if (a->be->ops->mem_get_info(a->be->inst, &free_bytes, &total) != MS_OK)

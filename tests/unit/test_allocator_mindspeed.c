@@ -86,6 +86,17 @@ START_TEST(test_prejudgment_yields_to_the_retry)
         fx_f(&f, big);
         fx_close(&f);
     }
+    /* With expandable segments MindSpeed maps memory without ever setting
+     * usable_total: no pre-judgment, the 100 MiB are mapped at once. */
+    fx f;
+    fx_open(&f, MS_ALLOC_MINDSPEED, "expandable_segments:True", 1024 * MiB);
+    uint64_t big = fx_m(&f, 900 * MiB);
+    uint64_t b = fx_m(&f, 100 * MiB);
+    ck_assert_int_eq(fx_stats(&f).num_alloc_retries, 0);
+    ck_assert_int_eq(fx_stats(&f).reserved_bytes[MS_STAT_ALL].current, 1000 * MiB);
+    fx_f(&f, b);
+    fx_f(&f, big);
+    fx_close(&f);
 }
 END_TEST
 
