@@ -35,7 +35,7 @@ ALLOC_FIXTURE = $(ALLOC_FAKE) tests/unit/test_allocator_fixture.c tests/unit/tes
 ALLOC_TEST_LIBS = lib/alloc/libms_alloc.la lib/base/libms_base.la $(TEST_LIBS)
 check_PROGRAMS += tests/unit/test_allocator_conf tests/unit/test_allocator \
 	tests/unit/test_allocator_expandable tests/unit/test_allocator_model \
-	tests/unit/test_allocator_traces
+	tests/unit/test_allocator_traces tests/unit/test_allocator_mindspeed
 tests_unit_test_allocator_conf_SOURCES = tests/unit/test_allocator_conf.c
 tests_unit_test_allocator_conf_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_allocator_conf_LDADD = $(ALLOC_TEST_LIBS)
@@ -46,6 +46,10 @@ tests_unit_test_allocator_expandable_SOURCES = tests/unit/test_allocator_expanda
 	$(ALLOC_FIXTURE)
 tests_unit_test_allocator_expandable_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_allocator_expandable_LDADD = $(ALLOC_TEST_LIBS)
+tests_unit_test_allocator_mindspeed_SOURCES = tests/unit/test_allocator_mindspeed.c \
+	$(ALLOC_FIXTURE)
+tests_unit_test_allocator_mindspeed_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_allocator_mindspeed_LDADD = $(ALLOC_TEST_LIBS)
 tests_unit_test_allocator_model_SOURCES = tests/unit/test_allocator_model.c $(ALLOC_FAKE)
 tests_unit_test_allocator_model_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_allocator_model_LDADD = $(ALLOC_TEST_LIBS)

@@ -26,6 +26,10 @@
  * default-pool block of myMaxSplitSize or more is not split for a request
  * that would leave kLargeBuffer or more behind. */
 #define MS_KMINDSPEED_PROTECT ((uint64_t)1800000000)
+/* MindSpeed (DeviceCachingAllocator.h, memory_fail_prejudgment): the room a
+ * first attempt at a new segment leaves on the device (see
+ * alloc_mindspeed_prejudged). */
+#define MS_KMINDSPEED_PREJUDGE ((uint64_t)209715200)
 /* MindSpore's dynamic memory pool: buffers are aligned to 512 bytes
  * (kDynamicMemAlignSize), blocks come from the device in units of
  * mempool_block_size (1 GB by default), doubled until the request fits,
@@ -490,6 +494,8 @@ bool alloc_borrow(ms_alloc *a, ms_aparams *p);
 int alloc_mindspeed_pool(const ms_alloc *a, int pool);
 bool alloc_mindspeed_protected(const ms_aparams *p, const ms_ablock *b);
 ms_status alloc_mindspeed_after_alloc(ms_alloc *a, ms_aparams *p, bool *found);
+bool alloc_mindspeed_prejudged(ms_alloc *a, const ms_aparams *p);
+bool alloc_mindspeed_may_borrow(const ms_alloc *a, const ms_aparams *p);
 
 /* allocator_mindspore.c: MindSpore's dynamic memory pool */
 ms_status alloc_mindspore_new_block(ms_alloc *a, ms_aparams *p, bool *found);

@@ -19,7 +19,17 @@
  *    own, with only the oversize rules (get_free_block_after_alloc; a
  *    default request still stays out of the long pool during the forward),
  *    and a small request may then take a large block; only after that is
- *    the cache emptied. */
+ *    the cache emptied;
+ *  - near a full device the first attempt at a new segment is not made
+ *    (memory_fail_prejudgment, alloc_mindspeed_prejudged), so the
+ *    multi-level search above reuses cached blocks of both pools before
+ *    the device's last 200 MiB are taken;
+ *  - a default request searches the long pool right after its own (pool_idx
+ *    1 of get_pool_list): outside the forward any idle long block, inside it
+ *    only the long pool's small blocks ("not allowed to be placed in the
+ *    long lifecycle memory pool in the forward phase" is tested for
+ *    long_lc_pools.large_blocks alone), and the protection of large blocks
+ *    is the default pool's own (tested at pool_idx 0 only). */
 #include "allocator_internal.h"
 
 /* The first pool with exact segments: MindSpeed's long pool. */
@@ -84,4 +94,40 @@ ms_status alloc_mindspeed_after_alloc(ms_alloc *a, ms_aparams *p, bool *found)
         if (!skipped(a, forward[i], i, true))
             *found = take_relaxed(a, p, &forward[i]->large);
     return MS_OK;
+}
+
+/* alloc_block's pre-judgment (DeviceCachingAllocator.cpp: "In order to
+ * prevent the failure of aclrtMalloc_wrapper from consuming a lot of time,
+ * prediction is made in advance"): once a segment has been allocated,
+ * usable_total is the memory reserved plus the device's free memory, and a
+ * first attempt (not the retry after the cache is emptied) asks the device
+ * for nothing when reserved + segment + memory_fail_prejudgment would pass
+ * it.  MindSpeed samples usable_total after each device malloc; memsim
+ * reads the device's free memory at the attempt: the same sum while nothing
+ * else allocates on the device (the mock), a fresher one where something
+ * does (a real device).  With expandable segments MindSpeed maps memory
+ * before usable_total is ever set, so it never pre-judges. */
+static bool device_malloc_seen(const ms_alloc *a)
+{
+    /* num_device_alloc may have been reset with the accumulated stats. */
+    return a->stats.num_device_alloc > 0 || a->total_allocated_memory > 0;
+}
+
+bool alloc_mindspeed_prejudged(ms_alloc *a, const ms_aparams *p)
+{
+    if (a->cfg.flavour != MS_ALLOC_MINDSPEED || a->cfg.expandable_segments ||
+        !device_malloc_seen(a))
+        return false;
+    uint64_t free_bytes = 0, total = 0;
+    if (a->be->ops->mem_get_info(a->be->inst, &free_bytes, &total) != MS_OK)
+        return false; /* the device malloc will say */
+    return p->alloc_size + MS_KMINDSPEED_PREJUDGE > free_bytes;
+}
+
+/* Inside the forward a default request still searches the long pool's
+ * small blocks (get_free_block refuses only long_lc_pools.large_blocks
+ * there). */
+bool alloc_mindspeed_may_borrow(const ms_alloc *a, const ms_aparams *p)
+{
+    return a->cfg.flavour == MS_ALLOC_MINDSPEED && p->pool->is_small;
 }

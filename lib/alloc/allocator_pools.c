@@ -91,12 +91,15 @@ ms_status ms_alloc_set_forward(ms_alloc *a, bool in_forward)
     return MS_OK;
 }
 
-/* The best fit of one lendable pool, by get_free_block's own rules. */
+/* The best fit of one lendable pool, by get_free_block's own rules; the
+ * protection of large blocks is the default pool's (MindSpeed tests it for
+ * default_lc_pools.large_blocks at pool_idx 0 only). */
 static ms_ablock *lendable_fit(ms_alloc *a, const ms_aparams *p, ms_bpool *pool)
 {
     ms_aparams q = *p;
     q.pool = pool;
     q.exact = false;
+    q.protect = false;
     return alloc_peek_free_block(a, &q);
 }
 
@@ -104,7 +107,7 @@ static ms_ablock *lendable_fit(ms_alloc *a, const ms_aparams *p, ms_bpool *pool)
  * take; ties go to the lower pool id. */
 bool alloc_borrow(ms_alloc *a, ms_aparams *p)
 {
-    if (!a->borrowing)
+    if (!a->borrowing && !alloc_mindspeed_may_borrow(a, p))
         return false;
     ms_ablock *best = NULL;
     for (int i = 1; i < a->n_pools; i++) {

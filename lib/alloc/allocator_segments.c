@@ -86,12 +86,15 @@ static ms_status device_segment(ms_alloc *a, ms_aparams *p, bool *found)
 }
 
 /* With a memory fraction set, a segment that would take reserved memory past
- * the allowed maximum fails without asking the device. */
+ * the allowed maximum fails without asking the device; so does MindSpeed's
+ * first attempt near a full device (alloc_mindspeed_prejudged). */
 ms_status alloc_alloc_block(ms_alloc *a, ms_aparams *p, bool is_retry, bool *found)
 {
     *found = false;
     if (is_retry)
         a->stats.num_alloc_retries++;
+    if (!is_retry && alloc_mindspeed_prejudged(a, p))
+        return MS_OK;
     if (a->set_fraction && a->total_allocated_memory + p->alloc_size > a->allowed_memory_maximum)
         return MS_OK;
     if (p->alloc_size >= MS_ATREE_MAX_SIZE)

@@ -1041,39 +1041,62 @@ START_TEST(bubble_counts_pipeline_waits_only)
 END_TEST
 
 /* MindSpeed's memory-fragmentation pools (seeds 001/004, lifetime_pools on
- * the mindspeed allocator) on the seed's llama2 7B/13B configurations (the
- * 70B rows run for minutes; docs/validation.md has them): reserved minus
- * allocated at the peak is lower, nothing that fits without the pools runs
- * out of memory with them, and peak reserved does not rise, except by less
- * than peak allocated rises (long blocks are whole 2 MiB-rounded segments:
- * a 15 MiB activation holds 16 MiB where the default pool carves 15 MiB
- * from a larger cached block), never by more fragmentation. */
+ * the mindspeed allocator) against torch_npu's allocator, stage by stage:
+ * nothing that fits without the pools runs out of memory with them, and
+ * reserved minus allocated at the peak is lower. */
+static void assert_pools_fit_and_defragment(const char *scen, const ms_run *none,
+                                            const ms_run *pools)
+{
+    size_t nn, np;
+    const ms_run_summary *n = ms_run_summaries(none, &nn), *p = ms_run_summaries(pools, &np);
+    ck_assert_uint_eq(nn, np);
+    for (size_t i = 0; i < nn; i++) {
+        ck_assert_msg(n[i].oom || !p[i].oom, "%s stage %zu: fits without the pools only", scen, i);
+        ck_assert_msg(p[i].reserved_minus_allocated_at_peak < n[i].reserved_minus_allocated_at_peak,
+                      "%s stage %zu: reserved - allocated %llu >= %llu", scen, i,
+                      (unsigned long long)p[i].reserved_minus_allocated_at_peak,
+                      (unsigned long long)n[i].reserved_minus_allocated_at_peak);
+    }
+}
+
+/* The seed's llama2 7B/13B configurations (the 70B one is in the slow
+ * case): peak reserved does not rise with the pools on five of them, each
+ * named.  On llama2-13b-16dev-seq6144 it rises 0.082 GB, by less than peak
+ * allocated rises (docs/validation.md): the peak is the first forward's
+ * end, where MindSpeed's FIRST_STEP lifetime holds every 15 MiB activation
+ * in an exact 16 MiB long block (get_allocation_size rounds LONG_LC to
+ * 2 MiB; should_split leaves the 1 MiB whole) and each 6.25 MiB weight
+ * keeps its 1.75 MiB tail idle in the long pool (no 20 MiB packing for
+ * LONG_LC), as the seed warns the feature "prefers new memory while memory
+ * is plentiful"; the test holds that row to that bound, never to more
+ * fragmentation. */
 START_TEST(fragmentation_pools_lower_reserved)
 {
-    static const char *const scen[] = {"scenarios/llama2-7b.lua",
-                                       "scenarios/llama2-7b-seq6144.lua",
-                                       "scenarios/llama2-13b-seq8192.lua",
-                                       "scenarios/llama2-13b-16dev-seq4096.lua",
-                                       "scenarios/llama2-13b-16dev-seq6144.lua",
-                                       "scenarios/llama2-13b-16dev-seq8192.lua"};
+    static const struct {
+        const char *scenario;
+        bool reserved_may_rise;
+    } rows[] = {{"scenarios/llama2-7b.lua", false},
+                {"scenarios/llama2-7b-seq6144.lua", false},
+                {"scenarios/llama2-13b-seq8192.lua", false},
+                {"scenarios/llama2-13b-16dev-seq4096.lua", false},
+                {"scenarios/llama2-13b-16dev-seq6144.lua", true},
+                {"scenarios/llama2-13b-16dev-seq8192.lua", false}};
     static const char *const sets[] = {"report.detail=none"};
-    int not_higher = 0;
-    for (size_t k = 0; k < sizeof scen / sizeof scen[0]; k++) {
+    for (size_t k = 0; k < sizeof rows / sizeof rows[0]; k++) {
+        const char *scen = rows[k].scenario;
         const ms_scenario *sc0, *sc1;
-        ms_run *none = run_policy(scen[k], "none", sets, 1, &sc0);
-        ms_run *pools = run_policy(scen[k], "lifetime_pools", sets, 1, &sc1);
+        ms_run *none = run_policy(scen, "none", sets, 1, &sc0);
+        ms_run *pools = run_policy(scen, "lifetime_pools", sets, 1, &sc1);
+        assert_pools_fit_and_defragment(scen, none, pools);
         const ms_run_summary *n = ms_run_summary_get(none), *p = ms_run_summary_get(pools);
-        ck_assert_msg(n->oom || !p->oom, "%s: fits without the pools only", scen[k]);
-        ck_assert_msg(p->reserved_minus_allocated_at_peak < n->reserved_minus_allocated_at_peak,
-                      "%s: reserved - allocated %llu >= %llu", scen[k],
-                      (unsigned long long)p->reserved_minus_allocated_at_peak,
-                      (unsigned long long)n->reserved_minus_allocated_at_peak);
-        if (p->peak_reserved <= n->peak_reserved)
-            not_higher++;
+        if (!rows[k].reserved_may_rise)
+            ck_assert_msg(p->peak_reserved <= n->peak_reserved, "%s: peak reserved %llu > %llu",
+                          scen, (unsigned long long)p->peak_reserved,
+                          (unsigned long long)n->peak_reserved);
         else
             ck_assert_msg(p->peak_reserved - n->peak_reserved <
                               p->peak_allocated - n->peak_allocated,
-                          "%s: peak reserved +%llu bytes, allocated +%lld", scen[k],
+                          "%s: peak reserved +%llu bytes, allocated +%lld", scen,
                           (unsigned long long)(p->peak_reserved - n->peak_reserved),
                           (long long)(p->peak_allocated - n->peak_allocated));
         ms_run_free(none);
@@ -1081,7 +1104,34 @@ START_TEST(fragmentation_pools_lower_reserved)
         ms_scenario_free(sc0);
         ms_scenario_free(sc1);
     }
-    ck_assert_int_ge(not_higher, 5);
+}
+END_TEST
+
+/* llama2-70B at seq 4096 as shipped (4 pipeline stages, about a minute):
+ * it fits without the pools and must with them, each stage's peak reserved
+ * no higher (the seq 6144 and 8192 rows run out of memory in stage 0 either
+ * way; docs/validation.md). */
+START_TEST(fragmentation_pools_fit_llama2_70b)
+{
+    static const char *scen = "scenarios/llama2-70b.lua";
+    static const char *const sets[] = {"report.detail=none"};
+    const ms_scenario *sc0, *sc1;
+    ms_run *none = run_policy(scen, "none", sets, 1, &sc0);
+    ms_run *pools = run_policy(scen, "lifetime_pools", sets, 1, &sc1);
+    assert_pools_fit_and_defragment(scen, none, pools);
+    size_t n_stages;
+    const ms_run_summary *n = ms_run_summaries(none, &n_stages);
+    const ms_run_summary *p = ms_run_summaries(pools, &n_stages);
+    for (size_t i = 0; i < n_stages; i++) {
+        ck_assert_msg(!n[i].oom && !p[i].oom, "stage %zu out of memory", i);
+        ck_assert_msg(p[i].peak_reserved <= n[i].peak_reserved, "stage %zu: %llu > %llu", i,
+                      (unsigned long long)p[i].peak_reserved,
+                      (unsigned long long)n[i].peak_reserved);
+    }
+    ms_run_free(none);
+    ms_run_free(pools);
+    ms_scenario_free(sc0);
+    ms_scenario_free(sc1);
 }
 END_TEST
 
@@ -1265,6 +1315,7 @@ static Suite *run_suite(void)
     TCase *slow = tcase_create("policies");
     tcase_set_timeout(slow, 1800);
     tcase_add_test(slow, memsim_optimal_beats_every_shipped_policy);
+    tcase_add_test(slow, fragmentation_pools_fit_llama2_70b);
     suite_add_tcase(s, slow);
     tcase_add_test(tc, policy_replaces_declared_settings);
     tcase_add_test(tc, simulate_sees_declared_settings);
