@@ -768,16 +768,17 @@ END_TEST
 /* ctx:simulate(plan, {steps = 2}) runs the second step from the cache the
  * first left, as a real run's steps follow each other.  Mixtral's stage 0
  * reserves 224 MiB more in its second step (figures from the probe in the
- * commit); on a device with 83.35% of the memory (tests/data/scenarios/
- * mixtral-tight.lua) one step fits and two do not. */
-static void simulate_steps_of(const char *scenario, char *oom1, char *oom2,
-                              unsigned long long *res1, unsigned long long *res2)
+ * commit); with reserved memory capped at 83.3% of the device (the
+ * fixture's policy with allocator.memory_fraction added) one step fits and
+ * two do not. */
+static void simulate_steps_of(const char *policy, char *oom1, char *oom2, unsigned long long *res1,
+                              unsigned long long *res2)
 {
-    char err[8192], args[1024];
+    char err[8192], args[2048];
     snprintf(args, sizeof args,
-             "run %s --policy tests/data/policies/simulate_steps.lua --set steps=1 "
+             "run scenarios/mixtral-8x7b.lua --policy %s --set steps=1 "
              "--set report.detail=none --no-advice --quiet --out %s/ss",
-             scenario, tmpdir);
+             policy, tmpdir);
     run_memsim(args, err, sizeof err);
     const char *line = strstr(err, "one: ");
     ck_assert_msg(line != NULL, "stderr: %s", err);
@@ -786,15 +787,36 @@ static void simulate_steps_of(const char *scenario, char *oom1, char *oom2,
                      4);
 }
 
+/* The fixture with its reserved memory capped: tmpdir/simulate_steps_capped.lua. */
+static const char *capped_simulate_steps(char *path, size_t size)
+{
+    char src[1024];
+    snprintf(src, sizeof src, "%s/tests/data/policies/simulate_steps.lua", srcdir());
+    size_t len = 0;
+    char *text = read_file(src, &len);
+    ck_assert_ptr_nonnull(text);
+    const char *name = "name = \"simulate_steps\",";
+    char *at = strstr(text, name);
+    ck_assert_ptr_nonnull(at);
+    at += strlen(name);
+    snprintf(path, size, "%s/simulate_steps_capped.lua", tmpdir);
+    FILE *f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fprintf(f, "%.*s allocator = { memory_fraction = 0.833 },%s", (int)(at - text), text, at);
+    fclose(f);
+    free(text);
+    return path;
+}
+
 START_TEST(simulate_steps_start_from_the_previous_cache)
 {
-    char oom1[8], oom2[8];
+    char oom1[8], oom2[8], capped[1100];
     unsigned long long r1 = 0, r2 = 0;
-    simulate_steps_of("scenarios/mixtral-8x7b.lua", oom1, oom2, &r1, &r2);
+    simulate_steps_of("tests/data/policies/simulate_steps.lua", oom1, oom2, &r1, &r2);
     ck_assert_str_eq(oom1, "false");
     ck_assert_str_eq(oom2, "false");
     ck_assert_uint_eq(r2 - r1, 224ull << 20);
-    simulate_steps_of("tests/data/scenarios/mixtral-tight.lua", oom1, oom2, &r1, &r2);
+    simulate_steps_of(capped_simulate_steps(capped, sizeof capped), oom1, oom2, &r1, &r2);
     ck_assert_str_eq(oom1, "false");
     ck_assert_str_eq(oom2, "true");
 }
