@@ -72,10 +72,11 @@ double cal_memory_ns(const cal_ctx *c, double bytes)
 
 ms_status cal_hbm(cal_ctx *c)
 {
-    /* 4 KiB to 2 GiB: a point per doubling (every other one when quick). */
-    int step = c->quick ? 2 : 1;
-    c->n_hbm = 0;
-    for (int e = 12; e <= 31 && c->n_hbm < MS_CURVE_MAX; e += step) {
+    /* 4 KiB to 2 GiB: a point per doubling (every other one when quick),
+     * straight into the device file's curve. */
+    ms_curve *cv = &c->spec->hbm_eff;
+    int step = c->quick ? 2 : 1, n = 0;
+    for (int e = 12; e <= 31 && n < MS_CURVE_MAX; e += step) {
         double bytes = ldexp(1, e), ns = 0;
         ms_kernel k = cal_stream_kernel(bytes);
         ms_status st = cal_time_kernel(c->cb, &k, &ns);
@@ -84,17 +85,13 @@ ms_status cal_hbm(cal_ctx *c)
         double t = ns - c->spec->kernel_overhead_ns;
         /* Small buffers that stay in cache can beat the HBM data sheet. */
         double eff = t > 0 ? bytes / (t * 1e-9) / c->spec->hbm_bw : 1;
-        c->hbm_x[c->n_hbm] = bytes;
-        c->hbm_eff[c->n_hbm++] = eff > 1 ? 1 : eff;
+        cv->x[n] = bytes;
+        cv->y[n++] = eff > 1 ? 1 : eff;
     }
-    ms_curve *cv = &c->spec->hbm_eff;
-    cv->n = c->n_hbm;
-    memcpy(cv->x, c->hbm_x, sizeof(double) * (size_t)c->n_hbm);
-    memcpy(cv->y, c->hbm_eff, sizeof(double) * (size_t)c->n_hbm);
+    cv->n = n;
     c->res->hbm = 0; /* an interpolation table: exact at its points */
-    cal_log(c, "HBM: %d sizes, %.1f%% of %.0f GB/s at %.0f MiB", c->n_hbm,
-            100 * c->hbm_eff[c->n_hbm - 1], c->spec->hbm_bw / 1e9,
-            c->hbm_x[c->n_hbm - 1] / 1048576);
+    cal_log(c, "HBM: %d sizes, %.1f%% of %.0f GB/s at %.0f MiB", n, 100 * cv->y[n - 1],
+            c->spec->hbm_bw / 1e9, cv->x[n - 1] / 1048576);
     return MS_OK;
 }
 

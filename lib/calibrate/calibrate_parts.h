@@ -16,9 +16,6 @@ typedef struct cal_ctx {
     bool quick;
     FILE *log;
     ms_diag *d;
-    /* The HBM measurements, for the memory time of other kernels. */
-    double hbm_x[32], hbm_eff[32];
-    int n_hbm;
 } cal_ctx;
 
 ms_status cal_overheads(cal_ctx *c);
