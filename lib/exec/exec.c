@@ -50,6 +50,7 @@ typedef struct ms_tensor_rt {
     uint8_t check_due;      /* verify: 1 + generation its next use checks; 0: none */
     uint8_t rescued;        /* on host because an OOM rescue swapped it out */
     uint8_t held;           /* on host, its device block not yet released (MindSpore) */
+    uint8_t in_buffer;      /* a view into the grad buffer, which another tensor holds */
     int pool;
     uint64_t addr;
     uint64_t host_addr;
@@ -977,12 +978,69 @@ static void mark_cross_stream(ms_exec *e)
     }
 }
 
+/* Main grads are views into one contiguous buffer, as Megatron's DDP keeps
+ * them (_ParamAndGradBuffer allocates grad_data = torch.zeros(numel) when it
+ * wraps the model; each param's main_grad is a slice): the allocator sees
+ * one block of every main grad's bytes, not one rounded block per weight.
+ * Megatron makes one buffer per model chunk and per dense/expert params;
+ * a stage's program has them all in one, the same bytes (docs/allocator.md).
+ * The buffer is the first main grad's allocation, in that grad's pool. */
+static bool is_main_grad(const ms_tensor *tn)
+{
+    return tn->persistent && tn->kind == MS_TK_GRAD;
+}
+
+static void place_in_buffer(ms_exec *e, uint32_t first, uint64_t base)
+{
+    uint64_t off = 0;
+    for (uint32_t t = first; t < e->p->n_tensors; t++) {
+        if (!is_main_grad(&e->p->tensors[t]))
+            continue;
+        ms_tensor_rt *r = &e->rt[t];
+        r->addr = base + off;
+        r->state = TS_ON_DEVICE;
+        r->alloc_stream = r->ready_stream = ST_COMPUTE;
+        r->in_buffer = t != first;
+        off += e->p->tensors[t].bytes;
+    }
+}
+
+static ms_status alloc_grad_buffer(ms_exec *e, uint32_t first)
+{
+    uint64_t total = 0;
+    for (uint32_t t = first; t < e->p->n_tensors; t++)
+        if (is_main_grad(&e->p->tensors[t]))
+            total += e->p->tensors[t].bytes;
+    ms_tensor_rt *r = &e->rt[first];
+    e->cur_kind = MS_TK_GRAD;
+    e->cur_tensor = first;
+    ms_diag ad;
+    ms_diag_clear(&ad);
+    ms_status st = ms_alloc_malloc(e->cfg.alloc, total ? total : 1, e->streams[ST_COMPUTE],
+                                   r->pool, &r->addr, &ad);
+    if (st == MS_ENOMEM)
+        return ms_diag_set(e->diag, st, "%s", ad.msg);
+    if (st != MS_OK)
+        return ms_diag_set(e->diag, st, "allocating the grad buffer (%" PRIu64 " bytes): %s",
+                           total, ad.msg[0] ? ad.msg : ms_strerror(st));
+    place_in_buffer(e, first, r->addr);
+    return MS_OK;
+}
+
 static ms_status alloc_persistent(ms_exec *e, bool *setup_oom)
 {
+    bool buffered = false;
     for (uint32_t t = 0; t < e->p->n_tensors; t++) {
-        if (!e->p->tensors[t].persistent)
+        const ms_tensor *tn = &e->p->tensors[t];
+        if (!tn->persistent || (buffered && is_main_grad(tn)))
             continue;
-        ms_status st = tensor_alloc(e, t, ST_COMPUTE, 0);
+        ms_status st;
+        if (is_main_grad(tn)) {
+            st = alloc_grad_buffer(e, t);
+            buffered = true;
+        } else {
+            st = tensor_alloc(e, t, ST_COMPUTE, 0);
+        }
         if (st == MS_ENOMEM) {
             *setup_oom = true;
             return MS_OK;
@@ -1076,7 +1134,7 @@ ms_status ms_exec_destroy(ms_exec *e)
     if (e->rt != NULL) {
         for (uint32_t t = 0; t < e->p->n_tensors; t++) {
             ms_tensor_rt *r = &e->rt[t];
-            if (r->state == TS_ON_DEVICE || r->held)
+            if ((r->state == TS_ON_DEVICE || r->held) && !r->in_buffer)
                 ms_alloc_free(e->cfg.alloc, r->addr);
             if (r->host_addr)
                 BE(e, free_host, r->host_addr);

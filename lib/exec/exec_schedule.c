@@ -170,6 +170,11 @@ static ms_status resolve_swap(const ms_program_view *p, const ms_decision *dec, 
                            dec->tensor, p->n_tensors);
     const ms_tensor *t = &p->tensors[dec->tensor];
     ms_tensor_plan *tp = &s->tensors[t->id];
+    if (t->persistent && t->kind == MS_TK_GRAD)
+        return ms_diag_set(d, MS_EINVAL,
+                           "plan: swap of tensor %u (%s): a main grad is a view into the "
+                           "contiguous grad buffer; copying it out would free nothing",
+                           t->id, t->name);
     /* Recompute (and keep) win over swap on the same tensor; so does a
      * recompute of a forward reader: its replay reads the tensor before a
      * swap-in for the backward would bring it back (seed 003: "swapping an

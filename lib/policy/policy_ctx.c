@@ -155,6 +155,10 @@ static void check_swap(lua_State *L, const ms_policy_ctx *c, const ms_decision *
 {
     const ms_tensor *t = &c->prog->tensors[dec->tensor];
     const char *name = t->name ? t->name : "?";
+    /* The executor keeps main grads in one buffer (Megatron's DDP). */
+    if (t->persistent && t->kind == MS_TK_GRAD)
+        luaL_error(L, "%s: tensor %d ('%s') is a main grad, a view into the contiguous grad "
+                      "buffer: copying it out would free nothing", what, (int)dec->tensor, name);
     int32_t out = dec->out_after != MS_NONE ? dec->out_after
                                             : c->dv->last_forward_use[dec->tensor];
     int32_t in = dec->in_before != MS_NONE ? dec->in_before

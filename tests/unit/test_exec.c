@@ -315,6 +315,61 @@ START_TEST(swap_that_hides_a_use_is_rejected)
 }
 END_TEST
 
+/* Main grads are views into one contiguous buffer (Megatron's DDP grad
+ * buffer): weights w1 (2 MiB), w2 (2 MiB) and grads g1 (3 MiB), g2 (5 MiB)
+ * make three allocations, w1, the 8 MiB buffer, w2, not four; g2 starts
+ * where g1 ends; a swap of a main grad is refused; destroying the executor
+ * frees the buffer once. */
+enum { G_W1, G_G1, G_W2, G_G2, NG };
+static uint32_t grad_in[] = {G_W1, G_G1, G_W2, G_G2}, grad_uses[] = {0};
+
+START_TEST(main_grads_share_one_buffer)
+{
+    fixture f;
+    memset(&f, 0, sizeof f);
+    ms_tensor gt[NG];
+    const char *names[NG] = {"w1", "w1.main_grad", "w2", "w2.main_grad"};
+    const uint64_t mib[NG] = {2, 3, 2, 5};
+    for (uint32_t i = 0; i < NG; i++) {
+        gt[i] = make_tensor(i, names[i], mib[i] * MiB, i % 2 ? MS_TK_GRAD : MS_TK_WEIGHT, MS_NONE,
+                            false, grad_uses, 1);
+        gt[i].persistent = true;
+        gt[i].micro_batch = MS_NONE;
+    }
+    ms_op op = make_op(0, "layers.0.f.backward", MS_PHASE_BACKWARD, grad_in, NG, NULL, 0);
+    ms_program_view v = {.ops = &op, .n_ops = 1, .tensors = gt, .n_tensors = NG};
+    f.spec = test_device(1024 * MiB);
+    ck_assert_int_eq(sim_create(&f.engine), MS_OK);
+    ck_assert_int_eq(mock_create(f.engine, &f.spec, 0, 1, &f.be), MS_OK);
+    ms_alloc_config cfg;
+    ck_assert_int_eq(ms_alloc_config_default(MS_ALLOC_CUDA, &cfg), MS_OK);
+    ck_assert_int_eq(ms_alloc_create(f.be, &cfg, &f.alloc), MS_OK);
+    ms_exec_config ec = {.program = &v, .backend = f.be, .alloc = f.alloc, .device = &f.spec};
+    bool setup_oom = true;
+    ms_diag d = {0};
+    ck_assert_msg(ms_exec_create(&ec, &f.exec, &setup_oom, &d) == MS_OK, "%s", d.msg);
+    ms_alloc_stats s = ms_alloc_get_stats(f.alloc);
+    ck_assert_int_eq(s.allocation[MS_STAT_ALL].current, 3);
+    ck_assert_int_eq(s.allocated_bytes[MS_STAT_ALL].current, (int64_t)(12 * MiB));
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_decision dec = {.kind = MS_DEC_SWAP, .tensor = G_G2, .out_after = 0, .in_before = 0};
+    ms_plan_add(&plan, &dec);
+    ms_step_result res;
+    ck_assert_int_eq(ms_exec_step(f.exec, 0, &plan, f.prof, &res, &d), MS_EINVAL);
+    ck_assert_msg(strstr(d.msg, "tensor 3 (w2.main_grad): a main grad is a view") != NULL, "%s",
+                  d.msg);
+    ms_plan_free(&plan);
+    ck_assert_int_eq(ms_exec_destroy(f.exec), MS_OK);
+    s = ms_alloc_get_stats(f.alloc);
+    ck_assert_int_eq(s.allocation[MS_STAT_ALL].current, 0);
+    ck_assert_int_eq(s.allocated_bytes[MS_STAT_ALL].current, 0);
+    ms_alloc_destroy(f.alloc);
+    ms_backend_close(f.be);
+    sim_destroy(f.engine);
+}
+END_TEST
+
 START_TEST(oom_is_a_result_not_a_crash)
 {
     fixture f;
@@ -345,6 +400,7 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, verify_checks_what_comes_back);
     tcase_add_test(tc, verify_needs_a_backend_that_carries_data);
     tcase_add_test(tc, swap_that_hides_a_use_is_rejected);
+    tcase_add_test(tc, main_grads_share_one_buffer);
     tcase_add_test(tc, oom_is_a_result_not_a_crash);
     suite_add_tcase(s, tc);
     return s;

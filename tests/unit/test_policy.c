@@ -587,6 +587,9 @@ START_TEST(test_ctx_validation)
     assert_case_error(p, 4, "out_after = op 0 comes before op 1, which produces tensor 3");
     assert_case_error(p, 5, "in_before = op 4 must come after out_after = op 5");
     assert_case_error(p, 6, "tensor 16 ('adam.state') has no forward use");
+    /* Main grads are views into the executor's contiguous grad buffer. */
+    assert_case_error(p, 29, "tensor 10 ('");
+    assert_case_error(p, 29, "') is a main grad, a view into the contiguous grad buffer");
     assert_case_error(p, 7, "ctx:swap: unknown field 'prefech' (expected out_after, in_before, "
                             "prefetch)");
     assert_case_error(p, 8, "prefetch = -1 is out of range");

@@ -50,6 +50,7 @@ cases[25] = function(p, ctx) ctx:simulate(nil, { steps = 0 }) end
 cases[26] = function(p, ctx) ctx:simulate(nil, { steps = 1.5 }) end
 cases[27] = function(p, ctx) ctx:simulate(nil, { steps = 9 }) end
 cases[28] = function(p, ctx) ctx:simulate(nil, 2) end
+cases[29] = function(p, ctx) ctx:swap(10, { out_after = 0, in_before = 10 }) end
 
 return {
   plan = function(profile, ctx)
