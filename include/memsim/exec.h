@@ -31,7 +31,7 @@ extern "C" {
 typedef struct ms_exec ms_exec;
 
 /* A deliberately broken schedule, to prove that the data check (verify)
- * catches what the executor's state checks cannot see: for tests only. */
+ * and the executor's own checks catch it: for tests only. */
 typedef enum ms_exec_fault {
     MS_FAULT_NONE = 0,
     /* A swap-out copy does not wait for the tensor's producer: it may copy
@@ -40,6 +40,10 @@ typedef enum ms_exec_fault {
     /* A recompute allocates the tensors it should re-make but issues none of
      * the segment's ops. */
     MS_FAULT_RECOMPUTE_SKIPPED,
+    /* A swap-out frees its block without record_stream on the swap-out
+     * stream: the allocator may hand the block out while the copy still
+     * reads it, which the executor's hazard check must stop. */
+    MS_FAULT_SWAP_OUT_UNRECORDED,
 } ms_exec_fault;
 
 typedef struct ms_exec_config {

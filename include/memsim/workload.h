@@ -54,6 +54,11 @@ typedef struct ms_tensor {
     uint32_t n_uses;
 } ms_tensor;
 
+/* A main grad: the fp32 grad of a weight, kept across steps.  Megatron's DDP
+ * makes them views into one contiguous buffer (_ParamAndGradBuffer), so the
+ * executor allocates them together and a swap of one is refused. */
+#define MS_TENSOR_IS_MAIN_GRAD(t) ((t)->persistent && (t)->kind == MS_TK_GRAD)
+
 typedef struct ms_op {
     uint32_t id;             /* == index in program order */
     const char *name;        /* module path + op: "layers.3.attention.core" */

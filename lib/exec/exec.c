@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "exec_actions.h"
+#include "exec_spans.h"
 #include "exec_verify.h"
 #include "lib/base/growable.h"
 
@@ -51,6 +52,7 @@ typedef struct ms_tensor_rt {
     uint8_t rescued;        /* on host because an OOM rescue swapped it out */
     uint8_t held;           /* on host, its device block not yet released (MindSpore) */
     uint8_t in_buffer;      /* a view into the grad buffer, which another tensor holds */
+    uint8_t release_pending; /* its host buffers waiting in host_release */
     int pool;
     uint64_t addr;
     uint64_t host_addr;
@@ -100,8 +102,10 @@ struct ms_exec {
     /* Copies that may still read a device block. */
     ms_inflight_copy *inflight;
     size_t inflight_head, n_inflight, cap_inflight; /* live: [head, n), oldest first */
+    exec_spans inflight_spans;                      /* the live ones by address */
     ms_host_release *host_release;
     size_t n_host_release, cap_host_release;
+    bool release_reordered; /* a listed buffer's tensor re-recorded its ready event */
     ms_event *comm_done;     /* re-recorded after every collective */
     ms_event *free_events[64];
     size_t n_free_events;
@@ -221,6 +225,8 @@ static ms_status record_ready(ms_exec *e, uint32_t t, int stream)
         return be_call_failed(e, st, "event_record");
     r->ready_stream = (uint8_t)stream;
     r->ready_recorded = 1;
+    if (r->release_pending)
+        e->release_reordered = true;
     r->waited = (uint16_t)(1u << stream);
     return MS_OK;
 }
@@ -243,7 +249,9 @@ static ms_status wait_ready(ms_exec *e, uint32_t t, int stream)
  * the next one. */
 static void drop_oldest_copy(ms_exec *e)
 {
-    ms_event *done = e->inflight[e->inflight_head++].done;
+    const ms_inflight_copy *c = &e->inflight[e->inflight_head++];
+    ms_event *done = c->done;
+    exec_spans_remove(&e->inflight_spans, c->addr, done);
     if (e->n_free_events < sizeof e->free_events / sizeof e->free_events[0])
         e->free_events[e->n_free_events++] = done;
     else
@@ -275,16 +283,20 @@ static ms_status reap_copies(ms_exec *e)
 
 /* A block handed out while a swap-out copy still reads it is a hazard.  A
  * copy over the block is asked itself, so the check does not rest on the
- * order above. */
+ * order above; the address index finds those copies without a look at the
+ * others. */
 static ms_status check_not_inflight(ms_exec *e, uint32_t t, uint64_t addr, uint64_t bytes)
 {
     ms_status st = reap_copies(e);
-    for (size_t i = e->inflight_head; st == MS_OK && i < e->n_inflight; i++) {
-        const ms_inflight_copy *c = &e->inflight[i];
-        if (!(addr < c->addr + c->bytes && c->addr < addr + bytes))
+    const exec_spans *sp = &e->inflight_spans;
+    for (size_t i = exec_spans_from(sp, addr); st == MS_OK && i < sp->n; i++) {
+        const exec_span *c = &sp->v[i];
+        if (c->addr >= addr + bytes)
+            break;
+        if (c->addr + c->bytes <= addr)
             continue;
         bool done = false;
-        if ((st = BE(e, event_query, c->done, &done)) != MS_OK)
+        if ((st = BE(e, event_query, (ms_event *)c->key, &done)) != MS_OK)
             return be_call_failed(e, st, "event_query");
         if (!done)
             return ms_diag_set(e->diag, MS_EHAZARD,
@@ -310,7 +322,9 @@ static bool copy_slot(ms_exec *e)
 static ms_status rescue_swap_out(ms_exec *e, uint32_t t, uint64_t request, uint32_t at_op,
                                  bool *freed);
 
-static ms_status tensor_alloc(ms_exec *e, uint32_t t, int stream, uint32_t at_op)
+/* A block of `bytes` for tensor t (its own size, or the grad buffer's). */
+static ms_status tensor_alloc_bytes(ms_exec *e, uint32_t t, uint64_t bytes, int stream,
+                                    uint32_t at_op)
 {
     const ms_tensor *tn = &e->p->tensors[t];
     ms_tensor_rt *r = &e->rt[t];
@@ -320,7 +334,6 @@ static ms_status tensor_alloc(ms_exec *e, uint32_t t, int stream, uint32_t at_op
      * executor's own instructions, and only the message's end is read. */
     ms_diag ad;
     ms_diag_clear(&ad);
-    uint64_t bytes = tn->bytes ? tn->bytes : 1;
     ms_status st = ms_alloc_malloc(e->cfg.alloc, bytes, e->streams[stream], r->pool, &r->addr,
                                    &ad);
     /* SmartSwap's allocator hook: swap an idle tensor out and try again. */
@@ -347,6 +360,12 @@ static ms_status tensor_alloc(ms_exec *e, uint32_t t, int stream, uint32_t at_op
     r->ready_recorded = 0;
     r->ready_stream = (uint8_t)stream;
     return check_not_inflight(e, t, r->addr, bytes);
+}
+
+static ms_status tensor_alloc(ms_exec *e, uint32_t t, int stream, uint32_t at_op)
+{
+    uint64_t bytes = e->p->tensors[t].bytes;
+    return tensor_alloc_bytes(e, t, bytes ? bytes : 1, stream, at_op);
 }
 
 static ms_status tensor_free(ms_exec *e, uint32_t t)
@@ -655,10 +674,42 @@ static ms_status issue_swap_copy(ms_exec *e, uint32_t t, uint32_t at_op, int aft
     return out ? record_ready(e, t, ST_SWAP_OUT) : MS_OK;
 }
 
+static ms_status host_buffer_freed(ms_exec *e, const ms_host_release *h)
+{
+    e->rt[h->tensor].release_pending--;
+    return BE(e, free_host, h->host_addr);
+}
+
+/* The buffers are listed in the order their swap-ins were issued, all on
+ * the one swap-in stream, whose events complete in the order recorded (CUDA
+ * and ACL streams alike): the done ones are a prefix, and asking past the
+ * first still running (each a backend call) would only hear "no".  With the
+ * host a micro-batch ahead of the device, asking every listed buffer at
+ * every swap-out was a fifth of a swap-heavy step's instructions
+ * (bench/README.md). */
+static ms_status release_done_prefix(ms_exec *e)
+{
+    size_t i = 0;
+    ms_status st = MS_OK;
+    for (; i < e->n_host_release; i++) {
+        bool done = false;
+        st = BE(e, event_query, e->rt[e->host_release[i].tensor].ready_ev, &done);
+        if (st != MS_OK || !done || (st = host_buffer_freed(e, &e->host_release[i])) != MS_OK)
+            break;
+    }
+    e->n_host_release -= i;
+    memmove(e->host_release, e->host_release + i, e->n_host_release * sizeof *e->host_release);
+    return st == MS_OK ? MS_OK : be_call_failed(e, st, "releasing a swap's host buffer");
+}
+
 /* Free the host buffers whose swap-in copies are done; with `wait`, wait
- * for every one (the host is out of pinned memory). */
+ * for every one (the host is out of pinned memory).  Once a listed tensor
+ * re-recorded its ready event (swapped again, or re-made), the order above
+ * no longer holds and every buffer is asked, until the list is empty. */
 static ms_status release_host_buffers(ms_exec *e, bool wait)
 {
+    if (!wait && !e->release_reordered)
+        return release_done_prefix(e);
     size_t k = 0;
     ms_status st = MS_OK;
     for (size_t i = 0; i < e->n_host_release; i++) {
@@ -668,13 +719,14 @@ static ms_status release_host_buffers(ms_exec *e, bool wait)
         if (st == MS_OK)
             st = wait ? BE(e, event_synchronize, ev) : BE(e, event_query, ev, &done);
         if (st == MS_OK && (wait || done))
-            st = BE(e, free_host, h->host_addr);
+            st = host_buffer_freed(e, h);
         else
             e->host_release[k++] = *h;
         if (st != MS_OK)
             return be_call_failed(e, st, "releasing a swap's host buffer");
     }
     e->n_host_release = k;
+    e->release_reordered = e->release_reordered && k > 0;
     return MS_OK;
 }
 
@@ -714,8 +766,11 @@ static ms_status swap_out(ms_exec *e, uint32_t t, uint32_t at_op)
     if ((st = get_event(e, &done)) != MS_OK ||
         (st = BE(e, event_record, done, e->streams[ST_SWAP_OUT])) != MS_OK)
         return be_call_failed(e, st, "event for swap-out completion");
+    if (!exec_spans_add(&e->inflight_spans, r->addr, tn->bytes, done))
+        return MS_ENOMEM;
     e->inflight[e->n_inflight++] = (ms_inflight_copy){r->addr, tn->bytes, done};
-    r->used_streams |= (uint16_t)(1u << ST_SWAP_OUT);
+    if (e->cfg.fault != MS_FAULT_SWAP_OUT_UNRECORDED)
+        r->used_streams |= (uint16_t)(1u << ST_SWAP_OUT);
     if (e->cfg.release_after_copy) {
         r->state = TS_ON_HOST; /* the block waits for MS_ACT_RELEASE */
         r->held = 1;
@@ -860,6 +915,7 @@ static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op)
     if (!MS_GROW(e->host_release, e->n_host_release, e->cap_host_release, 64))
         return MS_ENOMEM;
     e->host_release[e->n_host_release++] = (ms_host_release){r->host_addr, t};
+    r->release_pending++;
     r->host_addr = 0;
     return MS_OK;
 }
@@ -985,16 +1041,11 @@ static void mark_cross_stream(ms_exec *e)
  * Megatron makes one buffer per model chunk and per dense/expert params;
  * a stage's program has them all in one, the same bytes (docs/allocator.md).
  * The buffer is the first main grad's allocation, in that grad's pool. */
-static bool is_main_grad(const ms_tensor *tn)
-{
-    return tn->persistent && tn->kind == MS_TK_GRAD;
-}
-
 static void place_in_buffer(ms_exec *e, uint32_t first, uint64_t base)
 {
     uint64_t off = 0;
     for (uint32_t t = first; t < e->p->n_tensors; t++) {
-        if (!is_main_grad(&e->p->tensors[t]))
+        if (!MS_TENSOR_IS_MAIN_GRAD(&e->p->tensors[t]))
             continue;
         ms_tensor_rt *r = &e->rt[t];
         r->addr = base + off;
@@ -1009,22 +1060,12 @@ static ms_status alloc_grad_buffer(ms_exec *e, uint32_t first)
 {
     uint64_t total = 0;
     for (uint32_t t = first; t < e->p->n_tensors; t++)
-        if (is_main_grad(&e->p->tensors[t]))
+        if (MS_TENSOR_IS_MAIN_GRAD(&e->p->tensors[t]))
             total += e->p->tensors[t].bytes;
-    ms_tensor_rt *r = &e->rt[first];
-    e->cur_kind = MS_TK_GRAD;
-    e->cur_tensor = first;
-    ms_diag ad;
-    ms_diag_clear(&ad);
-    ms_status st = ms_alloc_malloc(e->cfg.alloc, total ? total : 1, e->streams[ST_COMPUTE],
-                                   r->pool, &r->addr, &ad);
-    if (st == MS_ENOMEM)
-        return ms_diag_set(e->diag, st, "%s", ad.msg);
-    if (st != MS_OK)
-        return ms_diag_set(e->diag, st, "allocating the grad buffer (%" PRIu64 " bytes): %s",
-                           total, ad.msg[0] ? ad.msg : ms_strerror(st));
-    place_in_buffer(e, first, r->addr);
-    return MS_OK;
+    ms_status st = tensor_alloc_bytes(e, first, total ? total : 1, ST_COMPUTE, 0);
+    if (st == MS_OK)
+        place_in_buffer(e, first, e->rt[first].addr);
+    return st;
 }
 
 static ms_status alloc_persistent(ms_exec *e, bool *setup_oom)
@@ -1032,10 +1073,10 @@ static ms_status alloc_persistent(ms_exec *e, bool *setup_oom)
     bool buffered = false;
     for (uint32_t t = 0; t < e->p->n_tensors; t++) {
         const ms_tensor *tn = &e->p->tensors[t];
-        if (!tn->persistent || (buffered && is_main_grad(tn)))
+        if (!tn->persistent || (buffered && MS_TENSOR_IS_MAIN_GRAD(tn)))
             continue;
         ms_status st;
-        if (is_main_grad(tn)) {
+        if (MS_TENSOR_IS_MAIN_GRAD(tn)) {
             st = alloc_grad_buffer(e, t);
             buffered = true;
         } else {
@@ -1163,6 +1204,7 @@ ms_status ms_exec_destroy(ms_exec *e)
     free(e->kernel_row);
     free(e->rows);
     free(e->inflight);
+    exec_spans_free(&e->inflight_spans);
     free(e->host_release);
     free(e);
     return MS_OK;
@@ -1379,8 +1421,10 @@ static ms_status write_copies(const ms_exec *e, ms_state_sig *sig)
         st = write_event(e, e->inflight[i].done, sig);
     }
     ms_state_sig_u64(sig, e->n_host_release);
-    if (e->n_host_release > 0)
-        ms_state_sig_put(sig, e->host_release, e->n_host_release * sizeof *e->host_release);
+    for (size_t i = 0; i < e->n_host_release; i++) {
+        ms_state_sig_u64(sig, e->host_release[i].host_addr);
+        ms_state_sig_u64(sig, e->host_release[i].tensor);
+    }
     return st;
 }
 

@@ -170,7 +170,7 @@ static ms_status resolve_swap(const ms_program_view *p, const ms_decision *dec, 
                            dec->tensor, p->n_tensors);
     const ms_tensor *t = &p->tensors[dec->tensor];
     ms_tensor_plan *tp = &s->tensors[t->id];
-    if (t->persistent && t->kind == MS_TK_GRAD)
+    if (MS_TENSOR_IS_MAIN_GRAD(t))
         return ms_diag_set(d, MS_EINVAL,
                            "plan: swap of tensor %u (%s): a main grad is a view into the "
                            "contiguous grad buffer; copying it out would free nothing",

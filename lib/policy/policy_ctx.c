@@ -155,8 +155,7 @@ static void check_swap(lua_State *L, const ms_policy_ctx *c, const ms_decision *
 {
     const ms_tensor *t = &c->prog->tensors[dec->tensor];
     const char *name = t->name ? t->name : "?";
-    /* The executor keeps main grads in one buffer (Megatron's DDP). */
-    if (t->persistent && t->kind == MS_TK_GRAD)
+    if (MS_TENSOR_IS_MAIN_GRAD(t))
         luaL_error(L, "%s: tensor %d ('%s') is a main grad, a view into the contiguous grad "
                       "buffer: copying it out would free nothing", what, (int)dec->tensor, name);
     int32_t out = dec->out_after != MS_NONE ? dec->out_after

@@ -8,6 +8,7 @@
 #include "memsim/allocator.h"
 #include "backend_mock/mock.h"
 #include "memsim/exec.h"
+#include "lib/exec/exec_spans.h"
 #include "sim/sim.h"
 
 #include "test_device_spec.h"
@@ -117,7 +118,7 @@ typedef struct fixture {
 } fixture;
 
 /* verify: the executor's data check, on the mock's functional mode. */
-static void open_fixture_checked(fixture *f, uint64_t hbm, bool verify)
+static void open_fixture_faulty(fixture *f, uint64_t hbm, bool verify, ms_exec_fault fault)
 {
     memset(f, 0, sizeof *f);
     build_program();
@@ -135,11 +136,17 @@ static void open_fixture_checked(fixture *f, uint64_t hbm, bool verify)
                          .alloc = f->alloc,
                          .record = f->rec,
                          .device = &f->spec,
-                         .verify = verify};
+                         .verify = verify,
+                         .fault = fault};
     bool setup_oom = true;
     ms_diag d = {0};
     ck_assert_msg(ms_exec_create(&ec, &f->exec, &setup_oom, &d) == MS_OK, "%s", d.msg);
     ck_assert(!setup_oom);
+}
+
+static void open_fixture_checked(fixture *f, uint64_t hbm, bool verify)
+{
+    open_fixture_faulty(f, hbm, verify, MS_FAULT_NONE);
 }
 
 static void open_fixture(fixture *f, uint64_t hbm)
@@ -390,6 +397,72 @@ START_TEST(oom_is_a_result_not_a_crash)
 }
 END_TEST
 
+/* The hazard check: with the swap-out's record_stream left out, x's block
+ * goes back to the allocator while the 6.7 ms D2H still reads it, and x's
+ * own swap-in (issued microseconds later, before op 2) gets that block; the
+ * executor stops the step, naming x and the copy's range, instead of
+ * letting the H2D overwrite what the D2H is reading. */
+START_TEST(block_under_a_running_copy_is_a_hazard)
+{
+    fixture f;
+    open_fixture_faulty(&f, 1024 * MiB, false, MS_FAULT_SWAP_OUT_UNRECORDED);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_decision dec = {.kind = MS_DEC_SWAP, .tensor = T_X, .out_after = 1, .in_before = 2,
+                       .prefetch = 1};
+    ck_assert_int_eq(ms_plan_add(&plan, &dec), MS_OK);
+    ms_step_result res;
+    ms_diag d = {0};
+    ck_assert_int_eq(ms_exec_step(f.exec, 0, &plan, f.prof, &res, &d), MS_EHAZARD);
+    ck_assert_msg(strstr(d.msg, "hazard: tensor 0 (x) got block") != NULL, "%s", d.msg);
+    ck_assert_msg(strstr(d.msg, "(+67108864) while a swap-out copy still reads") != NULL, "%s",
+                  d.msg);
+    ms_plan_free(&plan);
+    close_fixture(&f);
+}
+END_TEST
+
+/* The address index of in-flight copies (exec_spans.h): every span over a
+ * block is found from exec_spans_from on, whatever order the spans came in,
+ * and a span removed is not found.  Spans: A [0x1000, 0x1100), B [0x2000,
+ * 0x2800), C [0x3000, 0x3010); the longest is B's 0x800 bytes. */
+static size_t overlaps(const exec_spans *s, uint64_t addr, uint64_t bytes, const void **hit)
+{
+    size_t n = 0;
+    for (size_t i = exec_spans_from(s, addr); i < s->n && s->v[i].addr < addr + bytes; i++)
+        if (s->v[i].addr + s->v[i].bytes > addr)
+            hit[n++] = s->v[i].key;
+    return n;
+}
+
+START_TEST(copy_spans_find_every_overlap)
+{
+    static const char a = 'A', b = 'B', c = 'C';
+    exec_spans s = {0};
+    ck_assert(exec_spans_add(&s, 0x3000, 0x10, &c));
+    ck_assert(exec_spans_add(&s, 0x1000, 0x100, &a));
+    ck_assert(exec_spans_add(&s, 0x2000, 0x800, &b));
+    ck_assert_uint_eq(s.max_bytes, 0x800);
+    const void *hit[3];
+    /* 0x27ff is B's last byte; the search starts after 0x27ff - 0x800. */
+    ck_assert_uint_eq(overlaps(&s, 0x27ff, 1, hit), 1);
+    ck_assert_ptr_eq(hit[0], &b);
+    ck_assert_uint_eq(overlaps(&s, 0x2800, 0x800, hit), 0); /* just past B, before C */
+    ck_assert_uint_eq(overlaps(&s, 0x10ff, 0x2000, hit), 3); /* A's last byte to C */
+    ck_assert_ptr_eq(hit[0], &a);
+    ck_assert_ptr_eq(hit[2], &c);
+    /* Removing needs the key too: another copy at B's address stays. */
+    exec_spans_remove(&s, 0x2000, &a);
+    ck_assert_uint_eq(s.n, 3);
+    exec_spans_remove(&s, 0x2000, &b);
+    ck_assert_uint_eq(s.n, 2);
+    ck_assert_uint_eq(overlaps(&s, 0x2000, 0x800, hit), 0);
+    ck_assert_uint_eq(overlaps(&s, 0, 0x1001, hit), 1);
+    exec_spans_free(&s);
+    ck_assert_uint_eq(s.n, 0);
+}
+END_TEST
+
 static Suite *exec_suite(void)
 {
     Suite *s = suite_create("exec");
@@ -402,6 +475,8 @@ static Suite *exec_suite(void)
     tcase_add_test(tc, swap_that_hides_a_use_is_rejected);
     tcase_add_test(tc, main_grads_share_one_buffer);
     tcase_add_test(tc, oom_is_a_result_not_a_crash);
+    tcase_add_test(tc, copy_spans_find_every_overlap);
+    tcase_add_test(tc, block_under_a_running_copy_is_a_hazard);
     suite_add_tcase(s, tc);
     return s;
 }

@@ -668,6 +668,19 @@ typedef struct sim_spy {
     char pool[64];
 } sim_spy;
 
+static void spy_open(sim_spy *s, ms_policy *p)
+{
+    *s = (sim_spy){.policy = p};
+    for (int i = 0; i < 4; i++)
+        ms_plan_init(&s->seen[i]);
+}
+
+static void spy_close(sim_spy *s)
+{
+    for (int i = 0; i < 4; i++)
+        ms_plan_free(&s->seen[i]);
+}
+
 /* Figures that depend on the candidate, so the test can tell which one the
  * script got back: peak = 1000 * (n + 1), reserved twice that, time 100 - n,
  * OOM with exactly three decisions. */
@@ -700,9 +713,8 @@ START_TEST(test_ctx_simulate)
     FILE *log = tmpfile();
     ms_policy *p = load_fixture("simulate", NULL);
     ms_policy_set_log(p, log);
-    sim_spy spy = {.policy = p};
-    for (int i = 0; i < 4; i++)
-        ms_plan_init(&spy.seen[i]);
+    sim_spy spy;
+    spy_open(&spy, p);
     ms_plan plan;
     ms_plan_init(&plan);
     ms_diag d = {0};
@@ -742,8 +754,7 @@ START_TEST(test_ctx_simulate)
     ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
     assert_at(&d, "simulate", line_of("simulate", "local a = ctx:simulate()"));
     assert_has(d.msg, "ctx:simulate: hazard at op 3");
-    for (int i = 0; i < 4; i++)
-        ms_plan_free(&spy.seen[i]);
+    spy_close(&spy);
     ms_plan_free(&plan);
     ms_policy_free(p);
     fclose(log);
@@ -773,15 +784,13 @@ START_TEST(test_ctx_swap_twice)
     /* The next call starts afresh: one swap of tensor 3 is fine. */
     ck_assert_int_eq(run_case(p, 0, &plan, &d), MS_OK);
     /* A ctx:simulate candidate is checked the same way, by entry. */
-    sim_spy spy = {.policy = p};
-    for (int i = 0; i < 4; i++)
-        ms_plan_init(&spy.seen[i]);
+    sim_spy spy;
+    spy_open(&spy, p);
     fx.prof.step = 23;
     ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
     assert_has(d.msg, "ctx:simulate: decisions 1 and 3 both swap tensor 3");
     ck_assert_int_eq(spy.calls, 0);
-    for (int i = 0; i < 4; i++)
-        ms_plan_free(&spy.seen[i]);
+    spy_close(&spy);
     ms_plan_free(&plan);
     ms_policy_free(p);
 }
@@ -796,9 +805,8 @@ START_TEST(test_ctx_simulate_steps)
     ms_plan plan;
     ms_plan_init(&plan);
     ms_diag d = {0};
-    sim_spy spy = {.policy = p};
-    for (int i = 0; i < 4; i++)
-        ms_plan_init(&spy.seen[i]);
+    sim_spy spy;
+    spy_open(&spy, p);
     fx.prof.step = 24;
     ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_OK);
     ck_assert_int_eq(spy.calls, 2);
@@ -821,8 +829,7 @@ START_TEST(test_ctx_simulate_steps)
     ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
     assert_has(d.msg, "table expected, got number");
     ck_assert_int_eq(spy.calls, 0);
-    for (int i = 0; i < 4; i++)
-        ms_plan_free(&spy.seen[i]);
+    spy_close(&spy);
     ms_plan_free(&plan);
     ms_policy_free(p);
 }
