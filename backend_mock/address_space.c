@@ -20,7 +20,7 @@ ms_status mock_addrspace_init(ms_addrspace *as, uint64_t base, uint64_t size, ui
 void mock_addrspace_fini(ms_addrspace *as)
 {
     base_range_set_fini(&as->free);
-    base_range_set_fini(&as->used);
+    base_addr_map_fini(&as->used);
 }
 
 uint64_t mock_addrspace_footprint(const ms_addrspace *as, uint64_t bytes)
@@ -41,35 +41,29 @@ ms_status mock_addrspace_alloc(ms_addrspace *as, uint64_t bytes, uint64_t *addr)
     if (i == as->free.n)
         return MS_ENOMEM;
     /* Room first, so that failure leaves the space unchanged. */
-    if (base_range_set_reserve(&as->used, 1) != MS_OK ||
+    if (base_addr_map_reserve(&as->used, 1) != MS_OK ||
         base_range_set_reserve(&as->free, 1) != MS_OK)
         return MS_ENOMEM;
     ms_range r = {as->free.v[i].addr, need};
     base_range_set_cut(&as->free, i, r);
-    base_range_set_add(&as->used, r, false);
+    base_addr_map_add(&as->used, r);
     *addr = r.addr;
     return MS_OK;
 }
 
 bool mock_addrspace_lookup(const ms_addrspace *as, uint64_t addr, ms_range *out)
 {
-    ptrdiff_t i = base_range_set_floor(&as->used, addr);
-    if (i < 0 || as->used.v[i].addr != addr)
-        return false;
-    if (out != NULL)
-        *out = as->used.v[i];
-    return true;
+    return base_addr_map_find(&as->used, addr, out);
 }
 
 ms_status mock_addrspace_release(ms_addrspace *as, uint64_t addr, uint64_t *footprint)
 {
-    ptrdiff_t i = base_range_set_floor(&as->used, addr);
-    if (i < 0 || as->used.v[i].addr != addr)
+    if (!base_addr_map_find(&as->used, addr, NULL))
         return MS_EINVAL;
     if (base_range_set_reserve(&as->free, 1) != MS_OK)
         return MS_ENOMEM;
-    ms_range r = as->used.v[i];
-    base_range_set_cut(&as->used, (size_t)i, r);
+    ms_range r;
+    base_addr_map_remove(&as->used, addr, &r);
     base_range_set_add(&as->free, r, true);
     if (footprint != NULL)
         *footprint = r.size;

@@ -8,13 +8,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "lib/base/addr_map.h"
 #include "lib/base/range_set.h"
 #include "memsim/status.h"
 
 typedef struct ms_addrspace {
     uint64_t align;
     ms_range_set free; /* coalesced */
-    ms_range_set used; /* one range per allocation */
+    ms_addr_map used;  /* one range per allocation, by its start */
 } ms_addrspace;
 
 ms_status mock_addrspace_init(ms_addrspace *as, uint64_t base, uint64_t size, uint64_t align);

@@ -3,6 +3,8 @@
  * it, the address spaces whose next first fit decides every address. */
 #include "mock_private.h"
 
+#include <stdlib.h>
+
 static void write_ranges(const ms_range_set *rs, ms_state_sig *sig)
 {
     ms_state_sig_u64(sig, rs->n);
@@ -10,10 +12,19 @@ static void write_ranges(const ms_range_set *rs, ms_state_sig *sig)
         ms_state_sig_put(sig, rs->v, rs->n * sizeof *rs->v);
 }
 
-static void write_addrspace(const ms_addrspace *as, ms_state_sig *sig)
+/* The allocations in address order, as the free list is. */
+static ms_status write_addrspace(const ms_addrspace *as, ms_state_sig *sig)
 {
     write_ranges(&as->free, sig);
-    write_ranges(&as->used, sig);
+    ms_range *used;
+    ms_status st = base_addr_map_sorted(&as->used, &used);
+    if (st != MS_OK)
+        return st;
+    ms_state_sig_u64(sig, as->used.n);
+    if (as->used.n > 0)
+        ms_state_sig_put(sig, used, as->used.n * sizeof *used);
+    free(used);
+    return MS_OK;
 }
 
 /* The functional mode's bytes are state too, and not written: a data check
@@ -26,8 +37,11 @@ ms_status mock_state_write(const ms_backend *b, ms_state_sig *sig)
     if (m->data != NULL)
         return MS_EUNSUPPORTED;
     ms_state_sig_u64(sig, m->host_used);
-    write_addrspace(&m->dev_as, sig);
-    write_addrspace(&m->host_as, sig);
+    ms_status st = write_addrspace(&m->dev_as, sig);
+    if (st == MS_OK)
+        st = write_addrspace(&m->host_as, sig);
+    if (st != MS_OK)
+        return st;
     ms_state_sig_u64(sig, m->n_resv);
     for (size_t i = 0; i < m->n_resv; i++) {
         ms_state_sig_put(sig, &m->resv[i].range, sizeof m->resv[i].range);

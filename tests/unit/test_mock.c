@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "backend_mock/mock.h"
+#include "lib/base/addr_map.h"
 
 #include "test_device_spec.h"
 
@@ -860,6 +861,99 @@ START_TEST(functional_group_devices_carry_data)
 }
 END_TEST
 
+/* The map of live allocations by address (lib/base/addr_map.h), under the
+ * pattern that made it: a thousand 512-byte-aligned buffers (its load stays
+ * at most one half, so probe runs collide and wrap), freed in an order
+ * unrelated to their addresses (i * 7919 mod 1000 visits each once, 7919
+ * being prime).  After every removal each live range is found with its
+ * size, each removed one is not, and the sorted view is exactly the live
+ * ones by address.  A removal that broke a probe run (backward shift gone
+ * wrong) would lose a live range here. */
+START_TEST(addr_map_keeps_every_live_range)
+{
+    enum { N = 1000 };
+    static bool live[N];
+    ms_addr_map m = {0};
+    for (uint64_t i = 0; i < N; i++) {
+        ck_assert_int_eq(base_addr_map_reserve(&m, 1), MS_OK);
+        base_addr_map_add(&m, (ms_range){(1ull << 40) + i * 512, i + 1});
+        live[i] = true;
+    }
+    ck_assert_uint_eq(m.n, N);
+    ck_assert_uint_ge(m.cap, 2 * N);
+    for (uint64_t k = 0; k < N; k++) {
+        uint64_t gone = k * 7919 % N;
+        ms_range r;
+        ck_assert(base_addr_map_remove(&m, (1ull << 40) + gone * 512, &r));
+        ck_assert_uint_eq(r.size, gone + 1);
+        live[gone] = false;
+        ck_assert(!base_addr_map_remove(&m, (1ull << 40) + gone * 512, NULL));
+        if (k % 97 != 0 && k != N - 1)
+            continue;
+        for (uint64_t i = 0; i < N; i++) {
+            ck_assert(base_addr_map_find(&m, (1ull << 40) + i * 512, &r) == live[i]);
+            if (live[i])
+                ck_assert_uint_eq(r.size, i + 1);
+        }
+        ms_range *v;
+        ck_assert_int_eq(base_addr_map_sorted(&m, &v), MS_OK);
+        size_t j = 0;
+        for (uint64_t i = 0; i < N; i++)
+            if (live[i]) {
+                ck_assert_uint_eq(v[j].addr, (1ull << 40) + i * 512);
+                j++;
+            }
+        ck_assert_uint_eq(j, m.n);
+        free(v);
+    }
+    ck_assert_uint_eq(m.n, 0);
+    ck_assert(!base_addr_map_find(&m, 1ull << 40, NULL));
+    base_addr_map_fini(&m);
+}
+END_TEST
+
+/* The slot an address lands in, alone in a map of 16 slots. */
+static size_t home_slot(uint64_t addr)
+{
+    ms_addr_map m = {0};
+    ck_assert_int_eq(base_addr_map_reserve(&m, 8), MS_OK);
+    ck_assert_uint_eq(m.cap, 16);
+    base_addr_map_add(&m, (ms_range){addr, 1});
+    size_t i = 0;
+    while (m.slot[i].addr != addr)
+        i++;
+    base_addr_map_fini(&m);
+    return i;
+}
+
+/* Removal at the table's end: A lives in the last slot and E in the first,
+ * its own.  Freeing A must leave E where it is, since a probe for E starts
+ * at slot 0; moving E back into A's slot across the end would lose it. */
+START_TEST(addr_map_removal_across_the_end)
+{
+    uint64_t a = 0, e = 0;
+    for (uint64_t x = 512; a == 0 || e == 0; x += 512) {
+        size_t h = home_slot(x);
+        if (h == 15 && a == 0)
+            a = x;
+        if (h == 0 && e == 0)
+            e = x;
+    }
+    ms_addr_map m = {0};
+    ck_assert_int_eq(base_addr_map_reserve(&m, 8), MS_OK);
+    base_addr_map_add(&m, (ms_range){a, 1});
+    base_addr_map_add(&m, (ms_range){e, 2});
+    ck_assert_uint_eq(m.slot[15].addr, a);
+    ck_assert_uint_eq(m.slot[0].addr, e);
+    ck_assert(base_addr_map_remove(&m, a, NULL));
+    ms_range r;
+    ck_assert(base_addr_map_find(&m, e, &r));
+    ck_assert_uint_eq(r.size, 2);
+    ck_assert_uint_eq(m.n, 1);
+    base_addr_map_fini(&m);
+}
+END_TEST
+
 static Suite *mock_suite(void)
 {
     Suite *s = suite_create("mock");
@@ -879,6 +973,8 @@ static Suite *mock_suite(void)
     tcase_add_test(tc, device_memory_oom_leaves_state_unchanged);
     tcase_add_test(tc, mapped_pages_count_against_capacity);
     tcase_add_test(tc, pinned_host_memory_is_bounded);
+    tcase_add_test(tc, addr_map_keeps_every_live_range);
+    tcase_add_test(tc, addr_map_removal_across_the_end);
     suite_add_tcase(s, tc);
     tc = tcase_create("functional");
     tcase_add_test(tc, functional_copies_move_bytes);
