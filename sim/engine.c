@@ -70,6 +70,7 @@ ms_status sim_destroy(ms_sim *sim)
         return MS_EINVAL;
     free(sim->att.devs);
     free(sim->att.mail);
+    free(sim->att.active);
     free(sim->heap);
     free(sim);
     return MS_OK;

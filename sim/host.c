@@ -14,6 +14,7 @@
 #include <stdlib.h>
 
 #include "device_model.h"
+#include "lib/base/growable.h"
 #include "sim_private.h"
 
 typedef enum ms_host_state { MS_HOST_ACTIVE = 0, MS_HOST_PARKED, MS_HOST_IDLE } ms_host_state;
@@ -31,7 +32,111 @@ struct ms_simhost {
     int tag;
     bool changed;
     ms_simhost *changed_next;
+    ptrdiff_t heap_pos; /* in the active hosts' heap, or -1 */
 };
+
+/* ---- the active hosts by clock --------------------------------------- */
+/* horizon() needs the smallest clock of the other active hosts, again after
+ * every wake; with 64 pipeline stages, scanning every host for it was a
+ * sixth of a GPT-1T step's instructions (bench/README.md).  A binary
+ * min-heap of the active hosts answers from its root, or, when the root is
+ * the asking host, from the root's two children.  Clocks only grow, so a
+ * clock that moves sifts down; a shift of every clock keeps the order.
+ * Keeping the heap costs a look at every clock move, which is more than a
+ * scan of a few hosts saves: it is kept from HEAP_HOSTS hosts on. */
+enum { HEAP_HOSTS = 16 };
+
+static void heap_put(ms_sim_attachments *a, size_t i, ms_simhost *h)
+{
+    a->active[i] = h;
+    h->heap_pos = (ptrdiff_t)i;
+}
+
+static void sift_up(ms_sim_attachments *a, size_t i)
+{
+    ms_simhost *h = a->active[i];
+    while (i > 0 && a->active[(i - 1) / 2]->now > h->now) {
+        heap_put(a, i, a->active[(i - 1) / 2]);
+        i = (i - 1) / 2;
+    }
+    heap_put(a, i, h);
+}
+
+static void sift_down(ms_sim_attachments *a, size_t i)
+{
+    ms_simhost *h = a->active[i];
+    for (size_t c = 2 * i + 1; c < a->n_active; c = 2 * i + 1) {
+        if (c + 1 < a->n_active && a->active[c + 1]->now < a->active[c]->now)
+            c++;
+        if (h->now <= a->active[c]->now)
+            break;
+        heap_put(a, i, a->active[c]);
+        i = c;
+    }
+    heap_put(a, i, h);
+}
+
+/* Whether the host at i must move down: a child's clock is now smaller. */
+static inline bool clock_above_child(const ms_sim_attachments *a, size_t i)
+{
+    size_t c = 2 * i + 1;
+    int64_t now = a->active[i]->now;
+    return (c < a->n_active && a->active[c]->now < now) ||
+           (c + 1 < a->n_active && a->active[c + 1]->now < now);
+}
+
+/* Out of line: set_clock stays small where no heap is kept. */
+static __attribute__((noinline)) void heap_clock_moved(ms_simhost *h)
+{
+    ms_sim_attachments *a = sim_attached(h->sim);
+    if (clock_above_child(a, (size_t)h->heap_pos))
+        sift_down(a, (size_t)h->heap_pos);
+}
+
+static void active_add(ms_simhost *h)
+{
+    ms_sim_attachments *a = sim_attached(h->sim);
+    if (!a->heap_on)
+        return;
+    heap_put(a, a->n_active++, h);
+    sift_up(a, (size_t)h->heap_pos);
+}
+
+static void active_remove(ms_simhost *h)
+{
+    ms_sim_attachments *a = sim_attached(h->sim);
+    if (h->heap_pos < 0)
+        return;
+    size_t i = (size_t)h->heap_pos;
+    ms_simhost *last = a->active[--a->n_active];
+    h->heap_pos = -1;
+    if (last == h)
+        return;
+    heap_put(a, i, last);
+    sift_up(a, i);
+    sift_down(a, (size_t)last->heap_pos);
+}
+
+/* From the HEAP_HOSTS-th host on: every active host into the heap (room for
+ * each was made when it was created). */
+static void heap_start(ms_sim_attachments *a)
+{
+    a->heap_on = true;
+    for (ms_simhost *h = a->hosts; h != NULL; h = h->next)
+        if (h->state == MS_HOST_ACTIVE)
+            active_add(h);
+}
+
+/* Every change of state goes through here, which keeps the heap to the
+ * active hosts. */
+static void set_state(ms_simhost *h, ms_host_state s)
+{
+    if (h->state == MS_HOST_ACTIVE && s != MS_HOST_ACTIVE)
+        active_remove(h);
+    else if (h->state != MS_HOST_ACTIVE && s == MS_HOST_ACTIVE)
+        active_add(h);
+    h->state = s;
+}
 
 ms_status sim_host_create(ms_sim *sim, ms_simhost **out)
 {
@@ -41,7 +146,12 @@ ms_status sim_host_create(ms_sim *sim, ms_simhost **out)
     if (h == NULL)
         return MS_ENOMEM;
     ms_sim_attachments *a = sim_attached(sim);
+    if (!MS_GROW_TO(a->active, (size_t)a->n_hosts + 1, a->cap_active, 4)) {
+        free(h);
+        return MS_ENOMEM;
+    }
     h->sim = sim;
+    h->heap_pos = -1;
     h->prev = a->hosts_tail;
     if (a->hosts_tail != NULL)
         a->hosts_tail->next = h;
@@ -49,6 +159,10 @@ ms_status sim_host_create(ms_sim *sim, ms_simhost **out)
         a->hosts = h;
     a->hosts_tail = h;
     a->n_hosts++;
+    if (a->heap_on)
+        active_add(h); /* a new host is active, at time 0 */
+    else if (a->n_hosts >= HEAP_HOSTS)
+        heap_start(a);
     *out = h;
     return MS_OK;
 }
@@ -58,6 +172,7 @@ ms_status sim_host_destroy(ms_simhost *h)
     if (h == NULL)
         return MS_EINVAL;
     ms_sim_attachments *a = sim_attached(h->sim);
+    active_remove(h);
     if (h->state == MS_HOST_PARKED) {
         a->n_parked--;
         if (h->watch == NULL)
@@ -111,13 +226,15 @@ static void note_change(ms_simhost *h)
     a->changed_hosts = h;
 }
 
-static void set_clock(ms_simhost *h, int64_t now)
+static inline void set_clock(ms_simhost *h, int64_t now)
 {
     if (now != h->now) {
         sim_attached(h->sim)->clock_moves++;
         note_change(h);
     }
     h->now = now;
+    if (h->heap_pos >= 0)
+        heap_clock_moved(h);
 }
 
 static void wake(ms_simhost *h, int64_t now)
@@ -126,7 +243,7 @@ static void wake(ms_simhost *h, int64_t now)
     a->n_parked--;
     if (h->watch == NULL)
         a->n_parked_unwatched--;
-    h->state = MS_HOST_ACTIVE;
+    set_state(h, MS_HOST_ACTIVE);
     h->cond = NULL;
     h->cond_ctx = NULL;
     note_change(h);
@@ -145,12 +262,21 @@ ms_status sim_host_advance(ms_simhost *h, int64_t ns)
 /* How far self may run the engine: the other active hosts' clocks. */
 static int64_t horizon(const ms_simhost *self)
 {
+    const ms_sim_attachments *a = sim_attached(self->sim);
     int64_t lim = INT64_MAX;
-    if (sim_attached(self->sim)->n_hosts == 1)
+    if (!a->heap_on) {
+        for (const ms_simhost *h = a->hosts; a->n_hosts > 1 && h != NULL; h = h->next)
+            if (h != self && h->state == MS_HOST_ACTIVE && h->now < lim)
+                lim = h->now;
         return lim;
-    for (const ms_simhost *h = sim_attached(self->sim)->hosts; h != NULL; h = h->next)
-        if (h != self && h->state == MS_HOST_ACTIVE && h->now < lim)
-            lim = h->now;
+    }
+    if (a->n_active == 0)
+        return lim;
+    if (a->active[0] != self)
+        return a->active[0]->now;
+    for (size_t c = 1; c <= 2 && c < a->n_active; c++)
+        if (a->active[c]->now < lim)
+            lim = a->active[c]->now;
     return lim;
 }
 
@@ -168,7 +294,7 @@ static void make_active(ms_simhost *h, int64_t at)
         wake(h, at);
         return;
     }
-    h->state = MS_HOST_ACTIVE;
+    set_state(h, MS_HOST_ACTIVE);
     h->cond = NULL;
     h->cond_ctx = NULL;
     if (at > h->now)
@@ -245,6 +371,14 @@ static ms_run_end run(ms_simhost *h, int64_t limit, ms_simhost_cond cond, const 
     }
 }
 
+/* Out of line: most catch-ups return before it, and without the call
+ * their path needs no stack frame. */
+static __attribute__((noinline)) void catch_up_run(ms_simhost *h)
+{
+    bool stepped = false;
+    run(h, h->now, NULL, NULL, &stepped);
+}
+
 ms_status sim_host_catch_up(ms_simhost *h)
 {
     if (h == NULL)
@@ -258,8 +392,7 @@ ms_status sim_host_catch_up(ms_simhost *h)
     int64_t t;
     if (!sim_peek(h->sim, &t) || t > h->now)
         return MS_OK;
-    bool stepped = false;
-    run(h, h->now, NULL, NULL, &stepped);
+    catch_up_run(h);
     return MS_OK;
 }
 
@@ -283,7 +416,7 @@ ms_status sim_host_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx)
     case MS_RUN_BOUND:
         break;
     }
-    h->state = MS_HOST_PARKED;
+    set_state(h, MS_HOST_PARKED);
     h->cond = cond;
     h->cond_ctx = ctx;
     note_change(h);
@@ -304,7 +437,7 @@ ms_status sim_host_set_idle(ms_simhost *h)
         sim_attached(h->sim)->n_parked--;
         note_change(h);
     }
-    h->state = MS_HOST_IDLE;
+    set_state(h, MS_HOST_IDLE);
     h->cond = NULL;
     h->cond_ctx = NULL;
     return MS_OK;

@@ -31,6 +31,11 @@ typedef struct ms_sim_attachments {
     /* Hosts whose clock or parked state changed since the last
      * sim_hosts_drain_changes (intrusive list through ms_simhost). */
     ms_simhost *changed_hosts;
+    /* The active hosts, a binary min-heap by clock (host.c, horizon):
+     * room for every host is made when it is created. */
+    ms_simhost **active;
+    size_t n_active, cap_active;
+    bool heap_on; /* from HEAP_HOSTS hosts on */
     ms_simdev **devs;   /* creation order */
     size_t n_devs, cap_devs;
     ms_p2p_delivery *mail; /* delivery order */

@@ -1124,6 +1124,100 @@ START_TEST(hosts_on_one_engine_synchronise_conservatively)
 }
 END_TEST
 
+/* Twenty hosts on one engine, enough for the heap of active clocks
+ * (host.c, HEAP_HOSTS), all created at time 0, and one device with a
+ * 50 us kernel issued at 0 ([0, 50000]). */
+enum { MANY = 20 };
+typedef struct many_hosts {
+    ms_sim *sim;
+    ms_simdev *d0;
+    ms_simstream *s0;
+    ms_simhost *h[MANY];
+} many_hosts;
+
+static void many_open(many_hosts *m)
+{
+    ms_device_spec s = spec_base();
+    *m = (many_hosts){0};
+    ck_assert_int_eq(sim_create(&m->sim), MS_OK);
+    ck_assert_int_eq(sim_dev_create(m->sim, &s, 0, &m->d0), MS_OK);
+    ck_assert_int_eq(sim_stream_create(m->d0, 0, &m->s0), MS_OK);
+    for (int i = 0; i < MANY; i++)
+        ck_assert_int_eq(sim_host_create(m->sim, &m->h[i]), MS_OK);
+    for (int i = 0; i < MANY; i++)
+        ck_assert_int_eq(sim_host_advance(m->h[i], 1000 * i), MS_OK);
+    launch(m->s0, matmul(5e10), 0, 1);
+}
+
+static void many_close(many_hosts *m)
+{
+    for (int i = 0; i < MANY; i++)
+        sim_host_destroy(m->h[i]);
+    sim_dev_destroy(m->d0);
+    ck_assert_int_eq(sim_destroy(m->sim), MS_OK);
+}
+
+/* Host i at 1000 i; host 0 waits for the kernel and may run the engine
+ * only up to the smallest clock of the other active hosts, whichever moved,
+ * went idle or came back.  Host 0 itself is the heap's root (clock 0) while
+ * it asks, so the bound comes from the root's children. */
+START_TEST(many_hosts_bound_the_engine_by_the_smallest_other_clock)
+{
+    many_hosts m;
+    many_open(&m);
+    ms_simhost **h = m.h;
+    /* Host 1, at 1000, bounds host 0. */
+    ck_assert_int_eq(sim_host_wait(h[0], stream_idle, m.s0), MS_EAGAIN);
+    /* Hosts 1 and 2 move past the kernel's end; host 3, at 3000, bounds
+     * now (a clock that grew must leave the hosts below it in front). */
+    sim_host_advance(h[1], 59000);
+    ck_assert_int_eq(sim_host_wait(h[0], stream_idle, m.s0), MS_EAGAIN);
+    sim_host_advance(h[2], 58000);
+    ck_assert_int_eq(sim_host_wait(h[0], stream_idle, m.s0), MS_EAGAIN);
+    /* Hosts 3..18 go idle: host 19, at 19000, bounds. */
+    for (int i = 3; i < MANY - 1; i++)
+        sim_host_set_idle(h[i]);
+    ck_assert_int_eq(sim_host_wait(h[0], stream_idle, m.s0), MS_EAGAIN);
+    /* Host 10 comes back (at the engine's clock, still short of the
+     * kernel's end) and bounds again once host 19 moves on. */
+    sim_host_catch_up(h[10]);
+    sim_host_advance(h[19], 36000); /* 55000 */
+    ck_assert_int_eq(sim_host_wait(h[0], stream_idle, m.s0), MS_EAGAIN);
+    int64_t now = 0;
+    sim_host_now(h[10], &now);
+    ck_assert_int_lt(now, 50000);
+    /* Host 10 moves past it too: the smallest other clock is 55000. */
+    sim_host_advance(h[10], 60000 - now);
+    ck_assert_int_eq(sim_host_wait(h[0], stream_idle, m.s0), MS_OK);
+    sim_host_now(h[0], &now);
+    ck_assert_int_eq(now, 50000);
+    many_close(&m);
+}
+END_TEST
+
+/* The heap after clocks move with no host parking in between (parking
+ * rebuilds part of it): host 0 moves to 100 us, hosts 1 and 2 past the
+ * kernel's end, host 3 stays at 3000.  A catch-up of host 0 may run the
+ * engine to 3000 only, so the kernel still runs; once every other host
+ * moves on, it is done.  Hosts 1 and 2 are the root's children here: with
+ * their moves not sifted, the bound would read 60000. */
+START_TEST(moved_clocks_keep_the_bound)
+{
+    many_hosts m;
+    many_open(&m);
+    sim_host_advance(m.h[0], 100000);
+    sim_host_advance(m.h[1], 59000);
+    sim_host_advance(m.h[2], 58000);
+    ck_assert_int_eq(sim_host_catch_up(m.h[0]), MS_OK);
+    ck_assert(!stream_idle(m.s0));
+    for (int i = 3; i < MANY; i++)
+        sim_host_advance(m.h[i], 60000 - 1000 * i);
+    ck_assert_int_eq(sim_host_catch_up(m.h[0]), MS_OK);
+    ck_assert(stream_idle(m.s0));
+    many_close(&m);
+}
+END_TEST
+
 static Suite *sim_suite(void)
 {
     Suite *s = suite_create("sim");
@@ -1160,6 +1254,8 @@ static Suite *sim_suite(void)
     tc = tcase_create("host");
     tcase_add_test(tc, host_waits_run_the_engine);
     tcase_add_test(tc, hosts_on_one_engine_synchronise_conservatively);
+    tcase_add_test(tc, many_hosts_bound_the_engine_by_the_smallest_other_clock);
+    tcase_add_test(tc, moved_clocks_keep_the_bound);
     tcase_add_test(tc, watched_host_is_asked_only_when_its_device_changes);
     tcase_add_test(tc, changed_hosts_are_listed_once_until_drained);
     suite_add_tcase(s, tc);
