@@ -42,7 +42,8 @@ typedef struct ms_cohost_thread {
     ucontext_t ctx;
     sigjmp_buf jb;         /* where it parked (after its first entry) */
     void *stack;
-    bool entered, finished, parked;
+    bool entered, finished;
+    uint64_t marked_at; /* the epoch it parked in (marked while that epoch lasts) */
     ms_status result;
     ms_backend *real;   /* for the clock the scheduler orders by */
 } ms_cohost_thread;
@@ -61,14 +62,27 @@ struct ms_cohost {
     ms_cohost_clock clock; /* must not disturb a parked host */
     ms_cohost_moves moves;
     ms_cohost_changes changes;
+    /* Marks are cleared all at once, and a turn that moved clears all but
+     * one: a new epoch instead of a write to every host (64 stages). */
+    uint64_t epoch;
+    /* The hosts that may move (not finished, not waiting), a binary
+     * min-heap by (clock, index): pick_next's usual answer is its root, not
+     * a scan of every host at every hand-over (a tenth of a GPT-1T step). */
+    int *ready, *ready_pos; /* ready_pos[i]: i's place, or -1 */
+    int n_ready;
 };
+
+static bool marked(const ms_cohost *c, const ms_cohost_thread *t)
+{
+    return t->marked_at == c->epoch;
+}
 
 static ms_status park(ms_cohost *c, int host)
 {
     if (!c->in_run || c->current != host)
         return MS_EAGAIN; /* called outside a run: nobody to yield to */
     ms_cohost_thread *t = &c->threads[host];
-    t->parked = true;
+    t->marked_at = c->epoch;
 #if MS_COHOST_SJLJ
     if (sigsetjmp(t->jb, 0) == 0)
         siglongjmp(c->driver_jb, 1);
@@ -125,11 +139,75 @@ static host_view view_of(const ms_cohost_thread *t)
     return v;
 }
 
-/* Every host, when a run starts; the list of changes is emptied with it. */
-static void look_at_hosts(const ms_cohost *c, host_view *views)
+/* ---- the hosts that may move, by (clock, index) ---- */
+
+static bool before(const host_view *views, int a, int b)
 {
-    for (int i = 0; i < c->n; i++)
+    return views[a].clock < views[b].clock || (views[a].clock == views[b].clock && a < b);
+}
+
+static void ready_put(ms_cohost *c, int at, int host)
+{
+    c->ready[at] = host;
+    c->ready_pos[host] = at;
+}
+
+static void ready_sift_up(ms_cohost *c, const host_view *views, int at)
+{
+    int host = c->ready[at];
+    while (at > 0 && before(views, host, c->ready[(at - 1) / 2])) {
+        ready_put(c, at, c->ready[(at - 1) / 2]);
+        at = (at - 1) / 2;
+    }
+    ready_put(c, at, host);
+}
+
+static void ready_sift_down(ms_cohost *c, const host_view *views, int at)
+{
+    int host = c->ready[at];
+    for (int k = 2 * at + 1; k < c->n_ready; k = 2 * at + 1) {
+        if (k + 1 < c->n_ready && before(views, c->ready[k + 1], c->ready[k]))
+            k++;
+        if (!before(views, c->ready[k], host))
+            break;
+        ready_put(c, at, c->ready[k]);
+        at = k;
+    }
+    ready_put(c, at, host);
+}
+
+/* Host i's view or finished flag changed: into, within or out of the heap. */
+static void ready_update(ms_cohost *c, const host_view *views, int i)
+{
+    bool may_move = !c->threads[i].finished && !views[i].waiting;
+    int at = c->ready_pos[i];
+    if (may_move && at < 0) {
+        ready_put(c, c->n_ready++, i);
+        ready_sift_up(c, views, c->ready_pos[i]);
+    } else if (may_move) {
+        ready_sift_up(c, views, at);
+        ready_sift_down(c, views, c->ready_pos[i]);
+    } else if (at >= 0) {
+        c->ready_pos[i] = -1;
+        int last = c->ready[--c->n_ready];
+        if (last == i)
+            return;
+        ready_put(c, at, last);
+        ready_sift_up(c, views, at);
+        ready_sift_down(c, views, c->ready_pos[last]);
+    }
+}
+
+/* Every host, when a run starts; the list of changes is emptied with it. */
+static void look_at_hosts(ms_cohost *c, host_view *views)
+{
+    c->n_ready = 0;
+    for (int i = 0; i < c->n; i++) {
         views[i] = view_of(&c->threads[i]);
+        c->ready_pos[i] = -1;
+    }
+    for (int i = 0; i < c->n; i++)
+        ready_update(c, views, i);
     if (c->n > 0 && c->threads[0].real != NULL)
         c->changes(c->threads[0].real, NULL, 0);
 }
@@ -137,7 +215,7 @@ static void look_at_hosts(const ms_cohost *c, host_view *views)
 /* After a turn, only the hosts whose clock or wait changed: the one that
  * ran and, about once a turn, one its device work woke.  With 64 pipeline
  * stages, reading every host at every hand-over was a third of a step. */
-static void look_at_changes(const ms_cohost *c, host_view *views, int *changed)
+static void look_at_changes(ms_cohost *c, host_view *views, int *changed)
 {
     size_t k = c->changes(c->threads[0].real, changed, (size_t)c->n);
     if (k > (size_t)c->n) {
@@ -145,15 +223,17 @@ static void look_at_changes(const ms_cohost *c, host_view *views, int *changed)
         return;
     }
     for (size_t i = 0; i < k; i++)
-        if (changed[i] >= 0 && changed[i] < c->n)
+        if (changed[i] >= 0 && changed[i] < c->n) {
             views[changed[i]] = view_of(&c->threads[changed[i]]);
+            ready_update(c, views, changed[i]);
+        }
 }
 
 typedef enum skip_rule { SKIP_WAITING, SKIP_MARKED, SKIP_NONE } skip_rule;
 
 static bool skipped(const ms_cohost_thread *t, const host_view *v, skip_rule rule)
 {
-    return rule == SKIP_WAITING ? v->waiting : rule == SKIP_MARKED ? t->parked : false;
+    return rule == SKIP_WAITING ? v->waiting : rule == SKIP_MARKED ? marked(t->c, t) : false;
 }
 
 static int smallest_clock(const ms_cohost *c, const host_view *views, skip_rule rule)
@@ -178,12 +258,11 @@ static int smallest_clock(const ms_cohost *c, const host_view *views, skip_rule 
  * try, then all of them. */
 static int pick_next(ms_cohost *c, const host_view *views)
 {
-    int next = smallest_clock(c, views, SKIP_WAITING);
+    int next = c->n_ready > 0 ? c->ready[0] : DRIVER; /* SKIP_WAITING */
     if (next == DRIVER)
         next = smallest_clock(c, views, SKIP_MARKED);
     if (next == DRIVER) {
-        for (int i = 0; i < c->n; i++)
-            c->threads[i].parked = false;
+        c->epoch++; /* every mark cleared */
         next = smallest_clock(c, views, SKIP_NONE);
     }
     return next;
@@ -222,10 +301,11 @@ ms_status mock_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done
     c->in_run = true;
     c->cancelled = false;
     c->current = DRIVER;
+    c->epoch++; /* no host marked */
     ms_status st = MS_OK;
     for (int i = 0; i < c->n; i++) {
         ms_cohost_thread *t = &c->threads[i];
-        t->finished = t->parked = t->entered = false;
+        t->finished = t->entered = false;
         t->result = start_host(c, t);
         if (t->result != MS_OK)
             t->finished = true;
@@ -252,9 +332,13 @@ ms_status mock_cohost_run(ms_cohost *c, ms_cohost_body body, ms_cohost_done done
          * clear the others' marks would have two stuck hosts hand the turn
          * back and forth forever while the one that must move never runs. */
         bool moved = c->threads[next].finished || clock_moves(c) != moves_before;
-        for (int i = 0; moved && i < c->n; i++)
-            if (i != next)
-                c->threads[i].parked = false;
+        if (moved) {
+            bool keep = marked(c, &c->threads[next]);
+            c->epoch++;
+            if (keep)
+                c->threads[next].marked_at = c->epoch;
+        }
+        ready_update(c, views, next); /* it may have finished */
         look_at_changes(c, views, changed);
     }
     free(views);
@@ -283,7 +367,12 @@ ms_status mock_cohost_create(int n_hosts, ms_cohost_clock clock, ms_cohost_moves
     if (c == NULL)
         return MS_ENOMEM;
     c->threads = calloc((size_t)n_hosts, sizeof *c->threads);
-    if (c->threads == NULL) {
+    c->ready = calloc((size_t)n_hosts, sizeof *c->ready);
+    c->ready_pos = calloc((size_t)n_hosts, sizeof *c->ready_pos);
+    if (c->threads == NULL || c->ready == NULL || c->ready_pos == NULL) {
+        free(c->threads);
+        free(c->ready);
+        free(c->ready_pos);
         free(c);
         return MS_ENOMEM;
     }
@@ -306,6 +395,8 @@ ms_status mock_cohost_destroy(ms_cohost *c)
     for (int i = 0; i < c->n; i++)
         free(c->threads[i].stack);
     free(c->threads);
+    free(c->ready);
+    free(c->ready_pos);
     free(c);
     return MS_OK;
 }

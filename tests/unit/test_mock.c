@@ -954,6 +954,55 @@ START_TEST(addr_map_removal_across_the_end)
 }
 END_TEST
 
+/* The cooperative scheduler hands the turn to the host with the smallest
+ * clock among those that may move, ties to the lowest index (cohost.c, its
+ * heap of ready hosts).  Twenty hosts start at time 0; each notes its entry,
+ * issues a 100 us kernel and waits for its device, which parks it (the
+ * others, still at 0, bound the engine).  So they enter in index order.
+ * Host 19, the last, waits with every other host parked: nothing bounds it,
+ * it runs the engine to its kernel's end (every kernel ends then) and
+ * finishes first; the others wake at that same time and finish in index
+ * order. */
+typedef struct turn_log {
+    int entered[20], finished[20];
+    int n_entered, n_finished;
+    ms_device_group *g;
+} turn_log;
+
+static ms_status turn_body(void *user, int device)
+{
+    turn_log *log = user;
+    log->entered[log->n_entered++] = device;
+    ms_backend *b = ms_group_device(log->g, device);
+    ms_stream *st = NULL;
+    ms_status rc = b->ops->stream_create(b->inst, 0, &st);
+    ms_kernel k = matmul(1e11);
+    if (rc == MS_OK)
+        rc = b->ops->launch(b->inst, &k, st, 1);
+    if (rc == MS_OK)
+        rc = b->ops->device_synchronize(b->inst);
+    if (st != NULL)
+        b->ops->stream_destroy(b->inst, st);
+    log->finished[log->n_finished++] = device;
+    return rc;
+}
+
+START_TEST(hosts_take_turns_by_clock_then_index)
+{
+    ms_device_spec s = spec_base();
+    turn_log log = {0};
+    ms_group_config cfg = {.spec = &s, .n_devices = 20, .first_device = 0, .seed = 1};
+    ck_assert_int_eq(mock_group_open(&cfg, &log.g, NULL), MS_OK);
+    ck_assert_int_eq(ms_group_run(log.g, turn_body, &log), MS_OK);
+    ck_assert_int_eq(log.n_entered, 20);
+    ck_assert_int_eq(log.n_finished, 20);
+    for (int i = 0; i < 20; i++)
+        ck_assert_msg(log.entered[i] == i && log.finished[i] == (i + 19) % 20,
+                      "turn %d: entered %d, finished %d", i, log.entered[i], log.finished[i]);
+    ck_assert_int_eq(ms_group_close(log.g), MS_OK);
+}
+END_TEST
+
 static Suite *mock_suite(void)
 {
     Suite *s = suite_create("mock");
@@ -968,6 +1017,7 @@ static Suite *mock_suite(void)
     tcase_add_test(tc, pipeline_stages_share_an_engine);
     tcase_add_test(tc, create_rejects_bad_arguments);
     tcase_add_test(tc, group_opens_numbers_and_runs_devices);
+    tcase_add_test(tc, hosts_take_turns_by_clock_then_index);
     suite_add_tcase(s, tc);
     tc = tcase_create("memory");
     tcase_add_test(tc, device_memory_oom_leaves_state_unchanged);
