@@ -698,7 +698,9 @@ static ms_status release_done_prefix(ms_exec *e)
             break;
     }
     e->n_host_release -= i;
-    memmove(e->host_release, e->host_release + i, e->n_host_release * sizeof *e->host_release);
+    if (i > 0) /* host_release may be NULL when nothing was ever listed */
+        memmove(e->host_release, e->host_release + i,
+                e->n_host_release * sizeof *e->host_release);
     return st == MS_OK ? MS_OK : be_call_failed(e, st, "releasing a swap's host buffer");
 }
 
