@@ -229,11 +229,12 @@ static void look_at_changes(ms_cohost *c, host_view *views, int *changed)
         }
 }
 
-typedef enum skip_rule { SKIP_WAITING, SKIP_MARKED, SKIP_NONE } skip_rule;
+/* The scans behind the heap's answer (pick_next): hosts not marked, or all. */
+typedef enum skip_rule { SKIP_MARKED, SKIP_NONE } skip_rule;
 
-static bool skipped(const ms_cohost_thread *t, const host_view *v, skip_rule rule)
+static bool skipped(const ms_cohost_thread *t, skip_rule rule)
 {
-    return rule == SKIP_WAITING ? v->waiting : rule == SKIP_MARKED ? marked(t->c, t) : false;
+    return rule == SKIP_MARKED && marked(t->c, t);
 }
 
 static int smallest_clock(const ms_cohost *c, const host_view *views, skip_rule rule)
@@ -241,7 +242,7 @@ static int smallest_clock(const ms_cohost *c, const host_view *views, skip_rule 
     int best = DRIVER;
     for (int i = 0; i < c->n; i++) {
         const ms_cohost_thread *t = &c->threads[i];
-        if (t->finished || skipped(t, &views[i], rule))
+        if (t->finished || skipped(t, rule))
             continue;
         if (best == DRIVER || views[i].clock < views[best].clock)
             best = i;
@@ -258,7 +259,7 @@ static int smallest_clock(const ms_cohost *c, const host_view *views, skip_rule 
  * try, then all of them. */
 static int pick_next(ms_cohost *c, const host_view *views)
 {
-    int next = c->n_ready > 0 ? c->ready[0] : DRIVER; /* SKIP_WAITING */
+    int next = c->n_ready > 0 ? c->ready[0] : DRIVER; /* not waiting */
     if (next == DRIVER)
         next = smallest_clock(c, views, SKIP_MARKED);
     if (next == DRIVER) {

@@ -76,21 +76,10 @@ static void sift_down(ms_sim_attachments *a, size_t i)
     heap_put(a, i, h);
 }
 
-/* Whether the host at i must move down: a child's clock is now smaller. */
-static inline bool clock_above_child(const ms_sim_attachments *a, size_t i)
-{
-    size_t c = 2 * i + 1;
-    int64_t now = a->active[i]->now;
-    return (c < a->n_active && a->active[c]->now < now) ||
-           (c + 1 < a->n_active && a->active[c + 1]->now < now);
-}
-
 /* Out of line: set_clock stays small where no heap is kept. */
 static __attribute__((noinline)) void heap_clock_moved(ms_simhost *h)
 {
-    ms_sim_attachments *a = sim_attached(h->sim);
-    if (clock_above_child(a, (size_t)h->heap_pos))
-        sift_down(a, (size_t)h->heap_pos);
+    sift_down(sim_attached(h->sim), (size_t)h->heap_pos);
 }
 
 static void active_add(ms_simhost *h)
@@ -371,14 +360,6 @@ static ms_run_end run(ms_simhost *h, int64_t limit, ms_simhost_cond cond, const 
     }
 }
 
-/* Out of line: most catch-ups return before it, and without the call
- * their path needs no stack frame. */
-static __attribute__((noinline)) void catch_up_run(ms_simhost *h)
-{
-    bool stepped = false;
-    run(h, h->now, NULL, NULL, &stepped);
-}
-
 ms_status sim_host_catch_up(ms_simhost *h)
 {
     if (h == NULL)
@@ -392,7 +373,8 @@ ms_status sim_host_catch_up(ms_simhost *h)
     int64_t t;
     if (!sim_peek(h->sim, &t) || t > h->now)
         return MS_OK;
-    catch_up_run(h);
+    bool stepped = false;
+    run(h, h->now, NULL, NULL, &stepped);
     return MS_OK;
 }
 

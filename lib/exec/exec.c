@@ -51,7 +51,6 @@ typedef struct ms_tensor_rt {
     uint8_t check_due;      /* verify: 1 + generation its next use checks; 0: none */
     uint8_t rescued;        /* on host because an OOM rescue swapped it out */
     uint8_t held;           /* on host, its device block not yet released (MindSpore) */
-    uint8_t in_buffer;      /* a view into the grad buffer, which another tensor holds */
     uint8_t release_pending; /* its host buffers waiting in host_release */
     int pool;
     uint64_t addr;
@@ -1053,7 +1052,6 @@ static void place_in_buffer(ms_exec *e, uint32_t first, uint64_t base)
         r->addr = base + off;
         r->state = TS_ON_DEVICE;
         r->alloc_stream = r->ready_stream = ST_COMPUTE;
-        r->in_buffer = t != first;
         off += e->p->tensors[t].bytes;
     }
 }
@@ -1175,10 +1173,16 @@ ms_status ms_exec_destroy(ms_exec *e)
     e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
     exec_verify_destroy(e->verifier);
     if (e->rt != NULL) {
+        /* The first main grad on device holds the grad buffer; the others
+         * are views into it (place_in_buffer). */
+        bool buffer_freed = false;
         for (uint32_t t = 0; t < e->p->n_tensors; t++) {
             ms_tensor_rt *r = &e->rt[t];
-            if ((r->state == TS_ON_DEVICE || r->held) && !r->in_buffer)
+            bool view = MS_TENSOR_IS_MAIN_GRAD(&e->p->tensors[t]) && buffer_freed;
+            if ((r->state == TS_ON_DEVICE || r->held) && !view) {
                 ms_alloc_free(e->cfg.alloc, r->addr);
+                buffer_freed |= MS_TENSOR_IS_MAIN_GRAD(&e->p->tensors[t]);
+            }
             if (r->host_addr)
                 BE(e, free_host, r->host_addr);
             if (r->ready_ev)
