@@ -95,11 +95,7 @@ static ms_status mock_destroy(void *inst)
         m->streams = s->next;
         free(s);
     }
-    while (m->events != NULL) {
-        ms_event *e = m->events;
-        m->events = e->next;
-        free(e);
-    }
+    base_pool_fini(&m->event_pool); /* the handles still open go with it */
     /* The device cancels its engine events and frees its pending work, so
      * the shared engine may outlive it. */
     if (m->dev != NULL)
@@ -230,15 +226,14 @@ static ms_status mock_event_create(void *inst, ms_event **out)
     ms_status st = mock_enter(m);
     if (st != MS_OK)
         return st;
-    ms_event *e = calloc(1, sizeof *e);
+    ms_event *e = base_pool_get(&m->event_pool);
     if (e == NULL)
         return MS_ENOMEM;
+    *e = (ms_event){.owner = m, .next = m->events};
     if ((st = sim_event_create(m->dev, &e->se)) != MS_OK) {
-        free(e);
+        base_pool_put(&m->event_pool, e);
         return st;
     }
-    e->owner = m;
-    e->next = m->events;
     if (m->events != NULL)
         m->events->prev = e;
     m->events = e;
@@ -261,7 +256,7 @@ static ms_status mock_event_destroy(void *inst, ms_event *e)
         m->events = e->next;
     if (e->next != NULL)
         e->next->prev = e->prev;
-    free(e);
+    base_pool_put(&m->event_pool, e);
     return MS_OK;
 }
 
@@ -529,6 +524,7 @@ ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, ui
     m->launch_overhead_ns = llround(spec->launch_overhead_ns);
     m->queue_depth = (uint32_t)spec->launch_queue_depth;
     m->host_pinned_limit = spec->host_pinned_bytes;
+    base_pool_init(&m->event_pool, sizeof(ms_event), 256);
     if ((st = mock_memory_init(m)) != MS_OK) {
         free(m);
         free(b);

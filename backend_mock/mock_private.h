@@ -4,6 +4,7 @@
 
 #include "address_space.h"
 #include "backend_mock/mock.h"
+#include "lib/base/obj_pool.h"
 
 struct ms_mock;
 
@@ -57,7 +58,8 @@ typedef struct ms_mock {
     ms_reservation *resv; /* sorted by address */
     size_t n_resv, cap_resv;
     struct ms_stream *streams; /* open handles */
-    struct ms_event *events;
+    struct ms_event *events; /* open handles */
+    base_pool event_pool;    /* their memory, recycled */
     ms_price_memo prices[MS_PRICE_MEMO_SLOTS];
     uint32_t n_prices; /* slots used */
     mock_data *data;   /* the functional mode's bytes; NULL: timing and capacity only */

@@ -39,11 +39,13 @@ local function layers_of(profile)
     if seg.parent == nil and seg.layer ~= nil then
       local L = by_layer[seg.layer]
       if L == nil then
-        L = { layer = seg.layer, segs = {}, saved = 0, flops = 0, swap = {}, swap_bytes = 0 }
+        L = { layer = seg.layer, segs = {}, recompute = {}, saved = 0, flops = 0, swap = {},
+              swap_bytes = 0 }
         by_layer[seg.layer] = L
         order[#order + 1] = L
       end
       L.segs[#L.segs + 1] = seg.id
+      L.recompute[#L.recompute + 1] = { kind = "recompute", segment = seg.id }
       L.saved = L.saved + seg.saved_bytes
       for o = seg.first_op, seg.last_op do L.flops = L.flops + (profile.ops[o + 1].flops or 0) end
     end
@@ -61,18 +63,31 @@ local function layers_of(profile)
 end
 
 -- Decision lists -----------------------------------------------------------
+-- A layer's decisions are made once, as tables every list that takes the
+-- layer shares (ctx:simulate only reads them): building a plan appends, and
+-- reads no profile field, which through the views was a fifth of the Lua
+-- side of a 70B search (bench/README.md).
 
 local function recompute_layers(list, L)
-  for _, id in ipairs(L.segs) do list[#list + 1] = { kind = "recompute", segment = id } end
+  for _, d in ipairs(L.recompute) do list[#list + 1] = d end
 end
 
-local function swap_layer(profile, list, L, first, mb_first)
-  for _, t in ipairs(L.swap) do
-    local mbf = first[t.micro_batch] or {}
-    local from = mbf[t.layer + 1] or mb_first[t.micro_batch] or t.first_backward_use
-    list[#list + 1] = { kind = "swap", tensor = t.id,
-                        prefetch = math.max(1, t.first_backward_use - from) }
+-- Each layer's swaps: out after the last forward use, back from the start of
+-- the backward of the layer above (memsim.swap_one_layer_ahead).
+local function add_swap_decisions(layers, first, mb_first)
+  for _, L in ipairs(layers) do
+    L.swaps = {}
+    for i, t in ipairs(L.swap) do
+      local mbf = first[t.micro_batch] or {}
+      local from = mbf[t.layer + 1] or mb_first[t.micro_batch] or t.first_backward_use
+      L.swaps[i] = { kind = "swap", tensor = t.id,
+                     prefetch = math.max(1, t.first_backward_use - from) }
+    end
   end
+end
+
+local function swap_layer(list, L)
+  for _, d in ipairs(L.swaps) do list[#list + 1] = d end
 end
 
 local function core_list(profile)
@@ -91,11 +106,11 @@ end
 -- the list being simulated exists at a time (the Lua heap is capped), and a
 -- plan met twice (two relaxation targets that take the same layers) is
 -- simulated once.
-local function candidates(profile, layers, first, mb_first)
+local function candidates(profile, layers)
   local function swap_first(n)
     return function()
       local list = {}
-      for i = 1, n do swap_layer(profile, list, layers[i], first, mb_first) end
+      for i = 1, n do swap_layer(list, layers[i]) end
       return list
     end
   end
@@ -153,7 +168,7 @@ local function relaxed_count(opts, target)
   return n
 end
 
-local function relaxed_plan(profile, opts, n, first, mb_first)
+local function relaxed_plan(opts, n)
   local taken, list = {}, {}
   for i = 1, n do
     local o = opts[i]
@@ -162,7 +177,7 @@ local function relaxed_plan(profile, opts, n, first, mb_first)
       if o.what == "recompute" then
         recompute_layers(list, o.L)
       else
-        swap_layer(profile, list, o.L, first, mb_first)
+        swap_layer(list, o.L)
       end
     end
   end
@@ -173,14 +188,16 @@ end
 -- at most).  All of them is probed first only where full recompute did not
 -- fit (an OOM there ends the search); otherwise only if no fewer fit, which
 -- leaves the probes, and so the answer, as they were and saves a step.
-local function dtr_candidate(profile, sim, probes, full_fits)
-  local order = memsim.rematerialization_order(profile)
-  local function first_k(k)
-    return function()
-      local list = {}
-      for i = 1, k do list[i] = { kind = "recompute", segment = order[i].id } end
-      return list
+local function dtr_candidate(shape, sim, probes, full_fits)
+  if shape.dtr == nil then
+    shape.dtr = {}
+    for i, c in ipairs(memsim.rematerialization_order(shape.profile)) do
+      shape.dtr[i] = { kind = "recompute", segment = c.id }
     end
+  end
+  local order = shape.dtr
+  local function first_k(k)
+    return function() return table.move(order, 1, k, 1, {}) end
   end
   local lo, hi, best_r = 0, #order, nil
   if not full_fits then
@@ -205,9 +222,8 @@ end
 -- The plans that fit, searched with whatever decisions the simulator adds
 -- after each candidate (the scenario's declared ones, unless replaced).
 -- sim(key, build) simulates build()'s plan once per key.
-local function search_core(profile, sim, tag, fits)
-  local layers = layers_of(profile)
-  local first, mb_first = memsim.backward_starts(profile)
+local function search_core(shape, sim, tag, fits)
+  local profile, layers = shape.profile, shape.layers
   local fitted = {}
   local function try(c)
     local r, n = sim(c.key, c.build)
@@ -219,7 +235,7 @@ local function search_core(profile, sim, tag, fits)
     return r
   end
   local full_fits = false
-  for _, c in ipairs(candidates(profile, layers, first, mb_first)) do
+  for _, c in ipairs(candidates(profile, layers)) do
     local r = try(c)
     if c.key == "none" and not r.oom then
       -- No decision is needed if none also fits two steps in a row
@@ -233,7 +249,7 @@ local function search_core(profile, sim, tag, fits)
     end
     if c.key == "full" then full_fits = not r.oom end
   end
-  local d = dtr_candidate(profile, sim, 10, full_fits)
+  local d = dtr_candidate(shape, sim, 10, full_fits)
   if d ~= nil and not fitted[d.key] then
     d.name = d.name .. tag
     fitted[d.key] = true
@@ -247,7 +263,7 @@ local function search_core(profile, sim, tag, fits)
     local target = (lo + hi) / 2
     local n = relaxed_count(opts, target)
     local r = try({ name = "relaxation", key = "relaxation " .. n, build = function()
-      return relaxed_plan(profile, opts, n, first, mb_first)
+      return relaxed_plan(opts, n)
     end })
     n_relax = n_relax + 1
     if r.oom then lo = target else hi = target end
@@ -314,10 +330,19 @@ end
 -- fallbacks.  The scenario's declared decisions (MindFormers' swap_config,
 -- a recompute setting) are a choice too: with them, with their recomputes
 -- only, and without them; once compared, all explicit (replace_declared).
+-- What every search_core of a stage reads: its layers with their decisions
+-- (the profile does not change between the two), and DTR's order once asked.
+local function stage_shape(profile)
+  local layers = layers_of(profile)
+  add_swap_decisions(layers, memsim.backward_starts(profile))
+  return { profile = profile, layers = layers }
+end
+
 local function search(profile, ctx)
   local fits = {}
   local sim, count, forget = memo_simulator(ctx)
-  search_core(profile, sim, "", fits)
+  local shape = stage_shape(profile)
+  search_core(shape, sim, "", fits)
   local declared, no_swaps = {}, {}
   for _, d in ipairs(profile.declared) do
     declared[#declared + 1] = d
@@ -331,7 +356,7 @@ local function search(profile, ctx)
     forget()
     declared_variants(sim, fits, declared, no_swaps)
     forget()
-    search_core(profile, sim, " without the scenario's settings", fits)
+    search_core(shape, sim, " without the scenario's settings", fits)
   end
   table.sort(fits, function(a, b)
     if a.time ~= b.time then return a.time < b.time end

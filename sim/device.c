@@ -23,6 +23,9 @@ ms_status sim_dev_create(ms_sim *sim, const ms_device_spec *spec, int index, ms_
     d->sim = sim;
     d->index = index;
     d->spec = *spec;
+    base_pool_init(&d->items, sizeof(ms_work_item), 512);
+    base_pool_init(&d->caps, sizeof(ms_capture), 256);
+    base_pool_init(&d->events_pool, sizeof(ms_simevent), 256);
     sim_serial_engine_init(&d->compute, d, MS_RES_COMPUTE);
     for (int i = 0; i < 2; i++) {
         sim_link_engine_init(&d->copy[i], d);
@@ -58,15 +61,13 @@ ms_status sim_dev_destroy(ms_simdev *d)
     sim_cancel_if(d->sim, owned_by, d);
     sim_p2p_detach(d->sim, d, d->index);
     sim_host_unwatch_device(d);
-    while (d->events != NULL) {
-        ms_simevent *e = d->events;
-        d->events = e->next;
-        free(e);
-    }
     for (size_t i = 0; i < d->n_streams; i++)
         free(d->streams[i]);
     free(d->streams);
-    sim_pool_free_all(d); /* items and captures, queued or running */
+    /* Items and captures queued or running, and the events still open. */
+    base_pool_fini(&d->items);
+    base_pool_fini(&d->caps);
+    base_pool_fini(&d->events_pool);
     sim_cost_model_destroy(d->cm);
     free(d);
     return MS_OK;

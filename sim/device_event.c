@@ -2,19 +2,16 @@
  * the event handle points at its latest one, and a wait holds on to the
  * capture it saw, so re-recording never changes what an earlier wait waits
  * for (CUDA semantics). */
-#include <stdlib.h>
-
 #include "device_model.h"
 
 ms_status sim_event_create(ms_simdev *d, ms_simevent **out)
 {
     if (d == NULL || out == NULL)
         return MS_EINVAL;
-    ms_simevent *e = calloc(1, sizeof *e);
+    ms_simevent *e = base_pool_get(&d->events_pool);
     if (e == NULL)
         return MS_ENOMEM;
-    e->dev = d;
-    e->next = d->events;
+    *e = (ms_simevent){.dev = d, .next = d->events};
     if (d->events != NULL)
         d->events->prev = e;
     d->events = e;
@@ -35,7 +32,7 @@ ms_status sim_event_destroy(ms_simevent *e)
         d->events = e->next;
     if (e->next != NULL)
         e->next->prev = e->prev;
-    free(e);
+    base_pool_put(&d->events_pool, e);
     return MS_OK;
 }
 

@@ -1,5 +1,5 @@
 /* sim/: the structures of a simulated device, shared by its models (stream.c,
- * device_event.c, serial_engine.c, link_engine.c, work_pool.c, device.c).
+ * device_event.c, serial_engine.c, link_engine.c, device.c).
  * Nothing outside sim/ includes this. */
 #ifndef MEMSIM_SIM_DEVICE_MODEL_H
 #define MEMSIM_SIM_DEVICE_MODEL_H
@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "lib/base/obj_pool.h"
 #include "sim/sim.h"
 #include "sim_private.h"
 
@@ -42,11 +43,10 @@ typedef struct ms_capture {
     uint32_t refs;
     bool done;
     int64_t time_ns;
-    struct ms_capture *next_free;
 } ms_capture;
 
 typedef struct ms_work_item {
-    struct ms_work_item *next; /* stream FIFO; free list */
+    struct ms_work_item *next; /* stream FIFO */
     struct ms_work_item *link; /* copy engine lists; a serial engine's ready list */
     ms_simstream *stream;
     uint8_t kind, res, state;
@@ -104,10 +104,6 @@ struct ms_simevent {
     struct ms_simevent *prev, *next; /* the device's open events */
 };
 
-typedef struct ms_slab {
-    struct ms_slab *next;
-} ms_slab;
-
 struct ms_simdev {
     ms_sim *sim;
     int index;
@@ -121,9 +117,9 @@ struct ms_simdev {
     ms_link_engine net[2];  /* [MS_LINK_INTRA_NODE], [MS_LINK_INTER_NODE] */
     uint64_t hbm_used, hbm_peak;
     uint64_t next_seq;
-    ms_work_item *free_items;
-    ms_capture *free_caps;
-    ms_slab *slabs;
+    /* Recycled: a steady-state simulation allocates nothing per launch,
+     * record or event (lib/base/obj_pool.h). */
+    base_pool items, caps, events_pool;
     ms_simevent *events;
     ms_work_tracer tracer;
     void *tracer_user;
@@ -157,36 +153,24 @@ static inline void sim_dev_touch(ms_simdev *d)
     a->dirty = d;
 }
 
-/* work_pool.c: items and captures come from per-device slabs.  The refills
- * (false: out of memory) are there; taking and returning, done once per
- * item, are inline. */
-bool sim_pool_items_refill(ms_simdev *d);
-bool sim_pool_captures_refill(ms_simdev *d);
-void sim_pool_free_all(ms_simdev *d);
-
+/* Items, captures and events come from the device's pools; returned, their
+ * memory serves the next one. */
 static inline ms_work_item *sim_pool_item_get(ms_simdev *d)
 {
-    if (d->free_items == NULL && !sim_pool_items_refill(d))
-        return NULL;
-    ms_work_item *it = d->free_items;
-    d->free_items = it->next;
-    return it;
+    return base_pool_get(&d->items);
 }
 
 static inline void sim_pool_item_put(ms_simdev *d, ms_work_item *it)
 {
-    it->next = d->free_items;
-    d->free_items = it;
+    base_pool_put(&d->items, it);
 }
 
 /* A fresh capture holding one reference. */
 static inline ms_capture *sim_pool_capture_get(ms_simdev *d)
 {
-    if (d->free_caps == NULL && !sim_pool_captures_refill(d))
-        return NULL;
-    ms_capture *c = d->free_caps;
-    d->free_caps = c->next_free;
-    *c = (ms_capture){.refs = 1};
+    ms_capture *c = base_pool_get(&d->caps);
+    if (c != NULL)
+        *c = (ms_capture){.refs = 1};
     return c;
 }
 
@@ -194,8 +178,7 @@ static inline void sim_capture_unref(ms_simdev *d, ms_capture *c)
 {
     if (c == NULL || --c->refs > 0)
         return;
-    c->next_free = d->free_caps;
-    d->free_caps = c;
+    base_pool_put(&d->caps, c);
 }
 
 /* device.c */

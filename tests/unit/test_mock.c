@@ -2,11 +2,13 @@
  * launch queues, memory, determinism, deadlocks and several devices on one
  * engine.  Every expected figure is derived by hand in a comment. */
 #include <check.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "backend_mock/mock.h"
 #include "lib/base/addr_map.h"
+#include "lib/base/obj_pool.h"
 
 #include "test_device_spec.h"
 
@@ -869,6 +871,40 @@ END_TEST
  * size, each removed one is not, and the sorted view is exactly the live
  * ones by address.  A removal that broke a probe run (backward shift gone
  * wrong) would lose a live range here. */
+/* Objects are distinct, aligned and whole; what is put back serves the next
+ * get, and only running dry adds a slab.  Hand-derived: 10 objects of 4 a
+ * slab need 3 slabs; putting 3 back and taking 3 adds none. */
+START_TEST(obj_pool_recycles_before_it_grows)
+{
+    base_pool p;
+    base_pool_init(&p, 24, 4);
+    ck_assert_uint_eq(p.size % _Alignof(max_align_t), 0);
+    unsigned char *obj[10];
+    for (int i = 0; i < 10; i++) {
+        obj[i] = base_pool_get(&p);
+        ck_assert_ptr_nonnull(obj[i]);
+        ck_assert_uint_eq((uintptr_t)obj[i] % _Alignof(max_align_t), 0);
+        memset(obj[i], 0xa0 + i, 24);
+    }
+    for (int i = 0; i < 10; i++)
+        for (int b = 0; b < 24; b++)
+            ck_assert_uint_eq(obj[i][b], 0xa0 + i);
+    ck_assert_uint_eq(p.n_slabs, 3);
+    for (int i = 2; i < 5; i++)
+        base_pool_put(&p, obj[i]);
+    for (int i = 4; i >= 2; i--)
+        ck_assert_ptr_eq(base_pool_get(&p), obj[i]);
+    ck_assert_uint_eq(p.n_slabs, 3);
+    base_pool_fini(&p);
+    ck_assert_ptr_null(p.slabs);
+    ck_assert_ptr_null(p.free);
+    /* A slab whose size overflows is refused, not wrapped around. */
+    base_pool_init(&p, 64, SIZE_MAX / 8);
+    ck_assert_ptr_null(base_pool_get(&p));
+    base_pool_fini(&p);
+}
+END_TEST
+
 START_TEST(addr_map_keeps_every_live_range)
 {
     enum { N = 1000 };
@@ -1025,6 +1061,7 @@ static Suite *mock_suite(void)
     tcase_add_test(tc, pinned_host_memory_is_bounded);
     tcase_add_test(tc, addr_map_keeps_every_live_range);
     tcase_add_test(tc, addr_map_removal_across_the_end);
+    tcase_add_test(tc, obj_pool_recycles_before_it_grows);
     suite_add_tcase(s, tc);
     tc = tcase_create("functional");
     tcase_add_test(tc, functional_copies_move_bytes);
