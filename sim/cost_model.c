@@ -177,6 +177,35 @@ static double comm_alpha_s(const ms_cost_model *cm, const ms_kernel *k)
            1e-9;
 }
 
+/* Ranks of k's group on one node when it crosses nodes: 1 for a single
+ * rank a node (or a group within a node). */
+static int ranks_on_a_node(const ms_cost_model *cm, const ms_kernel *k)
+{
+    int r = k->ranks_per_node;
+    if (k->link != MS_LINK_INTER_NODE || r < 2)
+        return 1;
+    if (r > cm->spec.devices_per_node)
+        r = cm->spec.devices_per_node;
+    return r < k->group_size ? r : k->group_size;
+}
+
+/* An all-to-all sends B/n to every other rank, each over its own path: with
+ * r ranks of the group on a node, (r-1)/n of B stays on the intra-node link
+ * and (n-r)/n leaves through the rank's own NIC, both at once (NCCL's
+ * all-to-all is point-to-point sends, not a hierarchical ring whose r NICs
+ * share one transfer, comm_bandwidth's rule).  r = 1 is comm_seconds'. */
+static double alltoall_across_nodes(const ms_cost_model *cm, const ms_kernel *k, int r)
+{
+    const ms_device_spec *s = &cm->spec;
+    double n = k->group_size, B = k->comm_bytes;
+    double nic = s->inter_node_bw * curve(cm, MS_CURVE_INTER_EFF, B);
+    if (s->collective_eff[MS_COMM_ALLTOALL] > 0)
+        nic *= s->collective_eff[MS_COMM_ALLTOALL];
+    double local = s->intra_node_bw * curve(cm, MS_CURVE_INTRA_EFF, B);
+    double out = (n - r) / n * B / nic, in = (r - 1) / n * B / local;
+    return fmax(out, in) + (n - 1) * comm_alpha_s(cm, k);
+}
+
 ms_status sim_cost_comm_parts(const ms_cost_model *cm, const ms_kernel *k, int64_t *latency_ns,
                               double *transfer_ns)
 {
@@ -193,7 +222,11 @@ ms_status sim_cost_comm_parts(const ms_cost_model *cm, const ms_kernel *k, int64
     double alpha = comm_alpha_s(cm, k);
     /* The latency part is comm_seconds with no bytes; the rest moves data. */
     double lat = comm_seconds(k->comm, k->group_size, 0, 1, alpha);
-    double all = comm_seconds(k->comm, k->group_size, k->comm_bytes, comm_bandwidth(cm, k), alpha);
+    int r = ranks_on_a_node(cm, k);
+    double all = k->comm == MS_COMM_ALLTOALL && r > 1
+                     ? alltoall_across_nodes(cm, k, r)
+                     : comm_seconds(k->comm, k->group_size, k->comm_bytes,
+                                    comm_bandwidth(cm, k), alpha);
     if (!(all < 9e9))
         return MS_ERANGE;
     *latency_ns = llround(lat * 1e9);

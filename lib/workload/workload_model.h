@@ -66,7 +66,13 @@ typedef struct wm_param {
 /* Which of Megatron's groups a collective runs over, for where its ranks
  * sit (ranks_per_node): two groups of one size are not one group (TP 2 and
  * DP 2, or TP 2 and the pipeline's embedding pair). */
-typedef enum wl_group_kind { WL_GROUP_TP, WL_GROUP_DP, WL_GROUP_OTHER } wl_group_kind;
+typedef enum wl_group_kind {
+    WL_GROUP_TP,        /* consecutive ranks */
+    WL_GROUP_DP,        /* every (tp x cp)-th rank */
+    WL_GROUP_EP,        /* expert parallel: every tp-th rank (taken from the DP ranks) */
+    WL_GROUP_EXPERT_DP, /* expert data parallel: every (tp x ep)-th rank */
+    WL_GROUP_OTHER      /* counted one rank a node */
+} wl_group_kind;
 
 typedef struct wl_group {
     int size;
@@ -82,7 +88,7 @@ typedef struct wm_group {
     uint64_t params;
     uint64_t dp;
     ms_link_kind dp_link;
-    wl_group_kind dp_kind;                /* the data-parallel group, or an expert one (OTHER) */
+    wl_group_kind dp_kind;                /* the data-parallel group, or an expert one */
     uint32_t master, exp_avg, exp_avg_sq; /* master is WB_NO_TENSOR for fp32 models */
 } wm_group;
 
@@ -180,6 +186,8 @@ void wl_collective_inplace(wm *m, const char *name, ms_comm_kind kind, wl_group 
                            ms_link_kind link, const uint32_t *ts, uint32_t n, double comm_bytes);
 /* The tensor-parallel group. */
 wl_group wl_tp_group(const wm *m);
+/* Ranks of group on one node when link crosses nodes (1 on one node). */
+int wl_ranks_per_node(const wm *m, wl_group group, ms_link_kind link);
 uint64_t wl_bytes(const wm *m, uint32_t t);
 uint64_t wl_act_bytes(const wm *m); /* one [rows_act x h] activation */
 uint32_t wl_norm(wm *m, const char *op, uint32_t x, const wm_param *w);

@@ -160,8 +160,8 @@ static uint32_t expert_mm_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, 
 }
 
 /* A collective over `group` ranks from one buffer to a new one. */
-static uint32_t moe_comm(wm *m, const char *name, ms_comm_kind kind, int group, ms_link_kind link,
-                         uint32_t in, uint64_t out_bytes, ms_tensor_kind out_kind)
+static uint32_t moe_comm(wm *m, const char *name, ms_comm_kind kind, wl_group group,
+                         ms_link_kind link, uint32_t in, uint64_t out_bytes, ms_tensor_kind out_kind)
 {
     ms_kernel k = {.name = kind == MS_COMM_ALLTOALL    ? "all_to_all"
                            : kind == MS_COMM_ALLGATHER ? "all_gather"
@@ -170,13 +170,19 @@ static uint32_t moe_comm(wm *m, const char *name, ms_comm_kind kind, int group, 
                    .dtype = m->dt,
                    .bytes = -1,
                    .comm = kind,
-                   .group_size = group,
+                   .group_size = group.size,
                    .link = link,
+                   .ranks_per_node = wl_ranks_per_node(m, group, link),
                    .peer = -1};
     /* The full buffer (the cost model's B): an all-gather's output. */
     k.comm_bytes = (double)(kind == MS_COMM_ALLGATHER ? out_bytes : wl_bytes(m, in));
     wl_build_op_add(m->b, &k, 0, &in, 1, "%s", name);
     return wl_build_out(m->b, "out", out_bytes, m->dt, out_kind);
+}
+
+static wl_group ep_group(const wm *m)
+{
+    return (wl_group){m->ep_group, WL_GROUP_EP};
 }
 
 static uint64_t ep_bytes(const wm *m)
@@ -200,10 +206,10 @@ static uint32_t dispatch_fwd(wm *m, const wm_layer_params *p, wm_saved *sv)
     uint32_t x = wl_build_out(m->b, "out", ep_bytes(m), m->dt, MS_TK_ACTIVATION);
     if (m->ep > 1)
         x = moe_comm(m, moe_name(m, "token_dispatcher.dispatch.all_to_all", ""), MS_COMM_ALLTOALL,
-                     m->ep_group, m->ep_link, x, ep_bytes(m), MS_TK_ACTIVATION);
+                     ep_group(m), m->ep_link, x, ep_bytes(m), MS_TK_ACTIVATION);
     if (m->t > 1)
         x = moe_comm(m, moe_name(m, "token_dispatcher.dispatch.all_gather", ""),
-                     MS_COMM_ALLGATHER, m->tp_group, m->tp_link, x, ep_bytes(m) * m->t,
+                     MS_COMM_ALLGATHER, wl_tp_group(m), m->tp_link, x, ep_bytes(m) * m->t,
                      MS_TK_ACTIVATION);
     return x;
 }
@@ -232,11 +238,11 @@ uint32_t wl_moe_fwd(wm *m, const wm_layer_params *p, wm_saved *sv)
         y = expert_fwd(m, e, &p->ex[e], sv, y);
     if (m->t > 1)
         y = moe_comm(m, moe_name(m, "token_dispatcher.combine.reduce_scatter", ""),
-                     MS_COMM_REDUCE_SCATTER, m->tp_group, m->tp_link, y, ep_bytes(m),
+                     MS_COMM_REDUCE_SCATTER, wl_tp_group(m), m->tp_link, y, ep_bytes(m),
                      MS_TK_ACTIVATION);
     if (m->ep > 1)
         y = moe_comm(m, moe_name(m, "token_dispatcher.combine.all_to_all", ""), MS_COMM_ALLTOALL,
-                     m->ep_group, m->ep_link, y, ep_bytes(m), MS_TK_ACTIVATION);
+                     ep_group(m), m->ep_link, y, ep_bytes(m), MS_TK_ACTIVATION);
     /* Kept for backward: the probabilities' grad is the expert output. */
     sv->comb = y;
     wl_elementwise(m, moe_name(m, "token_dispatcher.unpermute", ""), "unpermute", MS_KC_ELEMENTWISE,
@@ -273,21 +279,21 @@ uint32_t wl_moe_bwd(wm *m, const wm_layer_params *p, const wm_saved *sv, uint32_
     uint32_t d_probs = wl_build_out(m->b, "grad_probs", T * m->E * 4, MS_DTYPE_FP32, MS_TK_TEMP);
     if (m->ep > 1)
         g = moe_comm(m, moe_name(m, "token_dispatcher.combine.all_to_all", ".backward"),
-                     MS_COMM_ALLTOALL, m->ep_group, m->ep_link, g, ep_bytes(m), MS_TK_TEMP);
+                     MS_COMM_ALLTOALL, ep_group(m), m->ep_link, g, ep_bytes(m), MS_TK_TEMP);
     if (m->t > 1)
         g = moe_comm(m, moe_name(m, "token_dispatcher.combine.reduce_scatter", ".backward"),
-                     MS_COMM_ALLGATHER, m->tp_group, m->tp_link, g, ep_bytes(m) * m->t,
+                     MS_COMM_ALLGATHER, wl_tp_group(m), m->tp_link, g, ep_bytes(m) * m->t,
                      MS_TK_TEMP);
     uint32_t dx = WB_NO_TENSOR;
     for (int e = (int)m->n_local - 1; e >= 0; e--)
         dx = expert_bwd(m, e, &p->ex[e], sv, g, dx);
     if (m->t > 1)
         dx = moe_comm(m, moe_name(m, "token_dispatcher.dispatch.all_gather", ".backward"),
-                      MS_COMM_REDUCE_SCATTER, m->tp_group, m->tp_link, dx, ep_bytes(m),
+                      MS_COMM_REDUCE_SCATTER, wl_tp_group(m), m->tp_link, dx, ep_bytes(m),
                       MS_TK_TEMP);
     if (m->ep > 1)
         dx = moe_comm(m, moe_name(m, "token_dispatcher.dispatch.all_to_all", ".backward"),
-                      MS_COMM_ALLTOALL, m->ep_group, m->ep_link, dx, ep_bytes(m), MS_TK_TEMP);
+                      MS_COMM_ALLTOALL, ep_group(m), m->ep_link, dx, ep_bytes(m), MS_TK_TEMP);
     /* Scatter-add of the routed rows' grads back to their tokens. */
     wl_elementwise(m, moe_name(m, "token_dispatcher.permute", ".backward"), "permute_backward",
                    MS_KC_ELEMENTWISE, WM_IN(dx, sv->rmap), (double)(m->moe_rows_ep * m->h), 1);

@@ -66,21 +66,28 @@ uint32_t wl_elementwise(wm *m, const char *name, const char *kname, ms_kernel_cl
     return wl_build_op_add(m->b, &k, 0, in, n_in, "%s", name);
 }
 
-/* Ranks of a group on one node, in Megatron's rank order (tp fastest, then
- * cp, dp): a TP group is consecutive ranks, a DP group every (tp x cp)-th;
- * any other group (an expert DP group, the embedding pair of the first and
- * last stage, the grad-norm group) is counted one rank a node. */
-static int ranks_per_node(const wm *m, wl_group group, ms_link_kind link)
+/* Distance between consecutive ranks of a group in Megatron's rank order
+ * (tp fastest, then cp, dp; expert parallelism takes consecutive DP ranks,
+ * every tp-th, and an expert's grads are reduced over every (tp x ep)-th), or
+ * 0 for a group counted one rank a node (the embedding pair of the first and
+ * last stage, the grad-norm group). */
+static int64_t group_stride(const wm *m, wl_group_kind kind)
+{
+    switch (kind) {
+    case WL_GROUP_TP: return 1;
+    case WL_GROUP_DP: return (int64_t)m->t * (int64_t)m->c;
+    case WL_GROUP_EP: return (int64_t)m->t;
+    case WL_GROUP_EXPERT_DP: return (int64_t)m->t * (int64_t)m->ep;
+    case WL_GROUP_OTHER: break;
+    }
+    return 0;
+}
+
+int wl_ranks_per_node(const wm *m, wl_group group, ms_link_kind link)
 {
     int per = m->sc->device.devices_per_node;
-    if (link != MS_LINK_INTER_NODE || per <= 1)
-        return 1;
-    if (group.kind == WL_GROUP_TP)
-        return group.size < per ? group.size : per;
-    if (group.kind != WL_GROUP_DP)
-        return 1;
-    int64_t stride = (int64_t)m->t * (int64_t)m->c;
-    if (stride >= per)
+    int64_t stride = group_stride(m, group.kind);
+    if (link != MS_LINK_INTER_NODE || per <= 1 || stride <= 0 || stride >= per)
         return 1;
     int64_t k = per / stride;
     return (int)(k < group.size ? k : group.size);
@@ -99,7 +106,7 @@ static ms_kernel comm_kernel(const wm *m, const char *kname, ms_comm_kind kind, 
     k.group_size = group.size;
     k.link = link;
     k.comm_bytes = comm_bytes;
-    k.ranks_per_node = ranks_per_node(m, group, link);
+    k.ranks_per_node = wl_ranks_per_node(m, group, link);
     return k;
 }
 

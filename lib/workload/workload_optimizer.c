@@ -81,7 +81,7 @@ static void expert_params(wm *m, int local, int e, const wm_counts *c)
     g->dp = m->edp;
     g->dp_link = m->edp_link;
     /* Without expert parallelism the expert group is the DP group. */
-    g->dp_kind = m->edp == m->dp ? WL_GROUP_DP : WL_GROUP_OTHER;
+    g->dp_kind = m->edp == m->dp ? WL_GROUP_DP : WL_GROUP_EXPERT_DP;
     wm_expert_params *ep = &m->lp[local].ex[e];
     uint64_t t = m->t, hb = m->bias ? m->h : 0;
     if (m->llama && m->swiglu) {

@@ -411,6 +411,25 @@ START_TEST(cost_collective_efficiencies)
     k.ranks_per_node = 8;
     ck_assert_int_eq(kernel_ns(cm, k), 18750000 + 600000);
     sim_cost_model_destroy(cm);
+    /* An all-to-all of 16 over two nodes (8 ranks a node) sends 8/16 of 1e9 B
+     * through each rank's own 25 GB/s NIC (20 ms) while 7/16 of it crosses
+     * the 100 GB/s intra link (4.375 ms): 20 ms + 15 x 20 us.  Counted one
+     * rank a node, all 15/16 would cross the NIC: 37.5 ms + 300 us. */
+    cm = model(&s);
+    k = comm(MS_COMM_ALLTOALL, 16, MS_LINK_INTER_NODE, 1e9);
+    ck_assert_int_eq(kernel_ns(cm, k), 37800000);
+    k.ranks_per_node = 8;
+    ck_assert_int_eq(kernel_ns(cm, k), 20300000);
+    /* Four nodes of 4: 12/16 out (30 ms). */
+    k.ranks_per_node = 4;
+    ck_assert_int_eq(kernel_ns(cm, k), 30300000);
+    sim_cost_model_destroy(cm);
+    /* With a 10 GB/s intra link the 7/16 on it take 43.75 ms, the longer. */
+    s.intra_node_bw = 1e10;
+    cm = model(&s);
+    k.ranks_per_node = 8;
+    ck_assert_int_eq(kernel_ns(cm, k), 44050000);
+    sim_cost_model_destroy(cm);
 }
 END_TEST
 

@@ -592,6 +592,46 @@ START_TEST(dp_group_of_tp_size_spans_nodes)
 }
 END_TEST
 
+/* Expert parallelism takes consecutive DP ranks (every tp-th): TP 2 x EP 4
+ * on nodes of 4 devices puts the EP group {r, r+2, r+4, r+6} on two nodes,
+ * 2 ranks each, and its all-to-alls say so; the expert grads are reduced over
+ * every (tp x ep)-th rank, {r, r+8}: one a node.  The dense DP group (every
+ * 2nd rank, 8 of them) has 2 a node too.  Before, every MoE collective was
+ * counted one rank a node. */
+START_TEST(expert_groups_span_nodes_in_megatron_order)
+{
+    ms_scenario sc = gpt(512, 1, 512, 8, 2, true, true, 1);
+    sc.model.num_experts = 4;
+    sc.model.moe_router_topk = 1;
+    sc.parallel.expert_model_parallel_size = 4;
+    sc.parallel.data_parallel_size = 8;
+    sc.parallel.world_size = 16;
+    sc.device.devices_per_node = 4;
+    ms_program_view v;
+    ms_program *p = build(&sc, 0, &v);
+    int a2a = 0, expert_reduce = 0, dense_reduce = 0;
+    for (uint32_t i = 0; i < v.n_ops; i++) {
+        const ms_kernel *k = &v.ops[i].kernel;
+        if (k->comm == MS_COMM_ALLTOALL) {
+            ck_assert_int_eq(k->group_size, 4);
+            ck_assert_int_eq(k->link, MS_LINK_INTER_NODE);
+            ck_assert_int_eq(k->ranks_per_node, 2);
+            a2a++;
+        } else if (strstr(v.ops[i].name, ".grads.") != NULL && k->cls == MS_KC_COMM) {
+            bool expert = strstr(v.ops[i].name, "experts") != NULL;
+            ck_assert_int_eq(k->group_size, expert ? 2 : 8);
+            ck_assert_int_eq(k->ranks_per_node, expert ? 1 : 2);
+            expert_reduce += expert;
+            dense_reduce += !expert;
+        }
+    }
+    ck_assert_int_eq(a2a, 4); /* dispatch and combine, forward and backward */
+    ck_assert_int_gt(expert_reduce, 0);
+    ck_assert_int_gt(dense_reduce, 0);
+    ms_program_free(p);
+}
+END_TEST
+
 /* MindFormers' select_recompute / swap regexes find the llama ops. */
 START_TEST(llama_op_names)
 {
@@ -687,6 +727,7 @@ static Suite *workload_suite(void)
     tcase_add_test(tc, persistent_bytes_per_param);
     tcase_add_test(tc, fp16_unscales_main_grads);
     tcase_add_test(tc, dp_group_of_tp_size_spans_nodes);
+    tcase_add_test(tc, expert_groups_span_nodes_in_megatron_order);
     tcase_add_test(tc, llama_op_names);
     tcase_add_test(tc, deterministic);
     tcase_add_test(tc, bad_arguments);
