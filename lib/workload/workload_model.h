@@ -68,7 +68,7 @@ typedef struct wm_param {
  * DP 2, or TP 2 and the pipeline's embedding pair). */
 typedef enum wl_group_kind {
     WL_GROUP_TP,        /* consecutive ranks */
-    WL_GROUP_DP,        /* every (tp x cp)-th rank */
+    WL_GROUP_DP,        /* data and context parallel (the grads' group): every tp-th rank */
     WL_GROUP_EP,        /* expert parallel: every tp-th rank (taken from the DP ranks) */
     WL_GROUP_EXPERT_DP, /* expert data parallel: every (tp x ep)-th rank */
     WL_GROUP_OTHER      /* counted one rank a node */

@@ -67,15 +67,17 @@ uint32_t wl_elementwise(wm *m, const char *name, const char *kname, ms_kernel_cl
 }
 
 /* Distance between consecutive ranks of a group in Megatron's rank order
- * (tp fastest, then cp, dp; expert parallelism takes consecutive DP ranks,
- * every tp-th, and an expert's grads are reduced over every (tp x ep)-th), or
- * 0 for a group counted one rank a node (the embedding pair of the first and
- * last stage, the grad-norm group). */
+ * (tp fastest, then cp, dp), or 0 for a group counted one rank a node (the
+ * embedding pair of the first and last stage, the grad-norm group).  The
+ * grads are reduced over the dp-cp group (mcore's DDP asks for the data
+ * parallel group with_context_parallel), which is every tp-th rank; expert
+ * parallelism takes consecutive ranks of it, and an expert's grads are
+ * reduced over every (tp x ep)-th. */
 static int64_t group_stride(const wm *m, wl_group_kind kind)
 {
     switch (kind) {
     case WL_GROUP_TP: return 1;
-    case WL_GROUP_DP: return (int64_t)m->t * (int64_t)m->c;
+    case WL_GROUP_DP: return (int64_t)m->t;
     case WL_GROUP_EP: return (int64_t)m->t;
     case WL_GROUP_EXPERT_DP: return (int64_t)m->t * (int64_t)m->ep;
     case WL_GROUP_OTHER: break;

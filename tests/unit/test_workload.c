@@ -592,6 +592,34 @@ START_TEST(dp_group_of_tp_size_spans_nodes)
 }
 END_TEST
 
+/* The grads are reduced over the dp-cp group (mcore's DDP takes the data
+ * parallel group with context parallelism), every tp-th rank: TP 2 x CP 2 x
+ * DP 2 on nodes of 4 devices puts {r, r+2, r+4, r+6} on two nodes, 2 ranks
+ * each.  Before, the group was taken as every (tp x cp)-th rank: 1 a node. */
+START_TEST(dp_cp_group_has_every_tp_th_rank)
+{
+    ms_scenario sc = gpt(512, 1, 512, 8, 2, true, true, 1);
+    sc.parallel.context_parallel_size = 2;
+    sc.parallel.data_parallel_size = 2;
+    sc.parallel.world_size = 8;
+    sc.device.devices_per_node = 4;
+    ms_program_view v;
+    ms_program *p = build(&sc, 0, &v);
+    int reduces = 0;
+    for (uint32_t i = 0; i < v.n_ops; i++) {
+        const ms_kernel *k = &v.ops[i].kernel;
+        if (strstr(v.ops[i].name, ".grads.") != NULL && k->cls == MS_KC_COMM) {
+            ck_assert_int_eq(k->group_size, 4);
+            ck_assert_int_eq(k->link, MS_LINK_INTER_NODE);
+            ck_assert_int_eq(k->ranks_per_node, 2);
+            reduces++;
+        }
+    }
+    ck_assert_int_gt(reduces, 0);
+    ms_program_free(p);
+}
+END_TEST
+
 /* Expert parallelism takes consecutive DP ranks (every tp-th): TP 2 x EP 4
  * on nodes of 4 devices puts the EP group {r, r+2, r+4, r+6} on two nodes,
  * 2 ranks each, and its all-to-alls say so; the expert grads are reduced over
@@ -728,6 +756,7 @@ static Suite *workload_suite(void)
     tcase_add_test(tc, fp16_unscales_main_grads);
     tcase_add_test(tc, dp_group_of_tp_size_spans_nodes);
     tcase_add_test(tc, expert_groups_span_nodes_in_megatron_order);
+    tcase_add_test(tc, dp_cp_group_has_every_tp_th_rank);
     tcase_add_test(tc, llama_op_names);
     tcase_add_test(tc, deterministic);
     tcase_add_test(tc, bad_arguments);
