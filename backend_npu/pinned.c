@@ -1,9 +1,11 @@
 /* A caching allocator of pinned host memory (runtime.h), as PyTorch's
  * CachingHostAllocator: pinning is slow (cudaHostAlloc maps and locks every
  * page), and a swapping step asks for the same sizes every step. */
+#include <stddef.h>
 #include <string.h>
 
 #include "lib/base/growable.h"
+#include "lib/base/range_set.h"
 #include "runtime.h"
 
 static uint64_t block_size(uint64_t bytes)
@@ -16,15 +18,8 @@ static uint64_t block_size(uint64_t bytes)
 
 static size_t find(const npu_pinned *p, uint64_t addr)
 {
-    size_t lo = 0, hi = p->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (p->blocks[mid].addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    _Static_assert(offsetof(npu_pinned_block, addr) == 0, "blocks are searched by a leading address");
+    return base_addr_lower_bound(p->blocks, p->n, sizeof *p->blocks, addr);
 }
 
 static ms_status add_block(npu_pinned *p, uint64_t addr, uint64_t size)

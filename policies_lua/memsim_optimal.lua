@@ -39,12 +39,10 @@ local function layers_of(profile)
     if seg.parent == nil and seg.layer ~= nil then
       local L = by_layer[seg.layer]
       if L == nil then
-        L = { layer = seg.layer, segs = {}, recompute = {}, saved = 0, flops = 0, swap = {},
-              swap_bytes = 0 }
+        L = { layer = seg.layer, recompute = {}, saved = 0, flops = 0, swap = {}, swap_bytes = 0 }
         by_layer[seg.layer] = L
         order[#order + 1] = L
       end
-      L.segs[#L.segs + 1] = seg.id
       L.recompute[#L.recompute + 1] = { kind = "recompute", segment = seg.id }
       L.saved = L.saved + seg.saved_bytes
       for o = seg.first_op, seg.last_op do L.flops = L.flops + (profile.ops[o + 1].flops or 0) end
@@ -326,10 +324,6 @@ local function declared_variants(sim, fits, declared, no_swaps)
   end
 end
 
--- Every plan simulated that fits, best first: the choice and its
--- fallbacks.  The scenario's declared decisions (MindFormers' swap_config,
--- a recompute setting) are a choice too: with them, with their recomputes
--- only, and without them; once compared, all explicit (replace_declared).
 -- What every search_core of a stage reads: its layers with their decisions
 -- (the profile does not change between the two), and DTR's order once asked.
 local function stage_shape(profile)
@@ -338,6 +332,10 @@ local function stage_shape(profile)
   return { profile = profile, layers = layers }
 end
 
+-- Every plan simulated that fits, best first: the choice and its
+-- fallbacks.  The scenario's declared decisions (MindFormers' swap_config,
+-- a recompute setting) are a choice too: with them, with their recomputes
+-- only, and without them; once compared, all explicit (replace_declared).
 local function search(profile, ctx)
   local fits = {}
   local sim, count, forget = memo_simulator(ctx)

@@ -140,10 +140,10 @@ static bool comm_is_free(const ms_kernel *k)
     return k->comm != MS_COMM_SEND && k->comm != MS_COMM_RECV && k->group_size == 1;
 }
 
-/* The bandwidth one transfer of k gets: the link's, times its efficiency at
- * the message size, the collective kind's efficiency relative to an
- * all-reduce, and on a full mesh the share of links the group uses. */
-static double comm_bandwidth(const ms_cost_model *cm, const ms_kernel *k)
+/* The link's bandwidth for k: the link's, times its efficiency at the
+ * message size and the collective kind's efficiency relative to an
+ * all-reduce. */
+static double link_bandwidth(const ms_cost_model *cm, const ms_kernel *k)
 {
     const ms_device_spec *s = &cm->spec;
     bool intra = k->link == MS_LINK_INTRA_NODE;
@@ -152,15 +152,38 @@ static double comm_bandwidth(const ms_cost_model *cm, const ms_kernel *k)
     int kind = k->comm == MS_COMM_RECV ? MS_COMM_SEND : k->comm;
     if (kind != MS_COMM_ALLREDUCE && s->collective_eff[kind] > 0)
         bw *= s->collective_eff[kind];
-    if (!intra && k->ranks_per_node > 1) {
+    return bw;
+}
+
+/* Ranks of k's group on one node when it crosses nodes, at most a node's
+ * devices and (for a collective) the group's ranks: 1 for a single rank a
+ * node (or a group within a node). */
+static int ranks_on_a_node(const ms_cost_model *cm, const ms_kernel *k)
+{
+    int r = k->ranks_per_node;
+    if (k->link != MS_LINK_INTER_NODE || r < 2)
+        return 1;
+    if (r > cm->spec.devices_per_node)
+        r = cm->spec.devices_per_node;
+    if (k->group_size >= 1 && r > k->group_size)
+        r = k->group_size;
+    return r;
+}
+
+/* The bandwidth one transfer of k gets: the link's (link_bandwidth), and
+ * on a full mesh the share of links the group uses. */
+static double comm_bandwidth(const ms_cost_model *cm, const ms_kernel *k)
+{
+    const ms_device_spec *s = &cm->spec;
+    double bw = link_bandwidth(cm, k);
+    int nics = ranks_on_a_node(cm, k);
+    if (nics > 1) {
         /* One NIC per device: k ranks of the group on a node cross on k
          * NICs, the hierarchical ring's intra-node hops staying on the
          * faster intra-node link, which bounds it. */
-        int nics =
-            k->ranks_per_node < s->devices_per_node ? k->ranks_per_node : s->devices_per_node;
         bw = fmin(bw * nics, s->intra_node_bw);
     }
-    if (intra && s->intra_node_mesh && s->devices_per_node > 1) {
+    if (k->link == MS_LINK_INTRA_NODE && s->intra_node_mesh && s->devices_per_node > 1) {
         bool p2p = k->comm == MS_COMM_SEND || k->comm == MS_COMM_RECV;
         int links = p2p ? 1 : k->group_size - 1;
         if (links > s->devices_per_node - 1)
@@ -177,18 +200,6 @@ static double comm_alpha_s(const ms_cost_model *cm, const ms_kernel *k)
            1e-9;
 }
 
-/* Ranks of k's group on one node when it crosses nodes: 1 for a single
- * rank a node (or a group within a node). */
-static int ranks_on_a_node(const ms_cost_model *cm, const ms_kernel *k)
-{
-    int r = k->ranks_per_node;
-    if (k->link != MS_LINK_INTER_NODE || r < 2)
-        return 1;
-    if (r > cm->spec.devices_per_node)
-        r = cm->spec.devices_per_node;
-    return r < k->group_size ? r : k->group_size;
-}
-
 /* An all-to-all sends B/n to every other rank, each over its own path: with
  * r ranks of the group on a node, (r-1)/n of B stays on the intra-node link
  * and (n-r)/n leaves through the rank's own NIC, both at once (NCCL's
@@ -198,9 +209,7 @@ static double alltoall_across_nodes(const ms_cost_model *cm, const ms_kernel *k,
 {
     const ms_device_spec *s = &cm->spec;
     double n = k->group_size, B = k->comm_bytes;
-    double nic = s->inter_node_bw * curve(cm, MS_CURVE_INTER_EFF, B);
-    if (s->collective_eff[MS_COMM_ALLTOALL] > 0)
-        nic *= s->collective_eff[MS_COMM_ALLTOALL];
+    double nic = link_bandwidth(cm, k);
     double local = s->intra_node_bw * curve(cm, MS_CURVE_INTRA_EFF, B);
     double out = (n - r) / n * B / nic, in = (r - 1) / n * B / local;
     return fmax(out, in) + (n - 1) * comm_alpha_s(cm, k);

@@ -17,6 +17,21 @@ ms_status base_range_set_reserve(ms_range_set *rs, size_t extra)
     return MS_GROW_TO(rs->v, rs->n + extra, rs->cap, 8) ? MS_OK : MS_ENOMEM;
 }
 
+size_t base_addr_lower_bound(const void *v, size_t n, size_t stride, uint64_t addr)
+{
+    size_t lo = 0, hi = n;
+    while (lo < hi) {
+        size_t mid = lo + (hi - lo) / 2;
+        uint64_t at;
+        memcpy(&at, (const char *)v + mid * stride, sizeof at);
+        if (at < addr)
+            lo = mid + 1;
+        else
+            hi = mid;
+    }
+    return lo;
+}
+
 ptrdiff_t base_range_set_floor(const ms_range_set *rs, uint64_t a)
 {
     size_t lo = 0, hi = rs->n; /* first index with addr > a */

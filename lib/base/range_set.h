@@ -21,6 +21,12 @@ typedef struct ms_range_set {
     size_t n, cap;
 } ms_range_set;
 
+/* The first of n elements, each `stride` bytes and starting with a uint64_t
+ * address, sorted by it, whose address is >= addr (n if none): the search
+ * of the sorted arrays that keep more than a range an entry (the executor's
+ * in-flight copies, the real backend's pinned-memory cache). */
+size_t base_addr_lower_bound(const void *v, size_t n, size_t stride, uint64_t addr);
+
 void base_range_set_fini(ms_range_set *rs);
 /* Make room for `extra` more ranges, so that a later insert cannot fail. */
 ms_status base_range_set_reserve(ms_range_set *rs, size_t extra);

@@ -5,19 +5,13 @@
 #include <string.h>
 
 #include "lib/base/growable.h"
+#include "lib/base/range_set.h"
 
 /* The first span whose addr is >= addr. */
 static size_t lower_bound(const exec_spans *s, uint64_t addr)
 {
-    size_t lo = 0, hi = s->n;
-    while (lo < hi) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (s->v[mid].addr < addr)
-            lo = mid + 1;
-        else
-            hi = mid;
-    }
-    return lo;
+    _Static_assert(offsetof(exec_span, addr) == 0, "spans are searched by a leading address");
+    return base_addr_lower_bound(s->v, s->n, sizeof *s->v, addr);
 }
 
 bool exec_spans_add(exec_spans *s, uint64_t addr, uint64_t bytes, const void *key)
