@@ -2,36 +2,43 @@
 -- yardstick the seed features are measured against.
 --
 -- What it does (no published system; a knapsack-style relaxation refined
--- by simulation):
---   1. candidates: nothing; every layer recomputed (full_recompute); the
---      attention cores recomputed (selective_recompute); the saved
---      activations of the first k layers swapped one layer ahead
---      (offload_layers) for k = all and half; the attention block swapped
---      (swap_attention); the fewest segments in DTR's rematerialization
---      order (h = cost / (bytes x staleness), any segment level) that fit,
---      by bisection; each simulated, the fastest that fits kept;
+-- by simulation, bounded below):
+--   0. none, if it fits two steps in a row; else the floor: none on a
+--      device whose memory never runs out (ctx:simulate's capacity), a step
+--      time no plan of swaps and recomputes can beat.  The first plan that
+--      fits two steps in a row within floor_tolerance of it ends the search;
+--   1. candidates, swaps first (a swap the backward hides costs nothing):
+--      the saved activations of the first k layers swapped one layer ahead
+--      (offload_layers) for k = half and all; the attention cores recomputed
+--      (selective_recompute); every layer recomputed (full_recompute);
 --   2. the relaxation: per layer (all micro-batches) three choices -- keep,
 --      swap its saved activations, recompute it -- with a memory weight
 --      (the bytes it keeps) and a time cost (recompute: its forward time;
 --      swap: the copy time its backward cannot hide, at the device's
 --      host-link bandwidth); layers are taken greedily by cost per byte
 --      freed until the freed bytes reach a target, and the target is
---      bisected on ctx:simulate (an OOM raises it, a fit lowers it); the
---      fastest fitting plan of the search replaces the candidate if faster.
+--      bisected on ctx:simulate (an OOM raises it, a fit lowers it);
+--   3. the fewest segments in DTR's rematerialization order (h = cost /
+--      (bytes x staleness), any segment level) that fit, by bisection
+--      (recomputes only, so it never reaches the floor and comes last);
+--   the fastest plan that fits is kept.
 -- Each distinct plan is simulated once (a key names it; two relaxation
 -- targets that take the same layers share a simulation), and DTR's probe of
--- every segment runs only where it can decide something: the plans are
--- those of the search that simulated every probe, for fewer simulations
--- (bench/README.md, "Policy search").
+-- every segment runs only where it can decide something (bench/README.md,
+-- "Policy search").
 -- The plan is made once per stage (at step 0, from the program and the
 -- simulator) and is stable: the choice is the fastest plan that also fits
 -- two steps in a row (the second from the first's cache, as a real run's
 -- steps follow each other); a real step that still runs out of memory
--- moves to the fastest simulated plan with a lower peak (on_oom).  Not searched: pool placement (the allocator
--- a policy brings is fixed per file) and per-module mixes inside a layer.
+-- moves to the fastest simulated plan with a lower peak, and last to full
+-- recompute (on_oom).  Not searched: pool placement (the allocator a policy
+-- brings is fixed per file) and per-module mixes inside a layer.
 local memsim = require("lib.memsim")
 
-local config = { max_simulations = 12 }
+-- floor_tolerance: a plan within this fraction of the floor ends the search
+-- (a swap's launches and events cost microseconds the backward cannot hide:
+-- gpt-175b-trimmed-tp8's half-swapped plan is 40 us, 2e-6, above it).
+local config = { max_simulations = 12, floor_tolerance = 1e-4 }
 
 local function layers_of(profile)
   local by_layer, order = {}, {}
@@ -39,13 +46,13 @@ local function layers_of(profile)
     if seg.parent == nil and seg.layer ~= nil then
       local L = by_layer[seg.layer]
       if L == nil then
-        L = { layer = seg.layer, recompute = {}, saved = 0, flops = 0, swap = {}, swap_bytes = 0 }
+        L = { layer = seg.layer, recompute = {}, segs = {}, saved = 0, swap = {}, swap_bytes = 0 }
         by_layer[seg.layer] = L
         order[#order + 1] = L
       end
       L.recompute[#L.recompute + 1] = { kind = "recompute", segment = seg.id }
+      L.segs[#L.segs + 1] = seg
       L.saved = L.saved + seg.saved_bytes
-      for o = seg.first_op, seg.last_op do L.flops = L.flops + (profile.ops[o + 1].flops or 0) end
     end
   end
   for _, t in ipairs(memsim.tensors(profile, { kind = "activation", saved = true,
@@ -112,20 +119,33 @@ local function candidates(profile, layers)
       return list
     end
   end
+  -- Swaps first: a swap the backward hides costs no time, so they are the
+  -- candidates likeliest to reach the floor (search_core) and end the search.
   return {
-    { name = "none", key = "none", build = function() return {} end },
+    { name = "swap half the layers", key = "swap half", build = swap_first(#layers // 2) },
+    { name = "swap all layers", key = "swap all", build = swap_first(#layers) },
+    { name = "selective_recompute", key = "selective", build = function() return core_list(profile) end },
     { name = "full_recompute", key = "full", build = function()
         local list = {}
         for _, L in ipairs(layers) do recompute_layers(list, L) end
         return list
       end },
-    { name = "selective_recompute", key = "selective", build = function() return core_list(profile) end },
-    { name = "swap all layers", key = "swap all", build = swap_first(#layers) },
-    { name = "swap half the layers", key = "swap half", build = swap_first(#layers // 2) },
   }
 end
 
 -- The relaxation -------------------------------------------------------------
+
+-- A layer's forward FLOPs, which only the relaxation weighs: summed when
+-- it first asks (a search the floor ends sooner never walks the ops).
+local function layer_flops(profile, L)
+  if L.flops == nil then
+    L.flops = 0
+    for _, seg in ipairs(L.segs) do
+      for o = seg.first_op, seg.last_op do L.flops = L.flops + (profile.ops[o + 1].flops or 0) end
+    end
+  end
+  return L.flops
+end
 
 local function choice_costs(profile, layers)
   local flops_per_ns = 0
@@ -135,7 +155,7 @@ local function choice_costs(profile, layers)
   local bw = dev and dev.d2h_bw or 20e9
   local opts = {}
   for _, L in ipairs(layers) do
-    local fwd_ns = L.flops / flops_per_ns
+    local fwd_ns = layer_flops(profile, L) / flops_per_ns
     -- The copy out and back hide behind forward and backward (~3x forward).
     local copy_ns = L.swap_bytes / bw * 1e9
     local swap_cost = math.max(0, copy_ns - 3 * fwd_ns) + 0.02 * copy_ns
@@ -217,54 +237,93 @@ local function dtr_candidate(shape, sim, probes, full_fits)
            time = best_r.step_time, peak = best_r.peak_allocated }
 end
 
--- The plans that fit, searched with whatever decisions the simulator adds
--- after each candidate (the scenario's declared ones, unless replaced).
--- sim(key, build) simulates build()'s plan once per key.
-local function search_core(shape, sim, tag, fits)
-  local profile, layers = shape.profile, shape.layers
-  local fitted = {}
-  local function try(c)
-    local r, n = sim(c.key, c.build)
-    if not r.oom and not fitted[c.key] then
-      fitted[c.key] = true
-      fits[#fits + 1] = { name = c.name .. tag, build = c.build, time = r.step_time,
-                          peak = r.peak_allocated, plain = n == 0 }
-    end
-    return r
+-- What every search_core of a stage reads: its layers with their decisions
+-- (the profile does not change between the two), made on first use: a stage
+-- that fits with no decision never walks its ops for them.
+local function stage_layers(shape)
+  if shape.layers == nil then
+    shape.layers = layers_of(shape.profile)
+    add_swap_decisions(shape.layers, memsim.backward_starts(shape.profile))
   end
-  local full_fits = false
-  for _, c in ipairs(candidates(profile, layers)) do
-    local r = try(c)
-    if c.key == "none" and not r.oom then
-      -- No decision is needed if none also fits two steps in a row
-      -- (steady_first below); else it is no fit and the search goes on.
-      local fit = table.remove(fits)
-      if not sim(c.key, c.build, 2).oom then
-        fit.steady = true
-        fits[#fits + 1] = fit
-        return
-      end
-    end
-    if c.key == "full" then full_fits = not r.oom end
-  end
-  local d = dtr_candidate(shape, sim, 10, full_fits)
-  if d ~= nil and not fitted[d.key] then
-    d.name = d.name .. tag
-    fitted[d.key] = true
-    fits[#fits + 1] = d
-  end
-  local opts = choice_costs(profile, layers)
+  return shape.layers
+end
+
+-- The floor: no plan of swaps and recomputes runs a step faster than none
+-- on a device whose memory never runs out (a swap or a recompute only adds
+-- work), within what a one-stage simulation can tell (see search below).
+-- ctx:simulate's largest capacity stands in for that device.
+local UNBOUNDED = 1 << 43
+
+-- The relaxation: a per-layer plan bisected on the bytes it frees, the
+-- fewest that fit; stop(r) ends it early.
+local function relaxation(shape, try, stop)
+  local layers = shape.layers
+  local opts = choice_costs(shape.profile, layers)
   local total = 0
   for _, L in ipairs(layers) do total = total + math.max(L.saved, L.swap_bytes) end
   local lo, hi, n_relax = 0, total, 0
   while n_relax < config.max_simulations and hi - lo > total / 64 do
     local target = (lo + hi) / 2
     local n = relaxed_count(opts, target)
-    local r = try({ name = "relaxation", key = "relaxation " .. n, build = function()
+    local r, f = try({ name = "relaxation", key = "relaxation " .. n, build = function()
       return relaxed_plan(opts, n)
     end })
+    if stop(r, f) then return true end
     n_relax = n_relax + 1
     if r.oom then lo = target else hi = target end
+  end
+  return false
+end
+
+-- The plans that fit, searched with whatever decisions the simulator adds
+-- after each candidate (the scenario's declared ones, unless replaced).
+-- sim(key, build, steps, capacity) simulates build()'s plan once per key.
+-- The first plan that fits two steps in a row as fast as the floor ends
+-- the search: nothing left to try could be faster.
+local NONE = { name = "none", key = "none", build = function() return {} end }
+
+local function search_core(shape, sim, tag, fits)
+  local fitted = {}
+  local function try(c)
+    local r, n = sim(c.key, c.build)
+    if not r.oom and not fitted[c.key] then
+      fitted[c.key] = { name = c.name .. tag, key = c.key, build = c.build, time = r.step_time,
+                        peak = r.peak_allocated, plain = n == 0 }
+      fits[#fits + 1] = fitted[c.key]
+    end
+    return r, fitted[c.key]
+  end
+  -- None is a fit only if it fits two steps in a row (steady_first below),
+  -- which answers for one step too.
+  local r2 = sim(NONE.key, NONE.build, 2)
+  if not r2.oom then
+    fits[#fits + 1] = { name = NONE.name .. tag, key = NONE.key, build = NONE.build, steady = true,
+                        time = r2.step_time, peak = r2.peak_allocated, plain = true }
+    return
+  end
+  local profile, layers = shape.profile, stage_layers(shape)
+  local floor = sim("none unbounded", NONE.build, 1, UNBOUNDED)
+  local function stop(r, f)
+    if floor.oom or r.oom or r.step_time > floor.step_time * (1 + config.floor_tolerance) then
+      return false
+    end
+    local r2 = sim(f.key, f.build, 2)
+    f.peak = math.max(f.peak, r2.peak_allocated)
+    f.steady, f.unsteady = not r2.oom, r2.oom
+    return f.steady
+  end
+  local full_fits = false
+  for _, c in ipairs(candidates(profile, layers)) do
+    local r, f = try(c)
+    if stop(r, f) then return end
+    if c.key == "full" then full_fits = not r.oom end
+  end
+  if relaxation(shape, try, stop) then return end
+  local d = dtr_candidate(shape, sim, 10, full_fits)
+  if d ~= nil and not fitted[d.key] then
+    d.name = d.name .. tag
+    fitted[d.key] = d
+    fits[#fits + 1] = d
   end
 end
 
@@ -289,12 +348,12 @@ end
 -- Returns the result and the number of decisions.
 local function memo_simulator(ctx)
   local seen, count = {}, 0
-  local function sim(key, build, steps)
-    key = steps and key .. " x" .. steps or key
+  local function sim(key, build, steps, capacity)
+    key = steps and steps > 1 and key .. " x" .. steps or key
     local s = seen[key]
     if s == nil then
       local list = build()
-      s = { r = ctx:simulate(list, { steps = steps or 1 }), n = #list }
+      s = { r = ctx:simulate(list, { steps = steps or 1, capacity = capacity }), n = #list }
       seen[key] = s
       count = count + 1
     end
@@ -324,14 +383,6 @@ local function declared_variants(sim, fits, declared, no_swaps)
   end
 end
 
--- What every search_core of a stage reads: its layers with their decisions
--- (the profile does not change between the two), and DTR's order once asked.
-local function stage_shape(profile)
-  local layers = layers_of(profile)
-  add_swap_decisions(layers, memsim.backward_starts(profile))
-  return { profile = profile, layers = layers }
-end
-
 -- Every plan simulated that fits, best first: the choice and its
 -- fallbacks.  The scenario's declared decisions (MindFormers' swap_config,
 -- a recompute setting) are a choice too: with them, with their recomputes
@@ -339,7 +390,7 @@ end
 local function search(profile, ctx)
   local fits = {}
   local sim, count, forget = memo_simulator(ctx)
-  local shape = stage_shape(profile)
+  local shape = { profile = profile }
   search_core(shape, sim, "", fits)
   local declared, no_swaps = {}, {}
   for _, d in ipairs(profile.declared) do
@@ -371,7 +422,7 @@ local function search(profile, ctx)
       break
     end
   end
-  return fits, count(), replaced
+  return fits, count(), replaced, shape.layers
 end
 
 -- Each candidate was simulated from an empty cache; a real step after the
@@ -388,7 +439,7 @@ local function steady_first(ctx, fits)
   for i = 1, math.min(#fits, STEADY_CHECKS) do
     local f = fits[i]
     local ok = f.steady
-    if not ok then
+    if not ok and not f.unsteady then
       local r = ctx:simulate(f.build(), { steps = 2 })
       ran = ran + 1
       ok = not r.oom
@@ -434,24 +485,33 @@ local function apply(ctx, code)
   end
 end
 
+local function full_recompute_of(layers, name)
+  return { name = name, key = "full", peak = 0, build = function()
+    local list = {}
+    for _, L in ipairs(layers) do recompute_layers(list, L) end
+    return list
+  end }
+end
+
 -- What on_oom moves through: from the choice, each time the first later
--- plan (fits are best first) with a lower peak than the one in force.
-local function fallback_chain(fits)
+-- plan (fits are best first) with a lower peak than the one in force, and
+-- full recompute last where the search ended before simulating it (a plan
+-- at the floor ends it, so the fits can be few; a stage where none fits
+-- searched nothing and has no layers at hand).
+local function fallback_chain(fits, layers)
   local chain = { fits[1] }
   for i = 2, #fits do
     if fits[i].peak < chain[#chain].peak then chain[#chain + 1] = fits[i] end
+  end
+  if layers ~= nil and chain[#chain].key ~= "full" then
+    chain[#chain + 1] = full_recompute_of(layers, "full_recompute (not simulated)")
   end
   for i, f in ipairs(chain) do chain[i] = { name = f.name, code = pack(f.build()) } end
   return chain
 end
 
-local function nothing_fits(profile)
-  local layers = layers_of(profile)
-  return { name = "full_recompute (nothing fits)", peak = 0, build = function()
-    local list = {}
-    for _, L in ipairs(layers) do recompute_layers(list, L) end
-    return list
-  end }
+local function nothing_fits(layers)
+  return full_recompute_of(layers, "full_recompute (nothing fits)")
 end
 
 local chosen = {}
@@ -461,11 +521,11 @@ return {
   plan = function(profile, ctx)
     local st = chosen[profile.stage]
     if st == nil then
-      local fits, sims, replaced = search(profile, ctx)
+      local fits, sims, replaced, layers = search(profile, ctx)
       local n_fit = #fits
       sims = sims + steady_first(ctx, fits)
-      if n_fit == 0 then fits[1] = nothing_fits(profile) end
-      st = { chain = fallback_chain(fits), at = 1, replaced = replaced }
+      if n_fit == 0 then fits[1] = nothing_fits(layers) end
+      st = { chain = fallback_chain(fits, layers), at = 1, replaced = replaced }
       chosen[profile.stage] = st
       ctx:log("stage %d: %s, %d decisions (%d simulations, %d plans fit)", profile.stage,
               st.chain[1].name, #st.chain[1].code // string.packsize(FORMAT), sims, n_fit)

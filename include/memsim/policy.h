@@ -113,9 +113,20 @@ typedef struct ms_sim_result {
     bool oom;
 } ms_sim_result;
 #define MS_SIM_MAX_STEPS 8
-/* steps: 1 to MS_SIM_MAX_STEPS. */
-typedef ms_status (*ms_simulate_fn)(void *user, const ms_plan *plan, int steps, ms_sim_result *out,
-                                    ms_diag *d);
+/* The most device memory a simulation may be given: the mock's address
+ * window for device memory (backend_mock/memory.c). */
+#define MS_SIM_MAX_CAPACITY (1ULL << 43)
+/* How a candidate is simulated: steps from 1 to MS_SIM_MAX_STEPS; capacity,
+ * the device memory in bytes (up to MS_SIM_MAX_CAPACITY), or 0 for the
+ * scenario's own.  A larger device is a what-if: none simulated where
+ * nothing runs out of memory times the step that no plan of swaps and
+ * recomputes can beat, which lets a search stop once a plan reaches it. */
+typedef struct ms_sim_options {
+    int steps;
+    uint64_t capacity;
+} ms_sim_options;
+typedef ms_status (*ms_simulate_fn)(void *user, const ms_plan *plan, const ms_sim_options *opt,
+                                    ms_sim_result *out, ms_diag *d);
 
 typedef struct ms_policy_limits {
     uint64_t max_instructions; /* per hook call; 0: default (200 million) */

@@ -391,20 +391,49 @@ static const ms_plan *with_declared(lua_State *L, ms_policy_ctx *c, const ms_pla
     return &c->sim_plan;
 }
 
-/* ctx:simulate's options: { steps = n }, how many steps in a row. */
-static int simulate_steps_option(lua_State *L, int arg)
+/* An integer option of ctx:simulate from lo to hi, or dflt when absent. */
+static lua_Integer simulate_int_option(lua_State *L, int arg, const char *key, lua_Integer lo,
+                                       lua_Integer hi, lua_Integer dflt, const char *expected)
 {
-    if (lua_isnoneornil(L, arg))
-        return 1;
-    luaL_checktype(L, arg, LUA_TTABLE);
-    int type = lua_getfield(L, arg, "steps");
+    int type = lua_getfield(L, arg, key);
     int isnum = 0;
-    lua_Integer steps = lua_tointegerx(L, -1, &isnum);
-    if (type != LUA_TNIL && (!isnum || steps < 1 || steps > MS_SIM_MAX_STEPS))
-        luaL_error(L, "ctx:simulate: options.steps must be an integer from 1 to %d",
-                   MS_SIM_MAX_STEPS);
+    lua_Integer v = lua_tointegerx(L, -1, &isnum);
+    if (type != LUA_TNIL && (!isnum || v < lo || v > hi))
+        luaL_error(L, "ctx:simulate: options.%s must be %s", key, expected);
     lua_pop(L, 1);
-    return type == LUA_TNIL ? 1 : (int)steps;
+    return type == LUA_TNIL ? dflt : v;
+}
+
+/* A misspelt option would silently simulate something else. */
+static void simulate_known_options(lua_State *L, int arg)
+{
+    lua_pushnil(L);
+    while (lua_next(L, arg) != 0) {
+        lua_pop(L, 1);
+        if (lua_type(L, -1) != LUA_TSTRING)
+            luaL_error(L, "ctx:simulate: options has a key of type %s (expected steps, capacity)",
+                       luaL_typename(L, -1));
+        const char *k = lua_tostring(L, -1);
+        if (strcmp(k, "steps") != 0 && strcmp(k, "capacity") != 0)
+            luaL_error(L, "ctx:simulate: unknown option '%s' (expected steps, capacity)", k);
+    }
+}
+
+/* ctx:simulate's options: { steps = n, capacity = bytes }. */
+static ms_sim_options simulate_options(lua_State *L, int arg)
+{
+    ms_sim_options o = {.steps = 1, .capacity = 0};
+    if (lua_isnoneornil(L, arg))
+        return o;
+    luaL_checktype(L, arg, LUA_TTABLE);
+    simulate_known_options(L, arg);
+    char expected[64];
+    snprintf(expected, sizeof expected, "an integer from 1 to %d", MS_SIM_MAX_STEPS);
+    o.steps = (int)simulate_int_option(L, arg, "steps", 1, MS_SIM_MAX_STEPS, 1, expected);
+    o.capacity = (uint64_t)simulate_int_option(L, arg, "capacity", 1,
+                                               (lua_Integer)MS_SIM_MAX_CAPACITY, 0,
+                                               "bytes, an integer from 1 to 2^43 (8 TiB)");
+    return o;
 }
 
 static int ctx_simulate(lua_State *L)
@@ -418,12 +447,12 @@ static int ctx_simulate(lua_State *L)
         read_candidate(L, c, 2);
         cand = &c->scratch;
     }
-    int steps = simulate_steps_option(L, 3);
+    ms_sim_options opt = simulate_options(L, 3);
     cand = with_declared(L, c, cand);
     ms_sim_result res = {0};
     ms_diag d = {0};
     c->simulating = true;
-    ms_status st = c->sim(c->sim_user, cand, steps, &res, &d);
+    ms_status st = c->sim(c->sim_user, cand, &opt, &res, &d);
     c->simulating = false;
     if (st != MS_OK)
         return luaL_error(L, "ctx:simulate: %s", d.msg[0] ? d.msg : ms_strerror(st));

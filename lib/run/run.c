@@ -153,19 +153,35 @@ static ms_status simulate_steps(ms_stage *s, const ms_plan *plan, int steps, ms_
     return st;
 }
 
-static ms_status simulate_plan(void *user, const ms_plan *plan, int steps, ms_sim_result *out,
-                               ms_diag *d)
+/* The scenario a simulation runs: the run's own, or a copy on a device with
+ * another memory (ms_sim_options.capacity). */
+static const ms_scenario *simulated_scenario(const ms_scenario *sc, const ms_sim_options *opt,
+                                             ms_scenario *copy)
+{
+    if (opt->capacity == 0)
+        return sc;
+    *copy = *sc;
+    copy->device.hbm_bytes = opt->capacity;
+    return copy;
+}
+
+static ms_status simulate_plan(void *user, const ms_plan *plan, const ms_sim_options *opt,
+                               ms_sim_result *out, ms_diag *d)
 {
     ms_sim_ctx *c = user;
     ms_stage s = {.view = c->stage->view};
     ms_device_group *group = NULL;
     memset(out, 0, sizeof *out);
-    if (steps < 1 || steps > MS_SIM_MAX_STEPS)
-        return ms_diag_set(d, MS_EINVAL, "steps must be from 1 to %d, not %d", MS_SIM_MAX_STEPS,
-                           steps);
-    ms_status st = open_group(c->sc, "mock", 1, c->index, false, &group, d);
+    if (opt == NULL || opt->steps < 1 || opt->steps > MS_SIM_MAX_STEPS ||
+        opt->capacity > MS_SIM_MAX_CAPACITY)
+        return ms_diag_set(d, MS_EINVAL,
+                           "simulate: steps must be from 1 to %d and capacity at most 2^43 bytes",
+                           MS_SIM_MAX_STEPS);
+    ms_scenario copy;
+    const ms_scenario *sc = simulated_scenario(c->sc, opt, &copy);
+    ms_status st = open_group(sc, "mock", 1, c->index, false, &group, d);
     if (st == MS_OK)
-        st = stage_open_device(c->sc, &s, ms_group_device(group, 0), c->policy, NULL, false, true,
+        st = stage_open_device(sc, &s, ms_group_device(group, 0), c->policy, NULL, false, true,
                                (ms_exec_checks){0}, d);
     if (st == MS_OK)
         s.prof = calloc(s.view.n_ops ? s.view.n_ops : 1, sizeof *s.prof);
@@ -174,7 +190,7 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, int steps, ms_si
     if (st == MS_OK && s.setup_oom)
         out->oom = true;
     else if (st == MS_OK)
-        st = simulate_steps(&s, plan, steps, out, d);
+        st = simulate_steps(&s, plan, opt->steps, out, d);
     free(s.prof);
     stage_close_device(&s);
     if (group)

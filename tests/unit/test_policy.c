@@ -662,6 +662,7 @@ typedef struct sim_spy {
     int calls;
     ms_plan seen[4];
     int steps[4];
+    uint64_t capacity[4];
     ms_policy *policy;
     bool fail;
     ms_status nested_pool, nested_plan;
@@ -684,11 +685,12 @@ static void spy_close(sim_spy *s)
 /* Figures that depend on the candidate, so the test can tell which one the
  * script got back: peak = 1000 * (n + 1), reserved twice that, time 100 - n,
  * OOM with exactly three decisions. */
-static ms_status spy_simulate(void *user, const ms_plan *plan, int steps, ms_sim_result *out,
-                              ms_diag *d)
+static ms_status spy_simulate(void *user, const ms_plan *plan, const ms_sim_options *opt,
+                              ms_sim_result *out, ms_diag *d)
 {
     sim_spy *s = user;
-    s->steps[s->calls < 4 ? s->calls : 3] = steps;
+    s->steps[s->calls < 4 ? s->calls : 3] = opt->steps;
+    s->capacity[s->calls < 4 ? s->calls : 3] = opt->capacity;
     if (s->fail)
         return ms_diag_set(d, MS_EHAZARD, "hazard at op 3");
     ck_assert_int_lt(s->calls, 4);
@@ -829,6 +831,49 @@ START_TEST(test_ctx_simulate_steps)
     ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
     assert_has(d.msg, "table expected, got number");
     ck_assert_int_eq(spy.calls, 0);
+    spy_close(&spy);
+    ms_plan_free(&plan);
+    ms_policy_free(p);
+}
+END_TEST
+
+/* ctx:simulate(candidate, {capacity = bytes}) simulates on a device with
+ * that memory (0 to the simulator: the scenario's own); a capacity that is
+ * not an integer from 1 to 2^43, or an option the simulator does not know,
+ * is the script's error at its line, and nothing is simulated. */
+START_TEST(test_ctx_simulate_capacity)
+{
+    ms_policy *p = load_fixture("cases", NULL);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_diag d = {0};
+    sim_spy spy;
+    spy_open(&spy, p);
+    fx.prof.step = 30;
+    ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_OK);
+    ck_assert_int_eq(spy.calls, 1);
+    ck_assert_uint_eq(spy.capacity[0], 4096);
+    ck_assert_int_eq(spy.steps[0], 2);
+    fx.prof.step = 24; /* no capacity: the scenario's */
+    spy.calls = 0;
+    ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_OK);
+    ck_assert_uint_eq(spy.capacity[0], 0);
+    static const char *const why[] = {
+        "options.capacity must be bytes, an integer from 1 to 2^43 (8 TiB)",
+        "options.capacity must be bytes, an integer from 1 to 2^43 (8 TiB)",
+        "options.capacity must be bytes, an integer from 1 to 2^43 (8 TiB)",
+        "unknown option 'step' (expected steps, capacity)",
+        "options has a key of type number (expected steps, capacity)"};
+    for (int i = 0; i < 5; i++) {
+        spy.calls = 0;
+        fx.prof.step = 31 + i;
+        ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
+        assert_has(d.msg, why[i]);
+        char where[64];
+        snprintf(where, sizeof where, "cases.lua:%d:", line_of("cases", "cases[31] =") + i);
+        assert_has(d.msg, where);
+        ck_assert_int_eq(spy.calls, 0);
+    }
     spy_close(&spy);
     ms_plan_free(&plan);
     ms_policy_free(p);
@@ -1128,6 +1173,7 @@ static Suite *policy_suite(void)
     tcase_add_test(tc, test_ctx_validation);
     tcase_add_test(tc, test_ctx_swap_twice);
     tcase_add_test(tc, test_ctx_simulate_steps);
+    tcase_add_test(tc, test_ctx_simulate_capacity);
     tcase_add_test(tc, test_ctx_expires);
     tcase_add_test(tc, test_ctx_stable_readonly_log);
     tcase_add_test(tc, test_ctx_simulate);

@@ -771,8 +771,7 @@ END_TEST
  * commit); with reserved memory capped at 83.3% of the device (the
  * fixture's policy with allocator.memory_fraction added) one step fits and
  * two do not. */
-static void simulate_steps_of(const char *policy, char *oom1, char *oom2, unsigned long long *res1,
-                              unsigned long long *res2)
+static void simulate_steps_of(const char *policy, char oom[3][8], unsigned long long res[3])
 {
     char err[8192], args[2048];
     snprintf(args, sizeof args,
@@ -782,9 +781,11 @@ static void simulate_steps_of(const char *policy, char *oom1, char *oom2, unsign
     run_memsim(args, err, sizeof err);
     const char *line = strstr(err, "one: ");
     ck_assert_msg(line != NULL, "stderr: %s", err);
-    ck_assert_int_eq(sscanf(line, "one: oom=%5s reserved=%llu two: oom=%5s reserved=%llu", oom1,
-                            res1, oom2, res2),
-                     4);
+    ck_assert_int_eq(sscanf(line,
+                            "one: oom=%5s reserved=%llu two: oom=%5s reserved=%llu "
+                            "big: oom=%5s reserved=%llu",
+                            oom[0], &res[0], oom[1], &res[1], oom[2], &res[2]),
+                     6);
 }
 
 /* The fixture with its reserved memory capped: tmpdir/simulate_steps_capped.lua. */
@@ -810,15 +811,22 @@ static const char *capped_simulate_steps(char *path, size_t size)
 
 START_TEST(simulate_steps_start_from_the_previous_cache)
 {
-    char oom1[8], oom2[8], capped[1100];
-    unsigned long long r1 = 0, r2 = 0;
-    simulate_steps_of("tests/data/policies/simulate_steps.lua", oom1, oom2, &r1, &r2);
-    ck_assert_str_eq(oom1, "false");
-    ck_assert_str_eq(oom2, "false");
-    ck_assert_uint_eq(r2 - r1, 224ull << 20);
-    simulate_steps_of(capped_simulate_steps(capped, sizeof capped), oom1, oom2, &r1, &r2);
-    ck_assert_str_eq(oom1, "false");
-    ck_assert_str_eq(oom2, "true");
+    char oom[3][8], capped[1100];
+    unsigned long long r[3] = {0}, r_capped[3] = {0};
+    simulate_steps_of("tests/data/policies/simulate_steps.lua", oom, r);
+    ck_assert_str_eq(oom[0], "false");
+    ck_assert_str_eq(oom[1], "false");
+    ck_assert_uint_eq(r[1] - r[0], 224ull << 20);
+    /* Twice the memory changes nothing where nothing ran short. */
+    ck_assert_str_eq(oom[2], "false");
+    ck_assert_uint_eq(r[2], r[1]);
+    simulate_steps_of(capped_simulate_steps(capped, sizeof capped), oom, r_capped);
+    ck_assert_str_eq(oom[0], "false");
+    ck_assert_str_eq(oom[1], "true");
+    /* On twice the device the cap (83.3% of it) leaves room for both
+     * steps, which then reserve what they do uncapped. */
+    ck_assert_str_eq(oom[2], "false");
+    ck_assert_uint_eq(r_capped[2], r[1]);
 }
 END_TEST
 
@@ -1287,6 +1295,40 @@ START_TEST(memsim_optimal_beats_every_shipped_policy)
 }
 END_TEST
 
+/* Where swapping half the layers hides behind the backward, memsim_optimal
+ * ends its search there: none two steps in a row (out of memory), the floor
+ * (none on a device that never runs out), half the layers swapped, and
+ * that plan two steps in a row, 4 simulations where the whole search took
+ * 16; and its step is within floor_tolerance (1e-4) of the floor. */
+START_TEST(memsim_optimal_stops_at_the_floor)
+{
+    char err[8192], args[2048];
+    const char *scen = "scenarios/gpt-175b-trimmed-tp8.lua";
+    snprintf(args, sizeof args,
+             "run %s --policy tests/data/policies/floor.lua --set steps=1 "
+             "--set report.detail=none --no-advice --quiet --out %s/floor",
+             scen, tmpdir);
+    run_memsim(args, err, sizeof err);
+    const char *line = strstr(err, "floor: ");
+    ck_assert_msg(line != NULL, "stderr: %s", err);
+    char oom[8];
+    long long floor_ns = 0;
+    ck_assert_int_eq(sscanf(line, "floor: oom=%5s time=%lld", oom, &floor_ns), 2);
+    ck_assert_str_eq(oom, "false");
+    snprintf(args, sizeof args,
+             "run %s --policy memsim_optimal --set report.detail=none --no-advice --quiet "
+             "--out %s/floor",
+             scen, tmpdir);
+    run_memsim(args, err, sizeof err);
+    ck_assert_msg(strstr(err, "stage 0: swap half the layers, 128 decisions "
+                              "(4 simulations, 1 plans fit)") != NULL,
+                  "stderr: %s", err);
+    double t = step_time_or_oom(scen, "memsim_optimal") * 1e6;
+    ck_assert_double_ge(t, (double)floor_ns);
+    ck_assert_double_le(t, (double)floor_ns * (1 + 1e-4));
+}
+END_TEST
+
 static Suite *run_suite(void)
 {
     Suite *s = suite_create("run");
@@ -1319,6 +1361,7 @@ static Suite *run_suite(void)
     TCase *slow = tcase_create("policies");
     tcase_set_timeout(slow, 1800);
     tcase_add_test(slow, memsim_optimal_beats_every_shipped_policy);
+    tcase_add_test(slow, memsim_optimal_stops_at_the_floor);
     tcase_add_test(slow, fragmentation_pools_fit_llama2_70b);
     suite_add_tcase(s, slow);
     tcase_add_test(tc, policy_replaces_declared_settings);

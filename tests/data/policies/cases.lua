@@ -51,6 +51,12 @@ cases[26] = function(p, ctx) ctx:simulate(nil, { steps = 1.5 }) end
 cases[27] = function(p, ctx) ctx:simulate(nil, { steps = 9 }) end
 cases[28] = function(p, ctx) ctx:simulate(nil, 2) end
 cases[29] = function(p, ctx) ctx:swap(10, { out_after = 0, in_before = 10 }) end
+cases[30] = function(p, ctx) ctx:simulate({}, { capacity = 4096, steps = 2 }) end
+cases[31] = function(p, ctx) ctx:simulate({}, { capacity = 0 }) end
+cases[32] = function(p, ctx) ctx:simulate({}, { capacity = 1 << 44 }) end
+cases[33] = function(p, ctx) ctx:simulate({}, { capacity = 4096.5 }) end
+cases[34] = function(p, ctx) ctx:simulate({}, { step = 2 }) end
+cases[35] = function(p, ctx) ctx:simulate({}, { [1] = 2 }) end
 
 return {
   plan = function(profile, ctx)
