@@ -78,6 +78,11 @@ typedef struct ms_parallel_config {
     int data_parallel_size;    /* world / (tp * pp * cp) */
     bool sequence_parallel;
     bool use_distributed_optimizer;
+    /* Megatron's --overlap-grad-reduce: the DP grad reduction of a group
+     * starts once the last micro-batch's backward is done with it; off, as
+     * Megatron's LocalDDP ran (allreduce_gradients after the whole
+     * backward), every reduction waits for the end of the backward. */
+    bool overlap_grad_reduce;
     int micro_batch_size;
     int global_batch_size;
     int num_micro_batches;     /* global / (mbs * dp) */

@@ -53,6 +53,7 @@ static const st_field fields[SC_COUNT] = {
     [SC_CP] = {"parallel", "context_parallel_size", ST_INT},
     [SC_SP] = {"parallel", "sequence_parallel", ST_BOOL},
     [SC_DISTOPT] = {"parallel", "use_distributed_optimizer", ST_BOOL},
+    [SC_OVERLAP_GRAD] = {"parallel", "overlap_grad_reduce", ST_BOOL},
     [SC_MBS] = {"parallel", "micro_batch_size", ST_INT},
     [SC_GBS] = {"parallel", "global_batch_size", ST_INT},
     [SC_EP] = {"parallel", "expert_model_parallel_size", ST_INT},

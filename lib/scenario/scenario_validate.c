@@ -186,6 +186,7 @@ static ms_status parallel_sizes(const vctx *c, ms_parallel_config *p)
         p->global_batch_size / (p->micro_batch_size * p->data_parallel_size);
     p->sequence_parallel = bool_field(c, SC_SP, false);
     p->use_distributed_optimizer = bool_field(c, SC_DISTOPT, false);
+    p->overlap_grad_reduce = bool_field(c, SC_OVERLAP_GRAD, true);
     return MS_OK;
 }
 

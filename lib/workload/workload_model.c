@@ -312,14 +312,17 @@ static void forward_unit(wm *m, const wm_step *st, wm_saved *sv, wm_ends *e)
 static void backward_unit(wm *m, const wm_step *st, const wm_saved *sv, const wm_ends *e)
 {
     wb *b = m->b;
-    bool final_mb = st->micro_batch == m->micro_batches - 1;
+    /* The last micro-batch's backward is where an overlapped DP reduction
+     * of each group starts (else the optimizer's start: wl_optimizer). */
+    bool reduce_here = st->micro_batch == m->micro_batches - 1 &&
+                    m->sc->parallel.overlap_grad_reduce;
     b->micro_batch = st->micro_batch;
     b->chunk = st->chunk;
     b->phase = MS_PHASE_BACKWARD;
     b->layer = MS_NONE;
     bool head = heads(m, st->chunk);
     uint32_t d = head ? head_bwd(m, e) : wl_p2p(m, false, false, WB_NO_TENSOR);
-    if (final_mb && head) {
+    if (reduce_here && head) {
         wl_grad_reduce(m, m->g_head);
         wl_grad_reduce(m, m->g_final);
     }
@@ -327,13 +330,13 @@ static void backward_unit(wm *m, const wm_step *st, const wm_saved *sv, const wm
         int local = m->chunk_local0[st->chunk] + i;
         b->layer = m->chunk_first[st->chunk] + i;
         d = wl_layer_backward(m, local, &sv[i], d);
-        if (final_mb)
+        if (reduce_here)
             wl_layer_grad_reduce(m, local);
     }
     b->layer = MS_NONE;
     if (embeds(m, st->chunk)) {
         embedding_bwd(m, e, d);
-        if (final_mb)
+        if (reduce_here)
             wl_grad_reduce(m, m->g_embed);
     } else {
         wl_p2p(m, true, false, d);

@@ -382,6 +382,11 @@ void wl_optimizer(wm *m)
     m->b->phase = MS_PHASE_OPTIMIZER;
     m->b->micro_batch = MS_NONE;
     m->b->layer = MS_NONE;
+    for (int gi = 0; !m->sc->parallel.overlap_grad_reduce && gi < m->n_groups; gi++) {
+        m->b->layer = m->group[gi].layer;
+        wl_grad_reduce(m, gi);
+    }
+    m->b->layer = MS_NONE;
     embedding_group_reduce(m);
     unscale_grads(m);
     grad_norm(m);

@@ -110,6 +110,7 @@ START_TEST(gpt_22b_defaults)
     ck_assert_uint_eq(sc->device.hbm_bytes, 80ULL << 30);
     ck_assert_double_eq(sc->device.peak_flops[MS_DTYPE_BF16], 312e12);
     ck_assert_double_eq(sc->device.intra_node_bw, 300e9);
+    ck_assert(sc->parallel.overlap_grad_reduce); /* memsim's default: overlapped */
     ms_scenario_free(sc);
 }
 END_TEST
@@ -120,8 +121,9 @@ START_TEST(overrides_apply)
                                      "parallel.sequence_parallel=false",
                                      "allocator.conf=expandable_segments:True",
                                      "model.hidden_dropout=0.25", "parallel.global_batch_size=32",
-                                     "report.detail=last"};
-    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 7);
+                                     "report.detail=last", "parallel.overlap_grad_reduce=false"};
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 8);
+    ck_assert(!sc->parallel.overlap_grad_reduce);
     ck_assert_int_eq(sc->report_detail, MS_DETAIL_LAST);
     ck_assert_int_eq(sc->model.seq_length, 8192);
     ck_assert_int_eq(sc->steps, 4);
@@ -144,6 +146,10 @@ START_TEST(overrides_checked)
     ASSERT_MSG_HAS(d, "override 'steps=three': the value must be an integer");
     static const char *const not_bool[] = {"parallel.sequence_parallel=yes"};
     load_bad("scenarios/llama2-7b.lua", not_bool, 1, &d);
+    ASSERT_MSG_HAS(d, "a boolean");
+    static const char *const overlap_not_bool[] = {"parallel.overlap_grad_reduce=1"};
+    load_bad("scenarios/llama2-7b.lua", overlap_not_bool, 1, &d);
+    ASSERT_MSG_HAS(d, "parallel.overlap_grad_reduce");
     ASSERT_MSG_HAS(d, "a boolean");
     static const char *const no_eq[] = {"steps"};
     load_bad("scenarios/llama2-7b.lua", no_eq, 1, &d);

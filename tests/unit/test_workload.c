@@ -32,6 +32,7 @@ static ms_scenario gpt(int s, int b, int h, int a, int t, bool sp, bool flash, i
                                        .pipeline_model_parallel_size = 1,
                                        .context_parallel_size = 1, .world_size = t,
                                        .data_parallel_size = 1, .sequence_parallel = sp,
+                                       .overlap_grad_reduce = true,
                                        .micro_batch_size = b, .global_batch_size = b,
                                        .num_micro_batches = 1};
     sc.device.devices_per_node = 8;
@@ -592,6 +593,52 @@ START_TEST(dp_group_of_tp_size_spans_nodes)
 }
 END_TEST
 
+/* Where each DP grad reduction sits: overlapped (Megatron's
+ * --overlap-grad-reduce, memsim's default) it follows its group's last
+ * backward op, among the backward ops of the last micro-batch; off (LocalDDP,
+ * as SC21's pipelined runs used) every one follows the whole backward, at
+ * the optimizer's start, and there are as many. */
+static void grad_reduce_places(bool overlap, int *n, uint32_t *first, uint32_t *last_bwd)
+{
+    ms_scenario sc = gpt(256, 1, 512, 8, 2, false, false, 2);
+    sc.parallel.data_parallel_size = 2;
+    sc.parallel.world_size = 4;
+    sc.parallel.num_micro_batches = 2;
+    sc.parallel.global_batch_size = 4;
+    sc.parallel.overlap_grad_reduce = overlap;
+    ms_program_view v;
+    ms_program *p = build(&sc, 0, &v);
+    *n = 0;
+    *first = UINT32_MAX;
+    *last_bwd = 0;
+    for (uint32_t i = 0; i < v.n_ops; i++) {
+        if (v.ops[i].phase == MS_PHASE_BACKWARD)
+            *last_bwd = i;
+        if (strstr(v.ops[i].name, ".grads.all_reduce") == NULL)
+            continue;
+        ck_assert_int_eq(v.ops[i].phase, overlap ? MS_PHASE_BACKWARD : MS_PHASE_OPTIMIZER);
+        if (overlap)
+            ck_assert_int_eq(v.ops[i].micro_batch, 1);
+        *first = i < *first ? i : *first;
+        (*n)++;
+    }
+    ms_program_free(p);
+}
+
+START_TEST(grad_reduce_overlaps_unless_told_not_to)
+{
+    int n_on = 0, n_off = 0;
+    uint32_t first_on, first_off, last_on, last_off;
+    grad_reduce_places(true, &n_on, &first_on, &last_on);
+    grad_reduce_places(false, &n_off, &first_off, &last_off);
+    /* Two layers, the embedding (tied with the head) and the final norm. */
+    ck_assert_int_eq(n_on, 4);
+    ck_assert_int_eq(n_off, n_on);
+    ck_assert_uint_lt(first_on, last_on);
+    ck_assert_uint_gt(first_off, last_off);
+}
+END_TEST
+
 /* Asserts that every collective over the grads (expert ones or the others,
  * as `experts` says) runs over `size` ranks on `link` with `per_node` ranks a
  * node; returns how many there are. */
@@ -759,6 +806,7 @@ static Suite *workload_suite(void)
     tcase_add_test(tc, persistent_bytes_per_param);
     tcase_add_test(tc, fp16_unscales_main_grads);
     tcase_add_test(tc, dp_group_of_tp_size_spans_nodes);
+    tcase_add_test(tc, grad_reduce_overlaps_unless_told_not_to);
     tcase_add_test(tc, expert_groups_span_nodes_in_megatron_order);
     tcase_add_test(tc, dp_cp_group_has_every_tp_th_rank);
     tcase_add_test(tc, llama_op_names);

@@ -40,7 +40,7 @@ static ms_scenario gpt(cfg c)
         .num_layers_per_virtual_pipeline_stage = c.vpp, .context_parallel_size = cp,
         .world_size = c.t * c.p * c.dp * cp, .data_parallel_size = c.dp,
         .sequence_parallel = c.sp, .use_distributed_optimizer = c.distopt,
-        .micro_batch_size = c.b, .global_batch_size = c.b * c.m * c.dp,
+        .overlap_grad_reduce = true, .micro_batch_size = c.b, .global_batch_size = c.b * c.m * c.dp,
         .num_micro_batches = c.m, .expert_model_parallel_size = 1};
     sc.device.devices_per_node = 8;
     sc.steps = 1;
