@@ -314,8 +314,8 @@ static void backward_unit(wm *m, const wm_step *st, const wm_saved *sv, const wm
     wb *b = m->b;
     /* The last micro-batch's backward is where an overlapped DP reduction
      * of each group starts (else the optimizer's start: wl_optimizer). */
-    bool reduce_here = st->micro_batch == m->micro_batches - 1 &&
-                    m->sc->parallel.overlap_grad_reduce;
+    bool reduce_here =
+        st->micro_batch == m->micro_batches - 1 && m->sc->parallel.overlap_grad_reduce;
     b->micro_batch = st->micro_batch;
     b->chunk = st->chunk;
     b->phase = MS_PHASE_BACKWARD;

@@ -199,7 +199,8 @@ static void group_ids(const wm_group *g, uint32_t *out, bool grads)
 
 /* The DP grad collective of one group, issued as soon as the last
  * micro-batch's backward has finished with it (Megatron's overlapped
- * bucket reduction); the grad buffer is reduced in place. */
+ * bucket reduction), or after the whole backward without overlap
+ * (reduce_after_backward); the grad buffer is reduced in place. */
 void wl_grad_reduce(wm *m, int gi)
 {
     if (gi < 0 || m->b->err != MS_OK || m->group[gi].dp <= 1)
@@ -377,16 +378,25 @@ static void zero_grads(wm *m)
     free(ids);
 }
 
+/* Without --overlap-grad-reduce every group's DP reduction waits for the
+ * whole backward, as LocalDDP's allreduce_gradients in Megatron's
+ * train_step did, before the optimizer reads the grads. */
+static void reduce_after_backward(wm *m)
+{
+    for (int gi = 0; gi < m->n_groups; gi++) {
+        m->b->layer = m->group[gi].layer;
+        wl_grad_reduce(m, gi);
+    }
+    m->b->layer = MS_NONE;
+}
+
 void wl_optimizer(wm *m)
 {
     m->b->phase = MS_PHASE_OPTIMIZER;
     m->b->micro_batch = MS_NONE;
     m->b->layer = MS_NONE;
-    for (int gi = 0; !m->sc->parallel.overlap_grad_reduce && gi < m->n_groups; gi++) {
-        m->b->layer = m->group[gi].layer;
-        wl_grad_reduce(m, gi);
-    }
-    m->b->layer = MS_NONE;
+    if (!m->sc->parallel.overlap_grad_reduce)
+        reduce_after_backward(m);
     embedding_group_reduce(m);
     unscale_grads(m);
     grad_norm(m);
