@@ -101,18 +101,28 @@ typedef struct ms_oom_request {
     uint64_t capacity;
 } ms_oom_request;
 
+#define MS_SIM_MAX_STEPS 8
+/* One simulated step of a candidate. */
+typedef struct ms_sim_step {
+    uint64_t peak_allocated;
+    uint64_t peak_reserved;
+    int64_t step_time_ns;
+    bool oom;
+} ms_sim_step;
 /* Result of evaluating a candidate plan on the simulator (ctx:simulate):
  * over `steps` consecutive steps from a fresh device (each step after the
  * first starts from the cache the one before left, as a real run's do), the
  * highest peaks, whether any step ran out of memory, and the last step's
- * time. */
+ * time; and each step run (up to the first that ran out of memory) on its
+ * own: the first of n steps is the one-step simulation of the plan. */
 typedef struct ms_sim_result {
     uint64_t peak_allocated;
     uint64_t peak_reserved;
     int64_t step_time_ns;
     bool oom;
+    int n_steps;
+    ms_sim_step step[MS_SIM_MAX_STEPS];
 } ms_sim_result;
-#define MS_SIM_MAX_STEPS 8
 /* The most device memory a simulation may be given: the mock's address
  * window for device memory (backend_mock/memory.c). */
 #define MS_SIM_MAX_CAPACITY (1ULL << 43)

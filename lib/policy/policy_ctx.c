@@ -436,6 +436,32 @@ static ms_sim_options simulate_options(lua_State *L, int arg)
     return o;
 }
 
+/* {peak_allocated, peak_reserved, step_time, oom}: a result, or one step. */
+static void push_sim_figures(lua_State *L, uint64_t allocated, uint64_t reserved, int64_t time_ns,
+                             bool oom)
+{
+    lua_createtable(L, 0, 5);
+    set_field_int(L, "peak_allocated", (lua_Integer)allocated);
+    set_field_int(L, "peak_reserved", (lua_Integer)reserved);
+    set_field_int(L, "step_time", time_ns);
+    lua_pushboolean(L, oom);
+    lua_setfield(L, -2, "oom");
+}
+
+/* result.steps: each step run, so the first of a two-step simulation
+ * answers the one-step question without simulating it again. */
+static void push_sim_steps(lua_State *L, const ms_sim_result *res)
+{
+    int n = res->n_steps < 0 ? 0 : res->n_steps > MS_SIM_MAX_STEPS ? MS_SIM_MAX_STEPS : res->n_steps;
+    lua_createtable(L, n, 0);
+    for (int i = 0; i < n; i++) {
+        const ms_sim_step *s = &res->step[i];
+        push_sim_figures(L, s->peak_allocated, s->peak_reserved, s->step_time_ns, s->oom);
+        lua_rawseti(L, -2, i + 1);
+    }
+    lua_setfield(L, -2, "steps");
+}
+
 static int ctx_simulate(lua_State *L)
 {
     ms_policy_ctx *c = writable_ctx(L, "simulate");
@@ -456,12 +482,8 @@ static int ctx_simulate(lua_State *L)
     c->simulating = false;
     if (st != MS_OK)
         return luaL_error(L, "ctx:simulate: %s", d.msg[0] ? d.msg : ms_strerror(st));
-    lua_createtable(L, 0, 4);
-    set_field_int(L, "peak_allocated", (lua_Integer)res.peak_allocated);
-    set_field_int(L, "peak_reserved", (lua_Integer)res.peak_reserved);
-    set_field_int(L, "step_time", res.step_time_ns);
-    lua_pushboolean(L, res.oom);
-    lua_setfield(L, -2, "oom");
+    push_sim_figures(L, res.peak_allocated, res.peak_reserved, res.step_time_ns, res.oom);
+    push_sim_steps(L, &res);
     return 1;
 }
 

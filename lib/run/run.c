@@ -135,7 +135,7 @@ static ms_status open_group(const ms_scenario *sc, const char *backend, int n, i
 }
 
 /* Steps of one plan on the candidate's own device until one runs out of
- * memory: the highest peaks, the last step's time. */
+ * memory: the highest peaks, the last step's time, and each step's own. */
 static ms_status simulate_steps(ms_stage *s, const ms_plan *plan, int steps, ms_sim_result *out,
                                 ms_diag *d)
 {
@@ -144,6 +144,11 @@ static ms_status simulate_steps(ms_stage *s, const ms_plan *plan, int steps, ms_
         if ((st = ms_exec_step(s->exec, k, plan, s->prof, &s->res, d)) != MS_OK)
             break;
         out->oom = s->res.oom;
+        out->step[out->n_steps++] =
+            (ms_sim_step){.peak_allocated = s->res.peak_allocated,
+                          .peak_reserved = s->res.peak_reserved,
+                          .step_time_ns = s->res.step_time_ns,
+                          .oom = s->res.oom};
         if (s->res.peak_allocated > out->peak_allocated)
             out->peak_allocated = s->res.peak_allocated;
         if (s->res.peak_reserved > out->peak_reserved)
