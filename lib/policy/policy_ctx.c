@@ -452,7 +452,8 @@ static void push_sim_figures(lua_State *L, uint64_t allocated, uint64_t reserved
  * answers the one-step question without simulating it again. */
 static void push_sim_steps(lua_State *L, const ms_sim_result *res)
 {
-    int n = res->n_steps < 0 ? 0 : res->n_steps > MS_SIM_MAX_STEPS ? MS_SIM_MAX_STEPS : res->n_steps;
+    int n = res->n_steps < 0 ? 0 : res->n_steps;
+    n = n > MS_SIM_MAX_STEPS ? MS_SIM_MAX_STEPS : n;
     lua_createtable(L, n, 0);
     for (int i = 0; i < n; i++) {
         const ms_sim_step *s = &res->step[i];
