@@ -111,6 +111,16 @@ end
 -- the list being simulated exists at a time (the Lua heap is capped), and a
 -- plan met twice (two relaxation targets that take the same layers) is
 -- simulated once.
+
+-- Every layer recomputed: a candidate, and on_oom's last resort.
+local function full_recompute_of(layers, name)
+  return { name = name, key = "full", peak = 0, build = function()
+    local list = {}
+    for _, L in ipairs(layers) do recompute_layers(list, L) end
+    return list
+  end }
+end
+
 local function candidates(profile, layers)
   local function swap_first(n)
     return function()
@@ -125,11 +135,7 @@ local function candidates(profile, layers)
     { name = "swap half the layers", key = "swap half", build = swap_first(#layers // 2), steps = 2 },
     { name = "swap all layers", key = "swap all", build = swap_first(#layers), steps = 2 },
     { name = "selective_recompute", key = "selective", build = function() return core_list(profile) end },
-    { name = "full_recompute", key = "full", build = function()
-        local list = {}
-        for _, L in ipairs(layers) do recompute_layers(list, L) end
-        return list
-      end },
+    full_recompute_of(layers, "full_recompute"),
   }
 end
 
@@ -281,6 +287,14 @@ end
 -- the search: nothing left to try could be faster.
 local NONE = { name = "none", key = "none", build = function() return {} end }
 
+-- A fit's two steps in a row, r2, known: its peak is the higher of the two
+-- steps' (steady_first reads steady and unsteady).
+local function note_two_steps(f, r2)
+  f.peak = math.max(f.peak, r2.peak_allocated)
+  f.steady, f.unsteady = not r2.oom, r2.oom
+  return f.steady
+end
+
 local function search_core(shape, sim, tag, fits)
   local fitted = {}
   -- A candidate with steps = 2 is simulated two steps in a row at once: a
@@ -292,10 +306,7 @@ local function search_core(shape, sim, tag, fits)
     if not r.oom and not fitted[c.key] then
       local f = { name = c.name .. tag, key = c.key, build = c.build, time = r.step_time,
                   peak = r.peak_allocated, plain = n == 0 }
-      if c.steps then
-        f.peak = math.max(f.peak, r2.peak_allocated)
-        f.steady, f.unsteady = not r2.oom, r2.oom
-      end
+      if c.steps then note_two_steps(f, r2) end
       fitted[c.key] = f
       fits[#fits + 1] = f
     end
@@ -315,10 +326,7 @@ local function search_core(shape, sim, tag, fits)
     if floor.oom or r.oom or r.step_time > floor.step_time * (1 + config.floor_tolerance) then
       return false
     end
-    local r2 = sim(f.key, f.build, 2)
-    f.peak = math.max(f.peak, r2.peak_allocated)
-    f.steady, f.unsteady = not r2.oom, r2.oom
-    return f.steady
+    return note_two_steps(f, sim(f.key, f.build, 2))
   end
   local full_fits = false
   for _, c in ipairs(candidates(profile, layers)) do
@@ -495,14 +503,6 @@ local function apply(ctx, code)
     else ctx:swap(id, { out_after = opt(out_after), in_before = opt(in_before),
                         prefetch = opt(prefetch) }) end
   end
-end
-
-local function full_recompute_of(layers, name)
-  return { name = name, key = "full", peak = 0, build = function()
-    local list = {}
-    for _, L in ipairs(layers) do recompute_layers(list, L) end
-    return list
-  end }
 end
 
 -- What on_oom moves through: from the choice, each time the first later

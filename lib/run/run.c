@@ -158,15 +158,10 @@ static ms_status simulate_steps(ms_stage *s, const ms_plan *plan, int steps, ms_
     return st;
 }
 
-/* The scenario a simulation runs: the run's own, or a copy on a device with
- * another memory (ms_sim_options.capacity). */
-static const ms_scenario *simulated_scenario(const ms_scenario *sc, const ms_sim_options *opt,
-                                             ms_scenario *copy)
+const ms_scenario *run_on_memory(const ms_scenario *sc, uint64_t bytes, ms_scenario *copy)
 {
-    if (opt->capacity == 0)
-        return sc;
     *copy = *sc;
-    copy->device.hbm_bytes = opt->capacity;
+    copy->device.hbm_bytes = bytes;
     return copy;
 }
 
@@ -183,7 +178,8 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, const ms_sim_opt
                            "simulate: steps must be from 1 to %d and capacity at most 2^43 bytes",
                            MS_SIM_MAX_STEPS);
     ms_scenario copy;
-    const ms_scenario *sc = simulated_scenario(c->sc, opt, &copy);
+    /* The run's own scenario, or a copy on a device with another memory. */
+    const ms_scenario *sc = opt->capacity ? run_on_memory(c->sc, opt->capacity, &copy) : c->sc;
     ms_status st = open_group(sc, "mock", 1, c->index, false, &group, d);
     if (st == MS_OK)
         st = stage_open_device(sc, &s, ms_group_device(group, 0), c->policy, NULL, false, true,

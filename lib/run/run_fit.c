@@ -4,6 +4,7 @@
  * device has free, so a policy that swaps or recomputes its way into the
  * memory counts as fitting, as it would on the device. */
 #include "run_fit.h"
+#include "run_internal.h"
 #include "lib/base/units.h"
 
 #include <stdio.h>
@@ -35,8 +36,8 @@ static ms_status reload(const ms_scenario *sc, const ms_run_options *opt, int la
 static ms_status fits(const ms_scenario *sc, const ms_run_options *opt, uint64_t usable, bool *ok,
                       char *why, size_t n_why, ms_diag *d)
 {
-    ms_scenario probe = *sc;
-    probe.device.hbm_bytes = usable;
+    ms_scenario probe;
+    run_on_memory(sc, usable, &probe);
     ms_run_options mock = {.policy = opt->policy,
                            .policy_dir = opt->policy_dir,
                            .backend = "mock",

@@ -798,6 +798,23 @@ START_TEST(test_ctx_swap_twice)
 }
 END_TEST
 
+/* Case `step` of cases.lua is a bad ctx:simulate call: the script's error
+ * `why`, at the case's own line, and nothing simulated. */
+static void assert_simulate_refused(ms_policy *p, sim_spy *spy, ms_plan *plan, int step,
+                                    const char *why)
+{
+    ms_diag d = {0};
+    char anchor[32], where[64];
+    spy->calls = 0;
+    fx.prof.step = step;
+    ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, spy, plan, &d), MS_ESCRIPT);
+    assert_has(d.msg, why);
+    snprintf(anchor, sizeof anchor, "cases[%d] =", step);
+    snprintf(where, sizeof where, "cases.lua:%d:", line_of("cases", anchor));
+    assert_has(d.msg, where);
+    ck_assert_int_eq(spy->calls, 0);
+}
+
 /* ctx:simulate(candidate, {steps = n}) asks for n steps in a row (1 when
  * absent); anything but an integer from 1 to 8 is the script's error, at
  * its line, and nothing is simulated. */
@@ -816,17 +833,9 @@ START_TEST(test_ctx_simulate_steps)
     ck_assert_uint_eq(spy.seen[0].n, 1); /* nil: the decisions so far */
     ck_assert_int_eq(spy.steps[1], 1);
     ck_assert_uint_eq(spy.seen[1].n, 0);
-    static const int bad[] = {25, 26, 27};
-    for (int i = 0; i < 3; i++) {
-        spy.calls = 0;
-        fx.prof.step = bad[i];
-        ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
-        assert_has(d.msg, "ctx:simulate: options.steps must be an integer from 1 to 8");
-        char where[64];
-        snprintf(where, sizeof where, "cases.lua:%d:", line_of("cases", "cases[25] =") + i);
-        assert_has(d.msg, where);
-        ck_assert_int_eq(spy.calls, 0);
-    }
+    for (int step = 25; step <= 27; step++)
+        assert_simulate_refused(p, &spy, &plan, step,
+                                "ctx:simulate: options.steps must be an integer from 1 to 8");
     fx.prof.step = 28;
     ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
     assert_has(d.msg, "table expected, got number");
@@ -864,16 +873,8 @@ START_TEST(test_ctx_simulate_capacity)
         "options.capacity must be bytes, an integer from 1 to 2^43 (8 TiB)",
         "unknown option 'step' (expected steps, capacity)",
         "options has a key of type number (expected steps, capacity)"};
-    for (int i = 0; i < 5; i++) {
-        spy.calls = 0;
-        fx.prof.step = 31 + i;
-        ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_ESCRIPT);
-        assert_has(d.msg, why[i]);
-        char where[64];
-        snprintf(where, sizeof where, "cases.lua:%d:", line_of("cases", "cases[31] =") + i);
-        assert_has(d.msg, where);
-        ck_assert_int_eq(spy.calls, 0);
-    }
+    for (int i = 0; i < 5; i++)
+        assert_simulate_refused(p, &spy, &plan, 31 + i, why[i]);
     spy_close(&spy);
     ms_plan_free(&plan);
     ms_policy_free(p);

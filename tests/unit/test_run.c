@@ -747,6 +747,28 @@ START_TEST(policy_replaces_declared_settings)
 }
 END_TEST
 
+/* The line of a run's stderr that starts with what a policy logged (the
+ * first), or the test fails showing the whole stderr. */
+static const char *log_line(const char *err, const char *start)
+{
+    const char *line = strstr(err, start);
+    ck_assert_msg(line != NULL, "no '%s' in stderr: %s", start, err);
+    return line;
+}
+
+/* One quiet step of a scenario under a policy (a test fixture that logs
+ * what it finds); its stderr in err. */
+static void run_one_step(const char *scenario, const char *policy, const char *out, char *err,
+                         size_t n)
+{
+    char args[2048];
+    snprintf(args, sizeof args,
+             "run %s --policy %s --set steps=1 --set report.detail=none --no-advice --quiet "
+             "--out %s/%s",
+             scenario, policy, tmpdir, out);
+    run_memsim(args, err, n);
+}
+
 /* ctx:simulate runs what the step would: the declared decisions follow the
  * candidate until the policy replaces them. */
 START_TEST(simulate_sees_declared_settings)
@@ -756,8 +778,7 @@ START_TEST(simulate_sees_declared_settings)
              "run scenarios/llama2-7b-swap-recompute.lua --policy "
              "tests/data/policies/simulate_declared.lua --quiet --out %s/sd", tmpdir);
     ck_assert_int_eq(run_memsim(args, err, sizeof err), 0);
-    const char *line = strstr(err, "declared=");
-    ck_assert_msg(line != NULL, "stderr: %s", err);
+    const char *line = log_line(err, "declared=");
     unsigned long long n = 0, with = 0, without = 0;
     ck_assert_int_eq(sscanf(line, "declared=%llu with=%llu without=%llu", &n, &with, &without), 3);
     ck_assert_uint_gt(n, 0);
@@ -765,12 +786,6 @@ START_TEST(simulate_sees_declared_settings)
 }
 END_TEST
 
-/* ctx:simulate(plan, {steps = 2}) runs the second step from the cache the
- * first left, as a real run's steps follow each other.  Mixtral's stage 0
- * reserves 224 MiB more in its second step (figures from the probe in the
- * commit); with reserved memory capped at 83.3% of the device (the
- * fixture's policy with allocator.memory_fraction added) one step fits and
- * two do not. */
 /* The two-step simulation's own steps: how many ran, the first's reserved
  * peak and time, the last's reserved peak and OOM, and the one-step time. */
 typedef struct sim_steps_log {
@@ -780,30 +795,26 @@ typedef struct sim_steps_log {
     char last_oom[8];
 } sim_steps_log;
 
+/* ctx:simulate(plan, {steps = 2}) runs the second step from the cache the
+ * first left, as a real run's steps follow each other.  Mixtral's stage 0
+ * reserves 224 MiB more in its second step (figures from the probe in the
+ * commit); with reserved memory capped at 83.3% of the device (the
+ * fixture's policy with allocator.memory_fraction added) one step fits and
+ * two do not. */
 static void simulate_steps_of(const char *policy, char oom[3][8], unsigned long long res[3],
                               sim_steps_log *steps)
 {
-    char err[8192], args[2048];
-    snprintf(args, sizeof args,
-             "run scenarios/mixtral-8x7b.lua --policy %s --set steps=1 "
-             "--set report.detail=none --no-advice --quiet --out %s/ss",
-             policy, tmpdir);
-    run_memsim(args, err, sizeof err);
-    const char *line = strstr(err, "one: ");
-    ck_assert_msg(line != NULL, "stderr: %s", err);
-    ck_assert_int_eq(sscanf(line,
+    char err[8192];
+    run_one_step("scenarios/mixtral-8x7b.lua", policy, "ss", err, sizeof err);
+    ck_assert_int_eq(sscanf(log_line(err, "one: "),
                             "one: oom=%5s reserved=%llu two: oom=%5s reserved=%llu "
                             "big: oom=%5s reserved=%llu",
                             oom[0], &res[0], oom[1], &res[1], oom[2], &res[2]),
                      6);
-    line = strstr(err, "steps: ");
-    ck_assert_msg(line != NULL, "stderr: %s", err);
-    ck_assert_int_eq(sscanf(line, "steps: n=%d first=%llu time=%lld last=%llu oom=%5s", &steps->n,
+    ck_assert_int_eq(sscanf(log_line(err, "steps: "), "steps: n=%d first=%llu time=%lld last=%llu oom=%5s", &steps->n,
                             &steps->first, &steps->first_time, &steps->last, steps->last_oom),
                      5);
-    line = strstr(err, "one time=");
-    ck_assert_msg(line != NULL, "stderr: %s", err);
-    ck_assert_int_eq(sscanf(line, "one time=%lld", &steps->one_time), 1);
+    ck_assert_int_eq(sscanf(log_line(err, "one time="), "one time=%lld", &steps->one_time), 1);
 }
 
 /* The fixture with its reserved memory capped: tmpdir/simulate_steps_capped.lua. */
@@ -1338,16 +1349,11 @@ START_TEST(memsim_optimal_stops_at_the_floor)
 {
     char err[8192], args[2048];
     const char *scen = "scenarios/gpt-175b-trimmed-tp8.lua";
-    snprintf(args, sizeof args,
-             "run %s --policy tests/data/policies/floor.lua --set steps=1 "
-             "--set report.detail=none --no-advice --quiet --out %s/floor",
-             scen, tmpdir);
-    run_memsim(args, err, sizeof err);
-    const char *line = strstr(err, "floor: ");
-    ck_assert_msg(line != NULL, "stderr: %s", err);
+    run_one_step(scen, "tests/data/policies/floor.lua", "floor", err, sizeof err);
     char oom[8];
     long long floor_ns = 0;
-    ck_assert_int_eq(sscanf(line, "floor: oom=%5s time=%lld", oom, &floor_ns), 2);
+    ck_assert_int_eq(sscanf(log_line(err, "floor: "), "floor: oom=%5s time=%lld", oom, &floor_ns),
+                     2);
     ck_assert_str_eq(oom, "false");
     snprintf(args, sizeof args,
              "run %s --policy memsim_optimal --set report.detail=none --no-advice --quiet "
