@@ -475,42 +475,17 @@ local function steady_first(ctx, fits)
 end
 
 -- Plans kept across steps ---------------------------------------------------
--- The choice and the fallbacks an OOM can reach are kept packed, 17 bytes a
--- decision, not as recipes: a recipe holds the stage's profile views, and
--- every stage's (a 70B stage's program alone is ~110 MB of the capped heap)
--- would stay alive through it.
-local FORMAT = "<i1i4i4i4i4" -- kind, tensor or segment, prefetch, out_after, in_before
-local KIND = { recompute = 1, swap = 2, keep = 3 }
-
-local function pack(list)
-  local parts = {}
-  for i, d in ipairs(list) do
-    parts[i] = string.pack(FORMAT, KIND[d.kind] or KIND.swap, d.segment or d.tensor,
-                           d.prefetch or -1, d.out_after or -1, d.in_before or -1)
-  end
-  return table.concat(parts)
-end
-
-local function opt(v) if v >= 0 then return v end end
-
-local function apply(ctx, code)
-  local pos = 1
-  while pos <= #code do
-    local kind, id, prefetch, out_after, in_before
-    kind, id, prefetch, out_after, in_before, pos = string.unpack(FORMAT, code, pos)
-    if kind == KIND.recompute then ctx:recompute(id)
-    elseif kind == KIND.keep then ctx:keep(id)
-    else ctx:swap(id, { out_after = opt(out_after), in_before = opt(in_before),
-                        prefetch = opt(prefetch) }) end
-  end
-end
+-- The choice and the fallbacks an OOM can reach are kept packed (ctx:pack,
+-- 24 bytes a decision), not as recipes: a recipe holds the stage's profile
+-- views, and every stage's (a 70B stage's program alone is ~110 MB) would
+-- stay alive through it.
 
 -- What on_oom moves through: from the choice, each time the first later
 -- plan (fits are best first) with a lower peak than the one in force, and
 -- full recompute last where the search ended before simulating it (a plan
 -- at the floor ends it, so the fits can be few; a stage where none fits
 -- searched nothing and has no layers at hand).
-local function fallback_chain(fits, layers)
+local function fallback_chain(ctx, fits, layers)
   local chain = { fits[1] }
   for i = 2, #fits do
     if fits[i].peak < chain[#chain].peak then chain[#chain + 1] = fits[i] end
@@ -518,7 +493,7 @@ local function fallback_chain(fits, layers)
   if layers ~= nil and chain[#chain].key ~= "full" then
     chain[#chain + 1] = full_recompute_of(layers, "full_recompute (not simulated)")
   end
-  for i, f in ipairs(chain) do chain[i] = { name = f.name, code = pack(f.build()) } end
+  for i, f in ipairs(chain) do chain[i] = { name = f.name, plan = ctx:pack(f.build()) } end
   return chain
 end
 
@@ -537,13 +512,13 @@ return {
       local n_fit = #fits
       sims = sims + steady_first(ctx, fits)
       if n_fit == 0 then fits[1] = nothing_fits(layers) end
-      st = { chain = fallback_chain(fits, layers), at = 1, replaced = replaced }
+      st = { chain = fallback_chain(ctx, fits, layers), at = 1, replaced = replaced }
       chosen[profile.stage] = st
       ctx:log("stage %d: %s, %d decisions (%d simulations, %d plans fit)", profile.stage,
-              st.chain[1].name, #st.chain[1].code // string.packsize(FORMAT), sims, n_fit)
+              st.chain[1].name, #st.chain[1].plan, sims, n_fit)
     end
     if st.replaced then ctx:replace_declared() end
-    apply(ctx, st.chain[st.at].code)
+    ctx:apply(st.chain[st.at].plan)
     ctx:stable()
   end,
   on_oom = function(_, ctx, profile)
@@ -551,7 +526,7 @@ return {
     local next = st and st.chain[st.at + 1]
     if next == nil then return end
     st.at = st.at + 1
-    apply(ctx, next.code)
+    ctx:apply(next.plan)
     ctx:log("stage %d: out of memory; falling back to %s", profile.stage, next.name)
   end,
 }

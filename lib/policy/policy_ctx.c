@@ -190,36 +190,44 @@ static void add_decision(lua_State *L, ms_policy_ctx *c, const ms_decision *dec,
         luaL_error(L, "%s: out of memory", what);
 }
 
-/* A tensor has one way off the device and back: a second ctx:swap of it
- * would leave the executor two copies out and two in to choose from, so it
- * is an error that names both calls. */
-static void note_swap_call(lua_State *L, ms_policy_ctx *c, uint32_t tensor)
+/* The script line of the call: the nearest Lua frame (a call made
+ * through pcall has the C function pcall at level 1). */
+static void script_position(lua_State *L, char *here, size_t n)
 {
-    if (c->swap_call == NULL && (c->swap_call = calloc(c->prog->n_tensors ? c->prog->n_tensors : 1,
-                                                       sizeof *c->swap_call)) == NULL)
-        luaL_error(L, "ctx:swap: out of memory");
-    /* The script line of the call: the nearest Lua frame (a call made
-     * through pcall has the C function pcall at level 1). */
-    char here[96] = "?";
+    snprintf(here, n, "?");
     lua_Debug ar;
     for (int level = 1; lua_getstack(L, level, &ar); level++)
         if (lua_getinfo(L, "Sl", &ar) && ar.currentline > 0) {
-            snprintf(here, sizeof here, "%s:%d", ar.short_src, ar.currentline);
-            break;
+            snprintf(here, n, "%s:%d", ar.short_src, ar.currentline);
+            return;
         }
-    size_t len = strlen(here);
-    if (c->swap_call[tensor] != 0) {
-        const ms_tensor *t = &c->prog->tensors[tensor];
-        char msg[512];
-        snprintf(msg, sizeof msg,
-                 "ctx:swap: tensor %d ('%s') swapped twice: first at %s, again at %.*s (a tensor "
-                 "is swapped at most once per %s() call)",
-                 (int)tensor, t->name ? t->name : "?", c->swap_where[c->swap_call[tensor] - 1],
-                 (int)len, here, c->hook);
-        luaL_error(L, "%s", msg);
-    }
+}
+
+/* A tensor has one way off the device and back: a second swap of it would
+ * leave the executor two copies out and two in to choose from, so it is an
+ * error that names both calls. */
+static void check_not_swapped(lua_State *L, const ms_policy_ctx *c, uint32_t tensor,
+                              const char *here, const char *what)
+{
+    if (c->swap_call == NULL || c->swap_call[tensor] == 0)
+        return;
+    const ms_tensor *t = &c->prog->tensors[tensor];
+    char msg[512];
+    snprintf(msg, sizeof msg,
+             "%s: tensor %d ('%s') swapped twice: first at %s, again at %s (a tensor is swapped "
+             "at most once per %s() call)",
+             what, (int)tensor, t->name ? t->name : "?", c->swap_where[c->swap_call[tensor] - 1],
+             here, c->hook);
+    luaL_error(L, "%s", msg);
+}
+
+static void note_swap_at(lua_State *L, ms_policy_ctx *c, uint32_t tensor, const char *here)
+{
+    if (c->swap_call == NULL && (c->swap_call = calloc(c->prog->n_tensors ? c->prog->n_tensors : 1,
+                                                       sizeof *c->swap_call)) == NULL)
+        luaL_error(L, "out of memory noting a swap");
     if (!MS_GROW(c->swap_where, c->n_swap_where, c->cap_swap_where, 64))
-        luaL_error(L, "ctx:swap: out of memory");
+        luaL_error(L, "out of memory noting a swap");
     snprintf(c->swap_where[c->n_swap_where], sizeof c->swap_where[0], "%s", here);
     c->swap_call[tensor] = ++c->n_swap_where;
 }
@@ -236,7 +244,10 @@ static int ctx_swap(lua_State *L)
         read_swap_options(L, c, 3, &dec, "ctx:swap");
     }
     check_swap(L, c, &dec, "ctx:swap");
-    note_swap_call(L, c, dec.tensor);
+    char here[96];
+    script_position(L, here, sizeof here);
+    check_not_swapped(L, c, dec.tensor, here, "ctx:swap");
+    note_swap_at(L, c, dec.tensor, here);
     add_decision(L, c, &dec, "ctx:swap");
     return 0;
 }
@@ -289,6 +300,7 @@ static void read_decision(lua_State *L, ms_policy_ctx *c, int idx, ms_decision *
     lua_Integer v = 0;
     if (strcmp(kind, "swap") == 0 || strcmp(kind, "keep") == 0) {
         dec->kind = kind[0] == 's' ? MS_DEC_SWAP : MS_DEC_KEEP;
+        dec->prefetch = dec->kind == MS_DEC_SWAP; /* as ctx:swap and ctx:keep make them */
         check_keys(L, idx, dec->kind == MS_DEC_SWAP ? swap_keys : keep_keys, what);
         if (!field_int(L, idx, "tensor", what, &v))
             luaL_error(L, "%s: a %s decision needs 'tensor'", what, kind);
@@ -299,6 +311,7 @@ static void read_decision(lua_State *L, ms_policy_ctx *c, int idx, ms_decision *
         }
     } else if (strcmp(kind, "recompute") == 0) {
         dec->kind = MS_DEC_RECOMPUTE;
+        dec->prefetch = 0;
         check_keys(L, idx, recompute_keys, what);
         if (!field_int(L, idx, "segment", what, &v))
             luaL_error(L, "%s: a recompute decision needs 'segment'", what);
@@ -322,8 +335,8 @@ static int cmp_swap_entry(const void *a, const void *b)
     return x->index < y->index ? -1 : x->index > y->index;
 }
 
-/* The candidate's swaps, each tensor at most once (see note_swap_call). */
-static void check_candidate_swaps(lua_State *L, const ms_plan *cand)
+/* The candidate's swaps, each tensor at most once (see check_not_swapped). */
+static void check_candidate_swaps(lua_State *L, const ms_plan *cand, const char *method)
 {
     uint32_t n = 0;
     for (uint32_t i = 0; i < cand->n; i++)
@@ -339,20 +352,18 @@ static void check_candidate_swaps(lua_State *L, const ms_plan *cand)
     qsort(e, n, sizeof *e, cmp_swap_entry);
     for (uint32_t i = 1; i < n; i++)
         if (e[i].tensor == e[i - 1].tensor)
-            luaL_error(L,
-                       "ctx:simulate: decisions %d and %d both swap tensor %d: a plan may "
-                       "swap a tensor once",
-                       (int)e[i - 1].index, (int)e[i].index, (int)e[i].tensor);
+            luaL_error(L, "%s: decisions %d and %d both swap tensor %d: a plan may swap a tensor "
+                       "once", method, (int)e[i - 1].index, (int)e[i].index, (int)e[i].tensor);
     lua_pop(L, 1);
 }
 
-static void read_candidate(lua_State *L, ms_policy_ctx *c, int arr)
+static void read_candidate(lua_State *L, ms_policy_ctx *c, int arr, const char *method)
 {
     ms_plan_clear(&c->scratch);
     lua_Integer n = luaL_len(L, arr);
     for (lua_Integer i = 1; i <= n; i++) {
         char what[64];
-        snprintf(what, sizeof what, "ctx:simulate: decision %d", (int)i);
+        snprintf(what, sizeof what, "%s: decision %d", method, (int)i);
         int type = lua_geti(L, arr, i);
         if (type != LUA_TTABLE)
             luaL_error(L, "%s is a %s, expected a table", what, lua_typename(L, type));
@@ -362,9 +373,117 @@ static void read_candidate(lua_State *L, ms_policy_ctx *c, int arr)
         if (c->scratch.n >= c->max_decisions)
             luaL_error(L, "%s: too many decisions (limit %d)", what, (int)c->max_decisions);
         if (ms_plan_add(&c->scratch, &dec) != MS_OK)
-            luaL_error(L, "ctx:simulate: out of memory");
+            luaL_error(L, "%s: out of memory", method);
     }
-    check_candidate_swaps(L, &c->scratch);
+    check_candidate_swaps(L, &c->scratch, method);
+}
+
+/* ---- packed plans: ctx:pack, ctx:apply ---- */
+
+#define PACKED_TYPE "memsim.policy.plan"
+
+/* ctx:pack's value: a checked decision list as C structs, 24 bytes a
+ * decision in the policy's heap (so counted against its memory cap), with no
+ * Lua table and no profile view kept alive by it.  A policy that keeps
+ * several plans across steps (memsim_optimal's fallbacks) holds these. */
+typedef struct packed_plan {
+    uint32_t n;
+    ms_decision items[];
+} packed_plan;
+
+/* A packed decision, checked again against this call's program: a plan
+ * packed for another step's program may not fit this one. */
+static void check_packed(lua_State *L, const ms_policy_ctx *c, const ms_decision *dec,
+                         const char *what)
+{
+    if (dec->kind == MS_DEC_RECOMPUTE) {
+        check_segment(L, c, dec->segment, what);
+        return;
+    }
+    check_tensor(L, c, dec->tensor, what);
+    if (dec->kind != MS_DEC_SWAP)
+        return;
+    if (dec->out_after != MS_NONE)
+        check_op(L, c, dec->out_after, what, "out_after");
+    if (dec->in_before != MS_NONE)
+        check_op(L, c, dec->in_before, what, "in_before");
+    if (dec->prefetch > (int32_t)c->prog->n_ops)
+        luaL_error(L, "%s: prefetch = %d is out of range (0..%d ops)", what, (int)dec->prefetch,
+                   (int)c->prog->n_ops);
+    check_swap(L, c, dec, what);
+}
+
+/* The plan argument at idx, a decision list or a packed plan, into
+ * c->scratch. */
+static void read_plan_arg(lua_State *L, ms_policy_ctx *c, int idx, const char *method)
+{
+    const packed_plan *pp = luaL_testudata(L, idx, PACKED_TYPE);
+    if (pp == NULL) {
+        if (lua_type(L, idx) != LUA_TTABLE)
+            luaL_error(L, "%s: expected a list of decisions or a packed plan (ctx:pack), got %s",
+                       method, luaL_typename(L, idx));
+        read_candidate(L, c, idx, method);
+        return;
+    }
+    ms_plan_clear(&c->scratch);
+    for (uint32_t i = 0; i < pp->n; i++) {
+        char what[64];
+        snprintf(what, sizeof what, "%s: decision %d", method, (int)i + 1);
+        check_packed(L, c, &pp->items[i], what);
+        if (ms_plan_add(&c->scratch, &pp->items[i]) != MS_OK)
+            luaL_error(L, "%s: out of memory", method);
+    }
+}
+
+static int ctx_pack(lua_State *L)
+{
+    ms_policy_ctx *c = writable_ctx(L, "pack");
+    read_plan_arg(L, c, 2, "ctx:pack");
+    uint32_t n = c->scratch.n;
+    packed_plan *pp = lua_newuserdatauv(L, sizeof *pp + (size_t)n * sizeof pp->items[0], 0);
+    pp->n = n;
+    if (n > 0)
+        memcpy(pp->items, c->scratch.items, (size_t)n * sizeof pp->items[0]);
+    luaL_setmetatable(L, PACKED_TYPE);
+    return 1;
+}
+
+/* ctx:apply(plan): every decision of a list or packed plan, in order, as if
+ * made by ctx:swap, ctx:recompute and ctx:keep at this line; checked whole
+ * before the first is added. */
+static int ctx_apply(lua_State *L)
+{
+    ms_policy_ctx *c = writable_ctx(L, "apply");
+    read_plan_arg(L, c, 2, "ctx:apply");
+    const ms_plan *in = &c->scratch;
+    if (c->plan->n + (uint64_t)in->n > c->max_decisions)
+        luaL_error(L, "ctx:apply: too many decisions (limit %d for this program)",
+                   (int)c->max_decisions);
+    char here[96];
+    script_position(L, here, sizeof here);
+    for (uint32_t i = 0; i < in->n; i++)
+        if (in->items[i].kind == MS_DEC_SWAP)
+            check_not_swapped(L, c, in->items[i].tensor, here, "ctx:apply");
+    for (uint32_t i = 0; i < in->n; i++) {
+        if (in->items[i].kind == MS_DEC_SWAP)
+            note_swap_at(L, c, in->items[i].tensor, here);
+        add_decision(L, c, &in->items[i], "ctx:apply");
+    }
+    return 0;
+}
+
+static int packed_len(lua_State *L)
+{
+    const packed_plan *pp = luaL_checkudata(L, 1, PACKED_TYPE);
+    lua_pushinteger(L, pp->n);
+    return 1;
+}
+
+static int packed_tostring(lua_State *L)
+{
+    const packed_plan *pp = luaL_checkudata(L, 1, PACKED_TYPE);
+    lua_pushfstring(L, "memsim plan (%d decisions)", (int)pp->n);
+    return 1;
 }
 
 static void set_field_int(lua_State *L, const char *k, lua_Integer v)
@@ -470,8 +589,7 @@ static int ctx_simulate(lua_State *L)
         return luaL_error(L, "ctx:simulate: no simulator is available to %s()", c->hook);
     const ms_plan *cand = c->plan;
     if (!lua_isnoneornil(L, 2)) {
-        luaL_checktype(L, 2, LUA_TTABLE);
-        read_candidate(L, c, 2);
+        read_plan_arg(L, c, 2, "ctx:simulate");
         cand = &c->scratch;
     }
     ms_sim_options opt = simulate_options(L, 3);
@@ -539,7 +657,8 @@ void pol_ctx_register(lua_State *L)
     static const luaL_Reg methods[] = {
         {"swap", ctx_swap},         {"recompute", ctx_recompute}, {"keep", ctx_keep},
         {"stable", ctx_stable},     {"simulate", ctx_simulate},   {"log", ctx_log},
-        {"replace_declared", ctx_replace_declared},                 {NULL, NULL},
+        {"replace_declared", ctx_replace_declared},
+        {"pack", ctx_pack},         {"apply", ctx_apply},         {NULL, NULL},
     };
     luaL_newmetatable(L, CTX_TYPE);
     luaL_newlib(L, methods);
@@ -547,6 +666,14 @@ void pol_ctx_register(lua_State *L)
     lua_pushcfunction(L, ctx_tostring);
     lua_setfield(L, -2, "__tostring");
     lua_pushliteral(L, "ctx");
+    lua_setfield(L, -2, "__metatable");
+    lua_pop(L, 1);
+    luaL_newmetatable(L, PACKED_TYPE);
+    lua_pushcfunction(L, packed_len);
+    lua_setfield(L, -2, "__len");
+    lua_pushcfunction(L, packed_tostring);
+    lua_setfield(L, -2, "__tostring");
+    lua_pushliteral(L, "plan");
     lua_setfield(L, -2, "__metatable");
     lua_pop(L, 1);
 }

@@ -20,6 +20,7 @@
  * garbage collection cycle.  A Lua string is a value, so making it on each
  * read shows the script exactly what the eager table did. */
 #include "policy_host.h"
+#include "policy_view.h"
 
 #include <limits.h>
 #include <stdlib.h>
@@ -27,10 +28,8 @@
 
 #include <lauxlib.h>
 
-#define MT_ARRAY "memsim.policy.array"
 #define MT_BLOB "memsim.policy.blob"
 
-enum entry_type { ENTRY_OP = 0, ENTRY_TENSOR, ENTRY_SEGMENT, ENTRY_COUNT };
 
 static const char *const entry_mt[ENTRY_COUNT] = {
     "memsim.policy.op", "memsim.policy.tensor", "memsim.policy.segment",
@@ -47,44 +46,6 @@ static const char *const class_names[MS_KC_COUNT] = {
 
 
 /* ---- the packed copy ---- */
-
-/* A name field is an offset into the blob's names; 0 is no name (nil),
- * since offset 0 holds a lone NUL that no entry points to. */
-typedef struct vop {
-    double model_flops, flops, hbm_bytes;
-    uint32_t name, kernel;
-    int32_t layer, micro_batch, segment;
-    uint32_t in_off, n_in, out_off, n_out;
-    uint8_t phase, stream, cls;
-} vop;
-
-typedef struct vtensor {
-    uint64_t bytes;
-    uint32_t name;
-    int32_t producer, layer, micro_batch, last_forward_use, first_backward_use;
-    uint32_t uses_off, n_uses;
-    uint8_t kind, dtype, persistent, saved;
-} vtensor;
-
-typedef struct vsegment {
-    uint64_t saved_bytes, input_bytes;
-    uint32_t name;
-    int32_t layer, micro_batch, parent;
-    uint32_t first_op, last_op, first_backward_op, in_off, n_in;
-} vsegment;
-
-/* The block: this header, then the arrays it points into (inside the same
- * userdata, which Lua never moves). */
-typedef struct vblob {
-    uint32_t n[ENTRY_COUNT];
-    bool measured;
-    vop *ops;
-    vtensor *tensors;
-    vsegment *segments;
-    ms_op_profile *prof; /* the last measured step, when measured */
-    uint32_t *ids;       /* every id list, back to back */
-    char *names;         /* every name, NUL-terminated, back to back */
-} vblob;
 
 /* The userdata that owns the block. */
 typedef struct vbox {
@@ -103,16 +64,6 @@ static vblob *blob_of(lua_State *L, int idx)
 {
     return ((vbox *)lua_touserdata(L, idx))->blob;
 }
-
-/* An entry or an array: uservalue 1 is the blob's userdata (kept alive by
- * it); an array's uservalue 2 caches its entry objects and 3 is their
- * metatable (at hand, where luaL_setmetatable would look its name up in the
- * registry for every entry made). */
-typedef struct vref {
-    const vblob *blob;
-    uint32_t index;
-    uint8_t type;
-} vref;
 
 static size_t align8(size_t n)
 {
@@ -523,25 +474,50 @@ static int entry_tostring(lua_State *L)
 
 /* ---- array metamethods ---- */
 
+/* Entry i (1-based) of the array at idx, made on first access and cached in
+ * the array's uservalue 2, so that the same entry is the same object. */
+void pol_view_push_entry(lua_State *L, int idx, const vref *r, lua_Integer i)
+{
+    lua_getiuservalue(L, idx, 2);
+    if (lua_rawgeti(L, -1, i) != LUA_TNIL) {
+        lua_remove(L, -2);
+        return;
+    }
+    lua_pop(L, 1);
+    vref *e = lua_newuserdatauv(L, sizeof *e, 1);
+    *e = (vref){.blob = r->blob, .index = (uint32_t)(i - 1), .type = r->type};
+    lua_getiuservalue(L, idx, 1);
+    lua_setiuservalue(L, -2, 1);
+    lua_getiuservalue(L, idx, 3);
+    lua_setmetatable(L, -2);
+    lua_pushvalue(L, -1);
+    lua_rawseti(L, -3, i);
+    lua_remove(L, -2);
+}
+
+/* A string key is a method: select on tensors, backward_starts on ops. */
+static int array_method(lua_State *L, const vref *r)
+{
+    const char *k = lua_tostring(L, 2);
+    if (r->type == ENTRY_TENSOR && strcmp(k, "select") == 0)
+        lua_pushcfunction(L, pol_view_select);
+    else if (r->type == ENTRY_OP && strcmp(k, "backward_starts") == 0)
+        lua_pushcfunction(L, pol_view_backward_starts);
+    else
+        return 0;
+    return 1;
+}
+
 static int array_index(lua_State *L)
 {
     const vref *r = lua_touserdata(L, 1);
+    if (r != NULL && lua_type(L, 2) == LUA_TSTRING)
+        return array_method(L, r);
     int ok = 0;
     lua_Integer i = lua_tointegerx(L, 2, &ok);
     if (r == NULL || !ok || lua_type(L, 2) != LUA_TNUMBER || i < 1 || i > r->blob->n[r->type])
         return 0;
-    lua_getiuservalue(L, 1, 2);
-    if (lua_rawgeti(L, -1, i) != LUA_TNIL)
-        return 1;
-    lua_pop(L, 1);
-    vref *e = lua_newuserdatauv(L, sizeof *e, 1);
-    *e = (vref){.blob = r->blob, .index = (uint32_t)(i - 1), .type = r->type};
-    lua_getiuservalue(L, 1, 1);
-    lua_setiuservalue(L, -2, 1);
-    lua_getiuservalue(L, 1, 3);
-    lua_setmetatable(L, -2);
-    lua_pushvalue(L, -1);
-    lua_rawseti(L, -3, i);
+    pol_view_push_entry(L, 1, r, i);
     return 1;
 }
 

@@ -31,24 +31,27 @@ function M.layer_segments(profile)
 end
 
 --- The tensors matching every given field of filter, in id order:
----   kind      a kind name ("activation") or a set of them (M.set{...})
----   name      a Lua pattern the tensor's name must contain
----   saved     true/false: saved for backward or not
----   min_bytes at least this many bytes
----   layer     this layer only
+---   kind        a kind name ("activation") or a set of them (M.set{...})
+---   name        a Lua pattern the tensor's name must contain
+---   saved       true/false: saved for backward or not
+---   min_bytes   at least this many bytes
+---   layer       this layer only
+---   micro_batch this micro-batch only
+--- Every field but name is matched in C (profile.tensors:select), which
+--- rejects a field or kind it does not know.
 function M.tensors(profile, filter)
   filter = filter or {}
-  local kinds = filter.kind
-  if type(kinds) == "string" then
-    kinds = { [kinds] = true }
+  local spec = {}
+  for k, v in pairs(filter) do
+    if k ~= "name" then spec[k] = v end
+  end
+  local found = profile.tensors:select(spec)
+  if filter.name == nil then
+    return found
   end
   local out = {}
-  for _, t in ipairs(profile.tensors) do
-    if (kinds == nil or kinds[t.kind])
-      and (filter.name == nil or string.find(t.name or "", filter.name) ~= nil)
-      and (filter.saved == nil or t.saved == filter.saved)
-      and (filter.min_bytes == nil or t.bytes >= filter.min_bytes)
-      and (filter.layer == nil or t.layer == filter.layer) then
+  for _, t in ipairs(found) do
+    if string.find(t.name or "", filter.name) ~= nil then
       out[#out + 1] = t
     end
   end
@@ -86,18 +89,7 @@ end
 --- A swap-in issued at the first backward op of the layer above hides
 --- behind that layer's backward (one layer of prefetch).
 function M.backward_starts(profile)
-  local first, mb_first = {}, {}
-  for _, op in ipairs(profile.ops) do
-    if op.phase == "backward" and op.micro_batch ~= nil then
-      local mb = op.micro_batch
-      if mb_first[mb] == nil then mb_first[mb] = op.id end
-      if op.layer ~= nil then
-        first[mb] = first[mb] or {}
-        if first[mb][op.layer] == nil then first[mb][op.layer] = op.id end
-      end
-    end
-  end
-  return first, mb_first
+  return profile.ops:backward_starts()
 end
 
 --- Swap t out after its last forward use and back from the start of the

@@ -380,6 +380,33 @@ START_TEST(test_profile_view)
      * least 5000 bytes: tensors 4, 5, 6, 12, 13, 14, 15 = 7.  Grads 10, 12,
      * 15: 11+13+16 KiB = 40960. */
     assert_has(out, "lib saved=1,3,4,6 saved_bytes=18432 big=7 grads=40960 fmt=3.00 GiB\n");
+    /* profile.tensors:select: temps 13 and 14 are layer 0's (9 has no layer,
+     * 11 is layer 1's); weights and grads of at least 8 KiB (tensor i is
+     * i + 1 KiB): 7, 10, 12, 15; the one activation not saved: 8; a kind
+     * set false is not taken; no filter: all 17; layer -1 is no layer; the
+     * entries are the array's own. */
+    assert_has(out, "select temp0=13,14 big=7,10,12,15 unsaved=8 set=1,3,4,6,8 all=17 none=0 "
+                    "same=true\n");
+    int sel = line_of("inspect", "local ok, err = pcall(function() return profile.tensors:select");
+    char bad[4][400];
+    snprintf(bad[0], sizeof bad[0], "inspect.lua:%d: select: unknown filter "
+             "field 'kinds' (expected kind, saved, min_bytes, layer, micro_batch)\n", sel);
+    snprintf(bad[1], sizeof bad[1], "inspect.lua:%d: select: kind: expected "
+             "a tensor kind (weight, grad, optimizer_state, activation, temp, comm_buffer), got "
+             "activations\n", sel);
+    snprintf(bad[2], sizeof bad[2], "inspect.lua:%d: select: saved: "
+             "expected a boolean, got 1\n", sel);
+    snprintf(bad[3], sizeof bad[3], "inspect.lua:%d: select: layer: "
+             "expected an integer, got 1.5\n", sel);
+    for (int i = 0; i < 4; i++)
+        assert_has(out, bad[i]);
+    char on_ops[400];
+    snprintf(on_ops, sizeof on_ops, "inspect.lua:%d: select: call it as "
+             "profile.tensors:select(...) method=nil\n",
+             line_of("inspect", "local ok_ops, err_ops = pcall("));
+    assert_has(out, on_ops);
+    /* Backward ops 6 (layer 1) then 7, 8, 9 (layer 0), all micro-batch 0. */
+    assert_has(out, "backward_starts l0=7 l1=6 mb0=6 mb1=nil\n");
     /* pairs() over a record: sorted keys, absent (nil) fields skipped. */
     assert_has(out, "keys first_backward_op,first_op,id,input_bytes,inputs,last_op,layer,"
                     "micro_batch,name,parent,saved_bytes\n");
@@ -850,6 +877,71 @@ END_TEST
  * that memory (0 to the simulator: the scenario's own); a capacity that is
  * not an integer from 1 to 2^43, or an option the simulator does not know,
  * is the script's error at its line, and nothing is simulated. */
+static void assert_same_decision(const ms_decision *a, const ms_decision *b)
+{
+    ck_assert_int_eq(a->kind, b->kind);
+    ck_assert_uint_eq(a->kind == MS_DEC_RECOMPUTE ? a->segment : a->tensor,
+                      b->kind == MS_DEC_RECOMPUTE ? b->segment : b->tensor);
+    ck_assert_int_eq(a->out_after, b->out_after);
+    ck_assert_int_eq(a->in_before, b->in_before);
+    ck_assert_int_eq(a->prefetch, b->prefetch);
+}
+
+START_TEST(test_ctx_pack_apply)
+{
+    FILE *log = tmpfile();
+    ms_policy *p = load_fixture("cases", NULL);
+    ms_policy_set_log(p, log);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_diag d = {0};
+    sim_spy spy;
+    spy_open(&spy, p);
+    fx.prof.step = 36;
+    ck_assert_int_eq(ms_policy_plan(p, &fx.prof, spy_simulate, &spy, &plan, &d), MS_OK);
+    char *out = slurp(log);
+    assert_has(out, "packed n=3 str=memsim plan (3 decisions)\n");
+    free(out);
+    /* The list and its packed plan simulate the same decisions... */
+    ck_assert_int_eq(spy.calls, 2);
+    ck_assert_uint_eq(spy.seen[0].n, 3);
+    ck_assert_uint_eq(spy.seen[1].n, 3);
+    for (uint32_t i = 0; i < 3; i++)
+        assert_same_decision(&spy.seen[0].items[i], &spy.seen[1].items[i]);
+    /* ...and ctx:apply adds them in order, then the list's one. */
+    const ms_decision want[] = {
+        {.kind = MS_DEC_SWAP, .tensor = 3, .out_after = MS_NONE, .in_before = MS_NONE,
+         .prefetch = 2},
+        {.kind = MS_DEC_RECOMPUTE, .segment = 2, .out_after = MS_NONE, .in_before = MS_NONE},
+        {.kind = MS_DEC_KEEP, .tensor = 4, .out_after = MS_NONE, .in_before = MS_NONE},
+        {.kind = MS_DEC_KEEP, .tensor = 5, .out_after = MS_NONE, .in_before = MS_NONE},
+    };
+    ck_assert_uint_eq(plan.n, 4);
+    for (uint32_t i = 0; i < 4; i++)
+        assert_same_decision(&plan.items[i], &want[i]);
+    spy_close(&spy);
+    /* Applying a packed swap twice is the swap-twice error, at both lines. */
+    ck_assert_int_eq(run_case(p, 37, &plan, &d), MS_ESCRIPT);
+    int first = line_of("cases", "cases[37] =") + 2;
+    char where[200];
+    snprintf(where, sizeof where, "ctx:apply: tensor 3 ('%s') swapped twice: first at ",
+             fx.tensors[3].name);
+    assert_has(d.msg, where);
+    snprintf(where, sizeof where, "cases.lua:%d, again at ", first);
+    assert_has(d.msg, where);
+    snprintf(where, sizeof where, "cases.lua:%d (a tensor is swapped", first + 1);
+    assert_has(d.msg, where);
+    ck_assert_uint_eq(plan.n, 0);
+    assert_case_error(p, 38, "ctx:pack: decision 2: segment 9 does not exist (the program has 3 "
+                             "segments, ids from 0)");
+    assert_case_error(p, 39, "ctx:apply: expected a list of decisions or a packed plan "
+                             "(ctx:pack), got number");
+    ms_plan_free(&plan);
+    ms_policy_free(p);
+    fclose(log);
+}
+END_TEST
+
 START_TEST(test_ctx_simulate_capacity)
 {
     ms_policy *p = load_fixture("cases", NULL);
@@ -1175,6 +1267,7 @@ static Suite *policy_suite(void)
     tcase_add_test(tc, test_ctx_swap_twice);
     tcase_add_test(tc, test_ctx_simulate_steps);
     tcase_add_test(tc, test_ctx_simulate_capacity);
+    tcase_add_test(tc, test_ctx_pack_apply);
     tcase_add_test(tc, test_ctx_expires);
     tcase_add_test(tc, test_ctx_stable_readonly_log);
     tcase_add_test(tc, test_ctx_simulate);

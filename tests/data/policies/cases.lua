@@ -57,6 +57,25 @@ cases[32] = function(p, ctx) ctx:simulate({}, { capacity = 1 << 44 }) end
 cases[33] = function(p, ctx) ctx:simulate({}, { capacity = 4096.5 }) end
 cases[34] = function(p, ctx) ctx:simulate({}, { step = 2 }) end
 cases[35] = function(p, ctx) ctx:simulate({}, { [1] = 2 }) end
+-- Packed plans: the same decisions as the list, simulated and applied.
+cases[36] = function(p, ctx)
+  local list = { { kind = "swap", tensor = 3, prefetch = 2 }, { kind = "recompute", segment = 2 },
+                 { kind = "keep", tensor = 4 } }
+  local packed = ctx:pack(list)
+  ctx:log("packed n=%d str=%s", #packed, tostring(packed))
+  ctx:simulate(list)
+  ctx:simulate(packed)
+  ctx:apply(packed)
+  ctx:apply({ { kind = "keep", tensor = 5 } })
+end
+cases[37] = function(p, ctx)
+  local once = ctx:pack({ { kind = "swap", tensor = 3 } })
+  ctx:apply(once)
+  ctx:apply(once)
+end
+local swap3_recompute9 = { { kind = "swap", tensor = 3 }, { kind = "recompute", segment = 9 } }
+cases[38] = function(p, ctx) ctx:pack(swap3_recompute9) end
+cases[39] = function(p, ctx) ctx:apply(7) end
 
 return {
   plan = function(profile, ctx)

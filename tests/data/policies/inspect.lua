@@ -54,6 +54,32 @@ return {
             memsim.sum_bytes(profile, ids), #big,
             memsim.sum_bytes(profile, memsim.tensors(profile, { kind = "grad" })),
             memsim.format_bytes(3 * 2 ^ 30))
+    local function ids_of(list)
+      local out = {}
+      for _, x in ipairs(list) do out[#out + 1] = x.id end
+      return table.concat(out, ",")
+    end
+    local temps0 = profile.tensors:select({ kind = "temp", layer = 0 })
+    ctx:log("select temp0=%s big=%s unsaved=%s set=%s all=%d none=%d same=%s",
+            ids_of(temps0),
+            ids_of(profile.tensors:select({ kind = memsim.set({ "grad", "weight" }),
+                                            min_bytes = 8 * 1024 })),
+            ids_of(profile.tensors:select({ kind = "activation", saved = false,
+                                            micro_batch = 0 })),
+            ids_of(profile.tensors:select({ kind = { activation = true, temp = false } })),
+            #profile.tensors:select(), #profile.tensors:select({ layer = -1 }),
+            s(temps0[1] == profile.tensors[14]))
+    for _, bad in ipairs({ { kinds = "activation" }, { kind = "activations" }, { saved = 1 },
+                           { layer = 1.5 } }) do
+      local ok, err = pcall(function() return profile.tensors:select(bad) end)
+      ctx:log("select bad ok=%s err=%s", s(ok), s(err))
+    end
+    local ok_ops, err_ops = pcall(function() return profile.tensors.select(profile.ops, {}) end)
+    ctx:log("select on ops ok=%s err=%s method=%s", s(ok_ops), s(err_ops),
+            s(profile.ops.select))
+    local first, mb_first = profile.ops:backward_starts()
+    ctx:log("backward_starts l0=%d l1=%d mb0=%d mb1=%s", first[0][0], first[0][1], mb_first[0],
+            s(mb_first[1]))
     local keys = {}
     for k in pairs(profile.segments[2]) do keys[#keys + 1] = k end
     ctx:log("keys %s", table.concat(keys, ","))
