@@ -322,6 +322,7 @@ local function search_core(shape, sim, tag, fits)
   end
   local profile, layers = shape.profile, stage_layers(shape)
   local floor = sim("none unbounded", NONE.build, 1, UNBOUNDED)
+  shape.floor = shape.floor or floor -- what the scenario as written needs (the log)
   local function stop(r, f)
     if floor.oom or r.oom or r.step_time > floor.step_time * (1 + config.floor_tolerance) then
       return false
@@ -442,7 +443,7 @@ local function search(profile, ctx)
       break
     end
   end
-  return fits, count(), replaced, shape.layers
+  return fits, count(), replaced, shape.layers, shape.floor
 end
 
 -- Each candidate was simulated from an empty cache; a real step after the
@@ -508,7 +509,7 @@ return {
   plan = function(profile, ctx)
     local st = chosen[profile.stage]
     if st == nil then
-      local fits, sims, replaced, layers = search(profile, ctx)
+      local fits, sims, replaced, layers, floor = search(profile, ctx)
       local n_fit = #fits
       sims = sims + steady_first(ctx, fits)
       if n_fit == 0 then fits[1] = nothing_fits(layers) end
@@ -516,6 +517,12 @@ return {
       chosen[profile.stage] = st
       ctx:log("stage %d: %s, %d decisions (%d simulations, %d plans fit)", profile.stage,
               st.chain[1].name, #st.chain[1].plan, sims, n_fit)
+      if floor ~= nil and not floor.oom then
+        ctx:log("stage %d: none would peak at %s allocated, %s reserved, on a device that never "
+                .. "runs out (this one has %s)", profile.stage,
+                memsim.format_bytes(floor.peak_allocated), memsim.format_bytes(floor.peak_reserved),
+                memsim.format_bytes(profile.capacity))
+      end
     end
     if st.replaced then ctx:replace_declared() end
     ctx:apply(st.chain[st.at].plan)

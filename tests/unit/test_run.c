@@ -1344,16 +1344,17 @@ END_TEST
  * (none on a device that never runs out), and half the layers swapped two
  * steps in a row (the first answers the floor's question), 3 simulations
  * where the whole search took 16; and its step is within floor_tolerance
- * (1e-4) of the floor. */
+ * (1e-4) of the floor.  Its log says what none would need there. */
 START_TEST(memsim_optimal_stops_at_the_floor)
 {
     char err[8192], args[2048];
     const char *scen = "scenarios/gpt-175b-trimmed-tp8.lua";
     run_one_step(scen, "tests/data/policies/floor.lua", "floor", err, sizeof err);
     char oom[8];
-    long long floor_ns = 0;
-    ck_assert_int_eq(sscanf(log_line(err, "floor: "), "floor: oom=%5s time=%lld", oom, &floor_ns),
-                     2);
+    long long floor_ns = 0, allocated = 0, reserved = 0;
+    ck_assert_int_eq(sscanf(log_line(err, "floor: "), "floor: oom=%5s time=%lld allocated=%lld "
+                            "reserved=%lld", oom, &floor_ns, &allocated, &reserved),
+                     4);
     ck_assert_str_eq(oom, "false");
     snprintf(args, sizeof args,
              "run %s --policy memsim_optimal --set report.detail=none --no-advice --quiet "
@@ -1363,6 +1364,12 @@ START_TEST(memsim_optimal_stops_at_the_floor)
     ck_assert_msg(strstr(err, "stage 0: swap half the layers, 128 decisions "
                               "(3 simulations, 1 plans fit)") != NULL,
                   "stderr: %s", err);
+    char needs[256];
+    snprintf(needs, sizeof needs, "stage 0: none would peak at %.2f GiB allocated, %.2f GiB "
+             "reserved, on a device that never runs out (this one has 64.00 GiB)",
+             (double)allocated / (1 << 30), (double)reserved / (1 << 30));
+    ck_assert_msg(strstr(err, needs) != NULL, "expected '%s' in: %s", needs, err);
+    ck_assert_int_gt(allocated, 64ll << 30); /* none does not fit: why the search ran */
     double t = step_time_or_oom(scen, "memsim_optimal") * 1e6;
     ck_assert_double_ge(t, (double)floor_ns);
     ck_assert_double_le(t, (double)floor_ns * (1 + 1e-4));
