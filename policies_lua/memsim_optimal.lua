@@ -42,8 +42,8 @@ local config = { max_simulations = 12, floor_tolerance = 1e-4 }
 
 local function layers_of(profile)
   local by_layer, order = {}, {}
-  for _, seg in ipairs(profile.segments) do
-    if seg.parent == nil and seg.layer ~= nil then
+  for _, seg in ipairs(profile.segments:select({ top = true })) do
+    if seg.layer ~= nil then
       local L = by_layer[seg.layer]
       if L == nil then
         L = { layer = seg.layer, recompute = {}, segs = {}, saved = 0, swap = {}, swap_bytes = 0 }

@@ -1,5 +1,5 @@
-/* The walks over a program that run in C: profile.tensors:select and
- * profile.ops:backward_starts.  Reading a field through a view entry is a
+/* The walks over a program that run in C: profile.tensors:select,
+ * profile.segments:select and profile.ops:backward_starts.  Reading a field through a view entry is a
  * metamethod call; a policy that walked every tensor or op that way spent a
  * quarter of its own instructions there on a llama2-70B stage
  * (bench/README.md), so the walks a policy always needs are done here. */
@@ -35,8 +35,10 @@ static int kind_code(lua_State *L, int idx)
     for (int k = 0; name != NULL && k < MS_TK_COUNT; k++)
         if (strcmp(name, ms_tensor_kind_name((ms_tensor_kind)k)) == 0)
             return k;
-    return luaL_error(L, "select: kind: expected a tensor kind (weight, grad, optimizer_state, "
-                      "activation, temp, comm_buffer), got %s", luaL_tolstring(L, idx, NULL));
+    return luaL_error(L,
+                      "select: kind: expected a tensor kind (weight, grad, optimizer_state, "
+                      "activation, temp, comm_buffer), got %s",
+                      luaL_tolstring(L, idx, NULL));
 }
 
 /* kind: one name, or a set of names (a name whose value is false or nil is
@@ -71,11 +73,13 @@ static void check_filter_key(lua_State *L, const char *key, int val, tensor_filt
         check_kinds(L, val, f);
     } else if (strcmp(key, "saved") == 0) {
         if (lua_type(L, val) != LUA_TBOOLEAN)
-            luaL_error(L, "select: saved: expected a boolean, got %s", luaL_tolstring(L, val, NULL));
+            luaL_error(L, "select: saved: expected a boolean, got %s",
+                       luaL_tolstring(L, val, NULL));
         f->saved = lua_toboolean(L, val);
     } else if (strcmp(key, "min_bytes") == 0) {
         if (lua_type(L, val) != LUA_TNUMBER)
-            luaL_error(L, "select: min_bytes: expected a number, got %s", luaL_tolstring(L, val, NULL));
+            luaL_error(L, "select: min_bytes: expected a number, got %s",
+                       luaL_tolstring(L, val, NULL));
         f->min_bytes = lua_tonumber(L, val);
     } else if (strcmp(key, "layer") == 0) {
         f->by_layer = true;
@@ -84,8 +88,10 @@ static void check_filter_key(lua_State *L, const char *key, int val, tensor_filt
         f->by_micro_batch = true;
         f->micro_batch = check_index_field(L, val, key);
     } else {
-        luaL_error(L, "select: unknown filter field '%s' (expected kind, saved, min_bytes, layer, "
-                   "micro_batch)", key);
+        luaL_error(L,
+                   "select: unknown filter field '%s' (expected kind, saved, min_bytes, layer, "
+                   "micro_batch)",
+                   key);
     }
 }
 
@@ -100,7 +106,8 @@ static void check_filter(lua_State *L, int idx, tensor_filter *f)
     lua_pushnil(L);
     while (lua_next(L, idx) != 0) {
         if (lua_type(L, -2) != LUA_TSTRING)
-            luaL_error(L, "select: filter keys are field names, got %s", luaL_tolstring(L, -2, NULL));
+            luaL_error(L, "select: filter keys are field names, got %s",
+                       luaL_tolstring(L, -2, NULL));
         check_filter_key(L, lua_tostring(L, -2), lua_gettop(L), f);
         lua_pop(L, 1);
     }
@@ -109,7 +116,8 @@ static void check_filter(lua_State *L, int idx, tensor_filter *f)
 static bool tensor_matches(const vtensor *t, const tensor_filter *f)
 {
     return f->kinds[t->kind] && (f->saved < 0 || t->saved == f->saved) &&
-           (double)t->bytes >= f->min_bytes && (!f->by_layer || (t->layer >= 0 && t->layer == f->layer)) &&
+           (double)t->bytes >= f->min_bytes &&
+           (!f->by_layer || (t->layer >= 0 && t->layer == f->layer)) &&
            (!f->by_micro_batch || (t->micro_batch >= 0 && t->micro_batch == f->micro_batch));
 }
 
@@ -126,6 +134,73 @@ int pol_view_select(lua_State *L)
     lua_Integer n = 0;
     for (uint32_t i = 0; i < r->blob->n[ENTRY_TENSOR]; i++) {
         if (!tensor_matches(&r->blob->tensors[i], &f))
+            continue;
+        pol_view_push_entry(L, 1, r, (lua_Integer)i + 1);
+        lua_rawseti(L, 2, ++n);
+    }
+    return 1;
+}
+
+/* The filter of profile.segments:select. */
+typedef struct segment_filter {
+    int top; /* -1: either; 1: layer segments only (no parent); 0: the others */
+    bool by_layer, by_micro_batch;
+    int32_t layer, micro_batch;
+} segment_filter;
+
+static void check_segment_key(lua_State *L, const char *key, int val, segment_filter *f)
+{
+    if (strcmp(key, "top") == 0) {
+        if (lua_type(L, val) != LUA_TBOOLEAN)
+            luaL_error(L, "select: top: expected a boolean, got %s", luaL_tolstring(L, val, NULL));
+        f->top = lua_toboolean(L, val);
+    } else if (strcmp(key, "layer") == 0) {
+        f->by_layer = true;
+        f->layer = check_index_field(L, val, key);
+    } else if (strcmp(key, "micro_batch") == 0) {
+        f->by_micro_batch = true;
+        f->micro_batch = check_index_field(L, val, key);
+    } else {
+        luaL_error(L, "select: unknown filter field '%s' (expected top, layer, micro_batch)", key);
+    }
+}
+
+static void check_segment_filter(lua_State *L, int idx, segment_filter *f)
+{
+    *f = (segment_filter){.top = -1};
+    if (lua_isnoneornil(L, idx))
+        return;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "select: filter keys are field names, got %s",
+                       luaL_tolstring(L, -2, NULL));
+        check_segment_key(L, lua_tostring(L, -2), lua_gettop(L), f);
+        lua_pop(L, 1);
+    }
+}
+
+static bool segment_matches(const vsegment *s, const segment_filter *f)
+{
+    return (f->top < 0 || (s->parent < 0) == (f->top == 1)) &&
+           (!f->by_layer || (s->layer >= 0 && s->layer == f->layer)) &&
+           (!f->by_micro_batch || (s->micro_batch >= 0 && s->micro_batch == f->micro_batch));
+}
+
+/* profile.segments:select(filter): the segments matching every field, in id
+ * order; { top = true } is every whole layer of every micro-batch, what
+ * full recompute walks (lib.memsim.layer_segments). */
+int pol_view_select_segments(lua_State *L)
+{
+    const vref *r = check_array(L, ENTRY_SEGMENT, "select");
+    segment_filter f;
+    check_segment_filter(L, 2, &f);
+    lua_settop(L, 1);
+    lua_createtable(L, 0, 0);
+    lua_Integer n = 0;
+    for (uint32_t i = 0; i < r->blob->n[ENTRY_SEGMENT]; i++) {
+        if (!segment_matches(&r->blob->segments[i], &f))
             continue;
         pol_view_push_entry(L, 1, r, (lua_Integer)i + 1);
         lua_rawseti(L, 2, ++n);

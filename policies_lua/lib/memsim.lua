@@ -15,18 +15,13 @@ function M.set(list)
 end
 
 --- Iterate the layer segments (those with no parent: a whole transformer
---- layer of one micro-batch), in id order.
+--- layer of one micro-batch), in id order (profile.segments:select in C).
 ---   for seg in M.layer_segments(profile) do ctx:recompute(seg.id) end
 function M.layer_segments(profile)
-  local segs, i = profile.segments, 0
+  local segs, i = profile.segments:select({ top = true }), 0
   return function()
-    while true do
-      i = i + 1
-      local s = segs[i]
-      if s == nil or s.parent == nil then
-        return s
-      end
-    end
+    i = i + 1
+    return segs[i]
   end
 end
 

@@ -405,6 +405,14 @@ START_TEST(test_profile_view)
              "profile.tensors:select(...) method=nil\n",
              line_of("inspect", "local ok_ops, err_ops = pcall("));
     assert_has(out, on_ops);
+    /* Segments 0 and 2 are whole layers, 1 (the attention core) is inside
+     * layer 0's; all are micro-batch 0. */
+    assert_has(out, "segments top=0,2 inner=1 layer0=0,1 mb1=0 lib=0,2 same=true bad=false ");
+    char seg[400];
+    snprintf(seg, sizeof seg, "inspect.lua:%d: select: unknown filter field 'parent' (expected "
+             "top, layer, micro_batch)\n",
+             line_of("inspect", "local ok_seg, err_seg = pcall("));
+    assert_has(out, seg);
     /* Backward ops 6 (layer 1) then 7, 8, 9 (layer 0), all micro-batch 0. */
     assert_has(out, "backward_starts l0=7 l1=6 mb0=6 mb1=nil\n");
     /* pairs() over a record: sorted keys, absent (nil) fields skipped. */

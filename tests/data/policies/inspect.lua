@@ -77,6 +77,16 @@ return {
     local ok_ops, err_ops = pcall(function() return profile.tensors.select(profile.ops, {}) end)
     ctx:log("select on ops ok=%s err=%s method=%s", s(ok_ops), s(err_ops),
             s(profile.ops.select))
+    local layer_ids = {}
+    for seg in memsim.layer_segments(profile) do layer_ids[#layer_ids + 1] = seg.id end
+    local ok_seg, err_seg = pcall(function() return profile.segments:select({ parent = 1 }) end)
+    ctx:log("segments top=%s inner=%s layer0=%s mb1=%d lib=%s same=%s bad=%s",
+            ids_of(profile.segments:select({ top = true })),
+            ids_of(profile.segments:select({ top = false })),
+            ids_of(profile.segments:select({ layer = 0 })),
+            #profile.segments:select({ micro_batch = 1 }), table.concat(layer_ids, ","),
+            s(profile.segments:select({ top = false })[1] == profile.segments[2]),
+            s(ok_seg) .. " " .. s(err_seg))
     local first, mb_first = profile.ops:backward_starts()
     ctx:log("backward_starts l0=%d l1=%d mb0=%d mb1=%s", first[0][0], first[0][1], mb_first[0],
             s(mb_first[1]))
