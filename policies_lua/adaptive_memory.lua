@@ -216,10 +216,9 @@ local function combinations(profile, L)
   local seg = m.layer_seg
   local fwd = span_time(profile, seg.first_op, seg.last_op)
   local bwd = 0
-  for _, op in ipairs(profile.ops) do
-    if op.layer == L.layer and op.micro_batch == seg.micro_batch and op.phase == "backward" then
-      bwd = bwd + op_time(profile, op.id)
-    end
+  for _, op in ipairs(profile.ops:select({ layer = L.layer, micro_batch = seg.micro_batch,
+                                            phase = "backward" })) do
+    bwd = bwd + op_time(profile, op.id)
   end
   local keep = seg.saved_bytes - seg.input_bytes
   local d2h = profile.device.d2h_bw or 25e9
@@ -307,13 +306,24 @@ local function solve(order, budget)
   for w = 1, cap do best[w] = 0 end
   local choice = {}
   for i, L in ipairs(order) do
+    -- Each combination's weight and cost do not depend on w: computed once a
+    -- layer, not once a cell (the table has budget / unit cells a layer, and
+    -- this loop was nearly all of the policy's own time).
+    local cws, vals = {}, {}
+    for ci, c in ipairs(L.combos) do
+      cws[ci] = math.ceil(c.extra * L.in_flight / config.unit)
+      vals[ci] = c.time * L.count
+    end
+    -- Combinations outside, cells inside: each cell still meets them in
+    -- order and keeps the first of equal costs, as a scan per cell would.
     local nxt, pick = {}, {}
-    for w = 0, cap do
-      nxt[w], pick[w] = INF, nil
-      for ci, c in ipairs(L.combos) do
-        local cw = math.ceil(c.extra * L.in_flight / config.unit)
-        if cw <= w and best[w - cw] < INF then
-          local v = best[w - cw] + c.time * L.count
+    for w = 0, cap do nxt[w] = INF end
+    for ci = 1, #cws do
+      local cw, val = cws[ci], vals[ci]
+      for w = math.max(cw, 0), cap do
+        local b = best[w - cw]
+        if b < INF then
+          local v = b + val
           if v < nxt[w] then nxt[w], pick[w] = v, ci end
         end
       end
@@ -333,8 +343,8 @@ end
 -- Tensors of a layer and micro-batch by name (names repeat across them).
 local function tensor_index(profile)
   local index = {}
-  for _, t in ipairs(profile.tensors) do
-    if t.layer ~= nil and t.micro_batch ~= nil and t.kind == "activation" then
+  for _, t in ipairs(profile.tensors:select({ kind = "activation" })) do
+    if t.layer ~= nil and t.micro_batch ~= nil then
       index[t.layer .. ":" .. t.micro_batch .. ":" .. t.name] = t.id
     end
   end

@@ -123,8 +123,8 @@ end
 
 local function v2_activations(profile, plan, bounds, key, mb_bwd)
   local taken = {}
-  for _, t in ipairs(profile.tensors) do
-    if t.kind == "activation" and t.saved and not t.persistent and t.layer ~= nil
+  for _, t in ipairs(profile.tensors:select({ kind = "activation", saved = true })) do
+    if not t.persistent and t.layer ~= nil
         and t.micro_batch ~= nil and t.last_forward_use ~= nil
         and t.first_backward_use ~= nil then
       local fwd, bwd = phase_counts(profile, t.uses)
@@ -157,8 +157,8 @@ local function v2_optimizer_state(profile, plan, bounds, key, first_layer)
   end
   local last_stage = last_mb ~= nil and first_layer ~= nil and bounds[key(last_mb, first_layer)]
   local from = last_stage and last_stage.bwd
-  for _, t in ipairs(profile.tensors) do
-    if t.kind == "optimizer_state" and t.first_use ~= nil and first_fwd ~= nil
+  for _, t in ipairs(profile.tensors:select({ kind = "optimizer_state" })) do
+    if t.first_use ~= nil and first_fwd ~= nil
         and t.first_use > first_fwd + 1 then
       local prefetch = from ~= nil and t.first_use - from or 1
       if prefetch < 1 or t.first_use - prefetch <= first_fwd then
@@ -235,29 +235,30 @@ local function v1_candidates(profile, stage_of, starts)
   for _, op in ipairs(profile.ops) do
     if op.phase == "forward" then first_fwd = op.id break end
   end
-  for _, t in ipairs(profile.tensors) do
-    if t.bytes >= config.tensor_size_filter and not (t.kind == "weight" or t.kind == "grad") then
-      local uses = t.uses
-      if #uses > 1 then
-        local fwd, bwd, opt = phase_counts(profile, uses)
-        local c
-        if t.kind == "optimizer_state" and first_fwd ~= nil and uses[1] > first_fwd then
-          -- Out in the first forward stage, back before the optimizer.
-          c = { tensor = t.id, out = first_fwd, back = uses[1], optimizer = true }
-        elseif opt == 0 and fwd > 0 and bwd > 0 and t.last_forward_use ~= nil
-            and t.first_backward_use ~= nil then
-          c = { tensor = t.id, out = t.last_forward_use, back = t.first_backward_use }
-        end
-        if c ~= nil then
-          c.bytes = t.bytes
-          local out_stage = stage_of[c.out + 1]
-          local in_stage = stage_of[c.back + 1]
-          -- Back one stage early: from the start of the stage before.
-          c.in_at = starts[math.max(in_stage - 1, out_stage + 1)] or c.back
-          c.off_from = starts[out_stage + 1] or c.back
-          if c.in_at > c.out and c.in_at <= c.back and c.off_from < c.in_at then
-            cands[#cands + 1] = c
-          end
+  -- Every kind but weights and grads (profile.tensors:select names them all).
+  local kinds = { optimizer_state = true, activation = true, temp = true, comm_buffer = true }
+  local big = profile.tensors:select({ kind = kinds, min_bytes = config.tensor_size_filter })
+  for _, t in ipairs(big) do
+    local uses = t.uses
+    if #uses > 1 then
+      local fwd, bwd, opt = phase_counts(profile, uses)
+      local c
+      if t.kind == "optimizer_state" and first_fwd ~= nil and uses[1] > first_fwd then
+        -- Out in the first forward stage, back before the optimizer.
+        c = { tensor = t.id, out = first_fwd, back = uses[1], optimizer = true }
+      elseif opt == 0 and fwd > 0 and bwd > 0 and t.last_forward_use ~= nil
+          and t.first_backward_use ~= nil then
+        c = { tensor = t.id, out = t.last_forward_use, back = t.first_backward_use }
+      end
+      if c ~= nil then
+        c.bytes = t.bytes
+        local out_stage = stage_of[c.out + 1]
+        local in_stage = stage_of[c.back + 1]
+        -- Back one stage early: from the start of the stage before.
+        c.in_at = starts[math.max(in_stage - 1, out_stage + 1)] or c.back
+        c.off_from = starts[out_stage + 1] or c.back
+        if c.in_at > c.out and c.in_at <= c.back and c.off_from < c.in_at then
+          cands[#cands + 1] = c
         end
       end
     end

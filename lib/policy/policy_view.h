@@ -68,10 +68,11 @@ typedef struct vref {
  * every read. */
 void pol_view_push_entry(lua_State *L, int idx, const vref *r, lua_Integer i);
 
-/* profile.tensors:select(filter), profile.segments:select(filter) and
+/* profile.tensors:select(filter), .segments:select, .ops:select and
  * profile.ops:backward_starts(). */
 int pol_view_select(lua_State *L);
 int pol_view_select_segments(lua_State *L);
+int pol_view_select_ops(lua_State *L);
 int pol_view_backward_starts(lua_State *L);
 
 #endif

@@ -1,8 +1,9 @@
-/* The walks over a program that run in C: profile.tensors:select,
- * profile.segments:select and profile.ops:backward_starts.  Reading a field through a view entry is a
- * metamethod call; a policy that walked every tensor or op that way spent a
- * quarter of its own instructions there on a llama2-70B stage
- * (bench/README.md), so the walks a policy always needs are done here. */
+/* The walks over a program that run in C: the arrays' select methods and
+ * profile.ops:backward_starts.  Reading a field
+ * through a view entry is a metamethod call; a policy that walked every
+ * tensor or op that way spent a quarter of its own instructions there on a
+ * llama2-70B stage (bench/README.md), so the walks a policy always needs
+ * are done here. */
 #include "policy_view.h"
 
 #include <string.h>
@@ -201,6 +202,93 @@ int pol_view_select_segments(lua_State *L)
     lua_Integer n = 0;
     for (uint32_t i = 0; i < r->blob->n[ENTRY_SEGMENT]; i++) {
         if (!segment_matches(&r->blob->segments[i], &f))
+            continue;
+        pol_view_push_entry(L, 1, r, (lua_Integer)i + 1);
+        lua_rawseti(L, 2, ++n);
+    }
+    return 1;
+}
+
+/* The filter of profile.ops:select. */
+typedef struct op_filter {
+    int phase, stream; /* -1: any */
+    bool by_layer, by_micro_batch, by_segment;
+    int32_t layer, micro_batch, segment;
+} op_filter;
+
+/* A name among n names (ms_phase_name, the stream roles), or an error that
+ * says which were expected. */
+static int name_code(lua_State *L, int idx, const char *key, const char *const *names, int n,
+                     const char *expected)
+{
+    const char *name = lua_type(L, idx) == LUA_TSTRING ? lua_tostring(L, idx) : NULL;
+    for (int k = 0; name != NULL && k < n; k++)
+        if (strcmp(name, names[k]) == 0)
+            return k;
+    return luaL_error(L, "select: %s: expected %s, got %s", key, expected,
+                      luaL_tolstring(L, idx, NULL));
+}
+
+static void check_op_key(lua_State *L, const char *key, int val, op_filter *f)
+{
+    static const char *const phases[] = {"forward", "backward", "optimizer"};
+    static const char *const streams[] = {"compute", "comm"};
+    if (strcmp(key, "phase") == 0) {
+        f->phase = name_code(L, val, key, phases, 3, "forward, backward or optimizer");
+    } else if (strcmp(key, "stream") == 0) {
+        f->stream = name_code(L, val, key, streams, 2, "compute or comm");
+    } else if (strcmp(key, "layer") == 0) {
+        f->by_layer = true;
+        f->layer = check_index_field(L, val, key);
+    } else if (strcmp(key, "micro_batch") == 0) {
+        f->by_micro_batch = true;
+        f->micro_batch = check_index_field(L, val, key);
+    } else if (strcmp(key, "segment") == 0) {
+        f->by_segment = true;
+        f->segment = check_index_field(L, val, key);
+    } else {
+        luaL_error(L, "select: unknown filter field '%s' (expected phase, stream, layer, "
+                   "micro_batch, segment)", key);
+    }
+}
+
+static void check_op_filter(lua_State *L, int idx, op_filter *f)
+{
+    *f = (op_filter){.phase = -1, .stream = -1};
+    if (lua_isnoneornil(L, idx))
+        return;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "select: filter keys are field names, got %s",
+                       luaL_tolstring(L, -2, NULL));
+        check_op_key(L, lua_tostring(L, -2), lua_gettop(L), f);
+        lua_pop(L, 1);
+    }
+}
+
+static bool op_matches(const vop *o, const op_filter *f)
+{
+    return (f->phase < 0 || o->phase == f->phase) && (f->stream < 0 || o->stream == f->stream) &&
+           (!f->by_layer || (o->layer >= 0 && o->layer == f->layer)) &&
+           (!f->by_micro_batch || (o->micro_batch >= 0 && o->micro_batch == f->micro_batch)) &&
+           (!f->by_segment || (o->segment >= 0 && o->segment == f->segment));
+}
+
+/* profile.ops:select(filter): the ops matching every field, in issue order
+ * (adaptive_memory's backward time of one layer, without a walk of every op
+ * through the view). */
+int pol_view_select_ops(lua_State *L)
+{
+    const vref *r = check_array(L, ENTRY_OP, "select");
+    op_filter f;
+    check_op_filter(L, 2, &f);
+    lua_settop(L, 1);
+    lua_createtable(L, 0, 0);
+    lua_Integer n = 0;
+    for (uint32_t i = 0; i < r->blob->n[ENTRY_OP]; i++) {
+        if (!op_matches(&r->blob->ops[i], &f))
             continue;
         pol_view_push_entry(L, 1, r, (lua_Integer)i + 1);
         lua_rawseti(L, 2, ++n);

@@ -413,6 +413,15 @@ START_TEST(test_profile_view)
              "top, layer, micro_batch)\n",
              line_of("inspect", "local ok_seg, err_seg = pcall("));
     assert_has(out, seg);
+    /* Ops: backward of layer 0 are 7, 8, 9; segment 0 (layers.0) spans ops
+     * 1 and 3 (2 is the core's own); every op is on the compute stream;
+     * the forward ops 0-5 are micro-batch 0. */
+    assert_has(out, "ops bwd0=7,8,9 seg0=1,3 comm=0 fwd=0,1,2,3,4,5 bad=false ");
+    char op_bad[300];
+    snprintf(op_bad, sizeof op_bad, "inspect.lua:%d: select: phase: expected forward, backward or "
+             "optimizer, got fwd\n",
+             line_of("inspect", "local ok_op, err_op = pcall("));
+    assert_has(out, op_bad);
     /* Backward ops 6 (layer 1) then 7, 8, 9 (layer 0), all micro-batch 0. */
     assert_has(out, "backward_starts l0=7 l1=6 mb0=6 mb1=nil\n");
     /* pairs() over a record: sorted keys, absent (nil) fields skipped. */

@@ -76,7 +76,7 @@ return {
     end
     local ok_ops, err_ops = pcall(function() return profile.tensors.select(profile.ops, {}) end)
     ctx:log("select on ops ok=%s err=%s method=%s", s(ok_ops), s(err_ops),
-            s(profile.ops.select))
+            s(profile.segments.backward_starts))
     local layer_ids = {}
     for seg in memsim.layer_segments(profile) do layer_ids[#layer_ids + 1] = seg.id end
     local ok_seg, err_seg = pcall(function() return profile.segments:select({ parent = 1 }) end)
@@ -87,6 +87,12 @@ return {
             #profile.segments:select({ micro_batch = 1 }), table.concat(layer_ids, ","),
             s(profile.segments:select({ top = false })[1] == profile.segments[2]),
             s(ok_seg) .. " " .. s(err_seg))
+    local ok_op, err_op = pcall(function() return profile.ops:select({ phase = "fwd" }) end)
+    ctx:log("ops bwd0=%s seg0=%s comm=%d fwd=%s bad=%s",
+            ids_of(profile.ops:select({ phase = "backward", layer = 0 })),
+            ids_of(profile.ops:select({ segment = 0 })), #profile.ops:select({ stream = "comm" }),
+            ids_of(profile.ops:select({ micro_batch = 0, phase = "forward" })),
+            s(ok_op) .. " " .. s(err_op))
     local first, mb_first = profile.ops:backward_starts()
     ctx:log("backward_starts l0=%d l1=%d mb0=%d mb1=%s", first[0][0], first[0][1], mb_first[0],
             s(mb_first[1]))
