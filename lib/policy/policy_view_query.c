@@ -20,14 +20,40 @@ static const vref *check_array(lua_State *L, int type, const char *method)
     return r;
 }
 
+static int32_t check_index_field(lua_State *L, int idx, const char *key)
+{
+    int ok = 0;
+    lua_Integer v = lua_tointegerx(L, idx, &ok);
+    if (!ok || lua_type(L, idx) != LUA_TNUMBER || v < INT32_MIN || v > INT32_MAX)
+        luaL_error(L, "select: %s: expected an integer, got %s", key, luaL_tolstring(L, idx, NULL));
+    return (int32_t)v;
+}
+
+/* A filter on an id field (layer, micro-batch, segment): an entry without
+ * one (nil) never passes. */
+typedef struct index_test {
+    bool on;
+    int32_t v;
+} index_test;
+
+static void set_index_test(lua_State *L, int val, const char *key, index_test *t)
+{
+    t->on = true;
+    t->v = check_index_field(L, val, key);
+}
+
+static bool index_passes(const index_test *t, int32_t v)
+{
+    return !t->on || (v >= 0 && v == t->v);
+}
+
 /* The filter of profile.tensors:select, checked whole before any tensor is
  * looked at: a misspelt key or kind is an error, not an empty answer. */
 typedef struct tensor_filter {
     bool kinds[MS_TK_COUNT];
     int saved; /* -1: either */
     double min_bytes;
-    bool by_layer, by_micro_batch;
-    int32_t layer, micro_batch;
+    index_test layer, micro_batch;
 } tensor_filter;
 
 static int kind_code(lua_State *L, int idx)
@@ -58,17 +84,47 @@ static void check_kinds(lua_State *L, int idx, tensor_filter *f)
     }
 }
 
-static int32_t check_index_field(lua_State *L, int idx, const char *key)
+/* The fields of a filter table, each handed to `key` (which raises on one it
+ * does not know); keys must be strings. */
+typedef void (*filter_key_fn)(lua_State *L, const char *key, int val, void *filter);
+
+static void read_filter(lua_State *L, int idx, filter_key_fn key, void *filter)
 {
-    int ok = 0;
-    lua_Integer v = lua_tointegerx(L, idx, &ok);
-    if (!ok || lua_type(L, idx) != LUA_TNUMBER || v < INT32_MIN || v > INT32_MAX)
-        luaL_error(L, "select: %s: expected an integer, got %s", key, luaL_tolstring(L, idx, NULL));
-    return (int32_t)v;
+    if (lua_isnoneornil(L, idx))
+        return;
+    luaL_checktype(L, idx, LUA_TTABLE);
+    lua_pushnil(L);
+    while (lua_next(L, idx) != 0) {
+        if (lua_type(L, -2) != LUA_TSTRING)
+            luaL_error(L, "select: filter keys are field names, got %s",
+                       luaL_tolstring(L, -2, NULL));
+        key(L, lua_tostring(L, -2), lua_gettop(L), filter);
+        lua_pop(L, 1);
+    }
 }
 
-static void check_filter_key(lua_State *L, const char *key, int val, tensor_filter *f)
+/* Whether entry i of the blob passes the filter. */
+typedef bool (*entry_test)(const vblob *b, uint32_t i, const void *filter);
+
+/* The select methods' answer: a new list of the array's entries (the array
+ * at index 1) that pass, in id order. */
+static int push_matching(lua_State *L, const vref *r, entry_test test, const void *filter)
 {
+    lua_settop(L, 1);
+    lua_createtable(L, 0, 0);
+    lua_Integer n = 0;
+    for (uint32_t i = 0; i < r->blob->n[r->type]; i++) {
+        if (!test(r->blob, i, filter))
+            continue;
+        pol_view_push_entry(L, 1, r, (lua_Integer)i + 1);
+        lua_rawseti(L, 2, ++n);
+    }
+    return 1;
+}
+
+static void tensor_key(lua_State *L, const char *key, int val, void *filter)
+{
+    tensor_filter *f = filter;
     if (strcmp(key, "kind") == 0) {
         memset(f->kinds, 0, sizeof f->kinds);
         check_kinds(L, val, f);
@@ -83,11 +139,9 @@ static void check_filter_key(lua_State *L, const char *key, int val, tensor_filt
                        luaL_tolstring(L, val, NULL));
         f->min_bytes = lua_tonumber(L, val);
     } else if (strcmp(key, "layer") == 0) {
-        f->by_layer = true;
-        f->layer = check_index_field(L, val, key);
+        set_index_test(L, val, key, &f->layer);
     } else if (strcmp(key, "micro_batch") == 0) {
-        f->by_micro_batch = true;
-        f->micro_batch = check_index_field(L, val, key);
+        set_index_test(L, val, key, &f->micro_batch);
     } else {
         luaL_error(L,
                    "select: unknown filter field '%s' (expected kind, saved, min_bytes, layer, "
@@ -96,30 +150,13 @@ static void check_filter_key(lua_State *L, const char *key, int val, tensor_filt
     }
 }
 
-static void check_filter(lua_State *L, int idx, tensor_filter *f)
+static bool tensor_matches(const vblob *b, uint32_t i, const void *filter)
 {
-    *f = (tensor_filter){.saved = -1, .min_bytes = -1};
-    for (int k = 0; k < MS_TK_COUNT; k++)
-        f->kinds[k] = true;
-    if (lua_isnoneornil(L, idx))
-        return;
-    luaL_checktype(L, idx, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
-        if (lua_type(L, -2) != LUA_TSTRING)
-            luaL_error(L, "select: filter keys are field names, got %s",
-                       luaL_tolstring(L, -2, NULL));
-        check_filter_key(L, lua_tostring(L, -2), lua_gettop(L), f);
-        lua_pop(L, 1);
-    }
-}
-
-static bool tensor_matches(const vtensor *t, const tensor_filter *f)
-{
+    const vtensor *t = &b->tensors[i];
+    const tensor_filter *f = filter;
     return f->kinds[t->kind] && (f->saved < 0 || t->saved == f->saved) &&
            (double)t->bytes >= f->min_bytes &&
-           (!f->by_layer || (t->layer >= 0 && t->layer == f->layer)) &&
-           (!f->by_micro_batch || (t->micro_batch >= 0 && t->micro_batch == f->micro_batch));
+           index_passes(&f->layer, t->layer) && index_passes(&f->micro_batch, t->micro_batch);
 }
 
 /* profile.tensors:select(filter): the tensors matching every field of the
@@ -128,65 +165,41 @@ static bool tensor_matches(const vtensor *t, const tensor_filter *f)
 int pol_view_select(lua_State *L)
 {
     const vref *r = check_array(L, ENTRY_TENSOR, "select");
-    tensor_filter f;
-    check_filter(L, 2, &f);
-    lua_settop(L, 1);
-    lua_createtable(L, 0, 0);
-    lua_Integer n = 0;
-    for (uint32_t i = 0; i < r->blob->n[ENTRY_TENSOR]; i++) {
-        if (!tensor_matches(&r->blob->tensors[i], &f))
-            continue;
-        pol_view_push_entry(L, 1, r, (lua_Integer)i + 1);
-        lua_rawseti(L, 2, ++n);
-    }
-    return 1;
+    tensor_filter f = {.saved = -1, .min_bytes = -1};
+    for (int k = 0; k < MS_TK_COUNT; k++)
+        f.kinds[k] = true;
+    read_filter(L, 2, tensor_key, &f);
+    return push_matching(L, r, tensor_matches, &f);
 }
 
 /* The filter of profile.segments:select. */
 typedef struct segment_filter {
     int top; /* -1: either; 1: layer segments only (no parent); 0: the others */
-    bool by_layer, by_micro_batch;
-    int32_t layer, micro_batch;
+    index_test layer, micro_batch;
 } segment_filter;
 
-static void check_segment_key(lua_State *L, const char *key, int val, segment_filter *f)
+static void segment_key(lua_State *L, const char *key, int val, void *filter)
 {
+    segment_filter *f = filter;
     if (strcmp(key, "top") == 0) {
         if (lua_type(L, val) != LUA_TBOOLEAN)
             luaL_error(L, "select: top: expected a boolean, got %s", luaL_tolstring(L, val, NULL));
         f->top = lua_toboolean(L, val);
     } else if (strcmp(key, "layer") == 0) {
-        f->by_layer = true;
-        f->layer = check_index_field(L, val, key);
+        set_index_test(L, val, key, &f->layer);
     } else if (strcmp(key, "micro_batch") == 0) {
-        f->by_micro_batch = true;
-        f->micro_batch = check_index_field(L, val, key);
+        set_index_test(L, val, key, &f->micro_batch);
     } else {
         luaL_error(L, "select: unknown filter field '%s' (expected top, layer, micro_batch)", key);
     }
 }
 
-static void check_segment_filter(lua_State *L, int idx, segment_filter *f)
+static bool segment_matches(const vblob *b, uint32_t i, const void *filter)
 {
-    *f = (segment_filter){.top = -1};
-    if (lua_isnoneornil(L, idx))
-        return;
-    luaL_checktype(L, idx, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
-        if (lua_type(L, -2) != LUA_TSTRING)
-            luaL_error(L, "select: filter keys are field names, got %s",
-                       luaL_tolstring(L, -2, NULL));
-        check_segment_key(L, lua_tostring(L, -2), lua_gettop(L), f);
-        lua_pop(L, 1);
-    }
-}
-
-static bool segment_matches(const vsegment *s, const segment_filter *f)
-{
+    const vsegment *s = &b->segments[i];
+    const segment_filter *f = filter;
     return (f->top < 0 || (s->parent < 0) == (f->top == 1)) &&
-           (!f->by_layer || (s->layer >= 0 && s->layer == f->layer)) &&
-           (!f->by_micro_batch || (s->micro_batch >= 0 && s->micro_batch == f->micro_batch));
+           index_passes(&f->layer, s->layer) && index_passes(&f->micro_batch, s->micro_batch);
 }
 
 /* profile.segments:select(filter): the segments matching every field, in id
@@ -195,25 +208,15 @@ static bool segment_matches(const vsegment *s, const segment_filter *f)
 int pol_view_select_segments(lua_State *L)
 {
     const vref *r = check_array(L, ENTRY_SEGMENT, "select");
-    segment_filter f;
-    check_segment_filter(L, 2, &f);
-    lua_settop(L, 1);
-    lua_createtable(L, 0, 0);
-    lua_Integer n = 0;
-    for (uint32_t i = 0; i < r->blob->n[ENTRY_SEGMENT]; i++) {
-        if (!segment_matches(&r->blob->segments[i], &f))
-            continue;
-        pol_view_push_entry(L, 1, r, (lua_Integer)i + 1);
-        lua_rawseti(L, 2, ++n);
-    }
-    return 1;
+    segment_filter f = {.top = -1};
+    read_filter(L, 2, segment_key, &f);
+    return push_matching(L, r, segment_matches, &f);
 }
 
 /* The filter of profile.ops:select. */
 typedef struct op_filter {
     int phase, stream; /* -1: any */
-    bool by_layer, by_micro_batch, by_segment;
-    int32_t layer, micro_batch, segment;
+    index_test layer, micro_batch, segment;
 } op_filter;
 
 /* A name among n names (ms_phase_name, the stream roles), or an error that
@@ -229,8 +232,9 @@ static int name_code(lua_State *L, int idx, const char *key, const char *const *
                       luaL_tolstring(L, idx, NULL));
 }
 
-static void check_op_key(lua_State *L, const char *key, int val, op_filter *f)
+static void op_key(lua_State *L, const char *key, int val, void *filter)
 {
+    op_filter *f = filter;
     static const char *const phases[] = {"forward", "backward", "optimizer"};
     static const char *const streams[] = {"compute", "comm"};
     if (strcmp(key, "phase") == 0) {
@@ -238,42 +242,24 @@ static void check_op_key(lua_State *L, const char *key, int val, op_filter *f)
     } else if (strcmp(key, "stream") == 0) {
         f->stream = name_code(L, val, key, streams, 2, "compute or comm");
     } else if (strcmp(key, "layer") == 0) {
-        f->by_layer = true;
-        f->layer = check_index_field(L, val, key);
+        set_index_test(L, val, key, &f->layer);
     } else if (strcmp(key, "micro_batch") == 0) {
-        f->by_micro_batch = true;
-        f->micro_batch = check_index_field(L, val, key);
+        set_index_test(L, val, key, &f->micro_batch);
     } else if (strcmp(key, "segment") == 0) {
-        f->by_segment = true;
-        f->segment = check_index_field(L, val, key);
+        set_index_test(L, val, key, &f->segment);
     } else {
         luaL_error(L, "select: unknown filter field '%s' (expected phase, stream, layer, "
                    "micro_batch, segment)", key);
     }
 }
 
-static void check_op_filter(lua_State *L, int idx, op_filter *f)
+static bool op_matches(const vblob *b, uint32_t i, const void *filter)
 {
-    *f = (op_filter){.phase = -1, .stream = -1};
-    if (lua_isnoneornil(L, idx))
-        return;
-    luaL_checktype(L, idx, LUA_TTABLE);
-    lua_pushnil(L);
-    while (lua_next(L, idx) != 0) {
-        if (lua_type(L, -2) != LUA_TSTRING)
-            luaL_error(L, "select: filter keys are field names, got %s",
-                       luaL_tolstring(L, -2, NULL));
-        check_op_key(L, lua_tostring(L, -2), lua_gettop(L), f);
-        lua_pop(L, 1);
-    }
-}
-
-static bool op_matches(const vop *o, const op_filter *f)
-{
+    const vop *o = &b->ops[i];
+    const op_filter *f = filter;
     return (f->phase < 0 || o->phase == f->phase) && (f->stream < 0 || o->stream == f->stream) &&
-           (!f->by_layer || (o->layer >= 0 && o->layer == f->layer)) &&
-           (!f->by_micro_batch || (o->micro_batch >= 0 && o->micro_batch == f->micro_batch)) &&
-           (!f->by_segment || (o->segment >= 0 && o->segment == f->segment));
+           index_passes(&f->layer, o->layer) && index_passes(&f->micro_batch, o->micro_batch) &&
+           index_passes(&f->segment, o->segment);
 }
 
 /* profile.ops:select(filter): the ops matching every field, in issue order
@@ -282,18 +268,9 @@ static bool op_matches(const vop *o, const op_filter *f)
 int pol_view_select_ops(lua_State *L)
 {
     const vref *r = check_array(L, ENTRY_OP, "select");
-    op_filter f;
-    check_op_filter(L, 2, &f);
-    lua_settop(L, 1);
-    lua_createtable(L, 0, 0);
-    lua_Integer n = 0;
-    for (uint32_t i = 0; i < r->blob->n[ENTRY_OP]; i++) {
-        if (!op_matches(&r->blob->ops[i], &f))
-            continue;
-        pol_view_push_entry(L, 1, r, (lua_Integer)i + 1);
-        lua_rawseti(L, 2, ++n);
-    }
-    return 1;
+    op_filter f = {.phase = -1, .stream = -1};
+    read_filter(L, 2, op_key, &f);
+    return push_matching(L, r, op_matches, &f);
 }
 
 /* t[k], a new table there first if there is none; left on the stack. */
