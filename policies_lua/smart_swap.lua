@@ -170,13 +170,33 @@ local function v2_optimizer_state(profile, plan, bounds, key, first_layer)
   end
 end
 
+-- What depends on the program alone (and the config) is kept per stage for
+-- as long as the stage's program stays (profile.program_id).  Every
+-- SEARCHING_POLICY step planned v2 again from a walk of every op and tensor,
+-- which on llama2-70B was most of a run's instructions (bench/README.md).
+local per_stage = {}
+
+local function program_memo(profile)
+  local m = per_stage[profile.stage]
+  if m == nil or m.program ~= profile.program_id then
+    m = { program = profile.program_id }
+    per_stage[profile.stage] = m
+  end
+  return m
+end
+
+-- The plan lists are never changed once made, so a kept one is shared.
 local function plan_v2(profile, st)
+  local memo = program_memo(profile)
+  local k = st.memory_saving and "v2 memory saving" or "v2"
+  if memo[k] ~= nil then return memo[k] end
   local bounds, key, mb_bwd, first_layer = stage_bounds(profile, config.num_attn_layers_per_stage)
   local plan = {}
   v2_activations(profile, plan, bounds, key, mb_bwd)
   if st.memory_saving then
     v2_optimizer_state(profile, plan, bounds, key, first_layer)
   end
+  memo[k] = plan
   return plan
 end
 
@@ -450,16 +470,21 @@ local function advance(profile, st, ctx)
   end
 end
 
+-- A plan's decisions in one call (ctx:apply reads the swap tables as
+-- ctx:swap would read them one by one).
 local function apply(ctx, plan)
-  for _, d in ipairs(plan) do
-    ctx:swap(d.tensor, { out_after = d.out_after, in_before = d.in_before,
-                         prefetch = d.prefetch })
-  end
+  ctx:apply(plan)
 end
 
+-- Plans are kept and shared (program_memo), so their sizes are too.
+local plan_bytes = setmetatable({}, { __mode = "k" })
+
 local function swapped_bytes(profile, plan)
-  local n = 0
+  local n = plan_bytes[plan]
+  if n ~= nil then return n end
+  n = 0
   for _, d in ipairs(plan) do n = n + profile.tensors[d.tensor + 1].bytes end
+  plan_bytes[plan] = n
   return n
 end
 

@@ -8,6 +8,8 @@
  * lua_call, so its errors keep their file:line. */
 #include "policy_host.h"
 
+#include "lib/base/growable.h"
+
 #include <stdarg.h>
 #include <stdlib.h>
 #include <string.h>
@@ -324,6 +326,7 @@ ms_status ms_policy_free(ms_policy *p)
         base_sandbox_destroy(p->sb);
     ms_program_facts_free(&p->own_facts);
     free(p->pools);
+    free(p->known);
     free(p);
     return MS_OK;
 }
@@ -382,12 +385,30 @@ static bool same_program(const ms_program_view *a, const ms_program_view *b)
            a->n_segments == b->n_segments;
 }
 
+/* The program's place among those met so far (from 1), added when new. */
+static ms_status program_id_of(ms_policy *p, const ms_program_view *pv, uint32_t *id, ms_diag *d)
+{
+    for (uint32_t i = 0; i < p->n_known; i++)
+        if (same_program(&p->known[i], pv)) {
+            *id = i + 1;
+            return MS_OK;
+        }
+    if (!MS_GROW(p->known, p->n_known, p->cap_known, 8))
+        return ms_diag_set(d, MS_ENOMEM, "policy: out of memory noting a program");
+    p->known[p->n_known++] = *pv;
+    *id = p->n_known;
+    return MS_OK;
+}
+
 /* The derived facts and the cached Lua view follow the program; a new one
  * (other arrays or counts) drops both. */
 static ms_status ensure_program(ms_policy *p, const ms_program_view *pv, ms_diag *d)
 {
     if (p->have_program && same_program(&p->program, pv))
         return MS_OK;
+    ms_status id_st = program_id_of(p, pv, &p->program_id, d);
+    if (id_st != MS_OK)
+        return id_st;
     p->have_program = false;
     ms_program_facts_free(&p->own_facts);
     if (p->view_ref != LUA_NOREF) {
@@ -411,6 +432,8 @@ static void push_view(lua_State *L, ms_policy *p)
 {
     if (p->view_ref == LUA_NOREF) {
         pol_push_program(L, &p->program, p->dv);
+        lua_pushinteger(L, p->program_id);
+        lua_setfield(L, -2, "program_id");
         lua_pushvalue(L, -1);
         p->view_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         return;

@@ -63,6 +63,12 @@ struct ms_policy {
     const ms_program_facts *dv;
     ms_program_facts own_facts;
     int view_ref;                 /* registry ref of the program view, or LUA_NOREF */
+    /* Every program met, in order: profile.program_id is a program's place
+     * here (from 1), the same number each time the same program comes back
+     * (a stage's, after another stage's plan replaced the cached view). */
+    ms_program_view *known;
+    uint32_t n_known, cap_known;
+    uint32_t program_id;
     ms_policy_allocator allocator; /* its `allocator` table */
     bool oom_rescue;               /* its `oom_rescue` flag */
 };

@@ -326,8 +326,8 @@ void pol_push_profile(lua_State *L, int view_idx, const ms_profile *prof)
         push_plan(L, prof->declared, false);
         lua_setfield(L, -2, "declared");
     }
-    static const char *const parts[] = {"ops", "tensors", "segments"};
-    for (size_t i = 0; i < 3; i++) {
+    static const char *const parts[] = {"ops", "tensors", "segments", "program_id"};
+    for (size_t i = 0; i < 4; i++) {
         lua_getfield(L, view_idx, parts[i]);
         lua_setfield(L, -2, parts[i]);
     }

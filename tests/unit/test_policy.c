@@ -451,6 +451,37 @@ START_TEST(test_profile_view)
 }
 END_TEST
 
+/* profile.program_id names a program by its place among those met: the same
+ * number when a program comes back after another replaced the cached view
+ * (another stage's plan in between), a new one for a new program. */
+START_TEST(test_profile_program_id)
+{
+    FILE *log = tmpfile();
+    ms_policy *p = load_fixture("program_id", NULL);
+    ms_policy_set_log(p, log);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_diag d = {0};
+    /* The same segments in other memory: another program to the host. */
+    ms_segment copy[N_SEGMENTS];
+    memcpy(copy, fx.segments, sizeof copy);
+    ms_segment *const segments[] = {fx.segments, fx.segments, copy, fx.segments, copy};
+    for (int i = 0; i < 5; i++) {
+        fx.prof.program.segments = segments[i];
+        ck_assert_msg(ms_policy_plan(p, &fx.prof, NULL, NULL, &plan, &d) == MS_OK, "%s", d.msg);
+    }
+    fx.prof.program.segments = fx.segments;
+    char *out = slurp(log);
+    assert_has(out, "[policy program_id] program 1 segments 3\n[policy program_id] program 1 "
+                    "segments 3\n[policy program_id] program 2 segments 3\n[policy program_id] "
+                    "program 1 segments 3\n[policy program_id] program 2 segments 3\n");
+    free(out);
+    ms_plan_free(&plan);
+    ms_policy_free(p);
+    fclose(log);
+}
+END_TEST
+
 START_TEST(test_profile_measured_and_cache)
 {
     FILE *log = tmpfile();
@@ -1273,6 +1304,7 @@ static Suite *policy_suite(void)
     tc = tcase_create("profile");
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_profile_view);
+    tcase_add_test(tc, test_profile_program_id);
     tcase_add_test(tc, test_profile_measured_and_cache);
     tcase_add_test(tc, test_profile_names);
     tcase_add_test(tc, test_bad_program);
