@@ -19,15 +19,8 @@ local config = {
 return {
   name = "offload_layers",
   plan = function(profile, ctx)
-    local top
-    for _, op in ipairs(profile.ops) do
-      if op.layer ~= nil and (top == nil or op.layer > top) then top = op.layer end
-    end
+    local bottom, top = profile.ops:layer_range()
     if top == nil then return end
-    local bottom = top
-    for _, op in ipairs(profile.ops) do
-      if op.layer ~= nil and op.layer < bottom then bottom = op.layer end
-    end
     local k = config.num_layers or (top - bottom)
     local first, mb_first = memsim.backward_starts(profile)
     local n, bytes = 0, 0

@@ -71,36 +71,30 @@ local config = {
 -- ---- the program's swap stages -------------------------------------------
 
 -- Per (micro-batch, layer stage): the first forward and first backward op;
--- the first backward op of each micro-batch.
+-- the first backward op of each micro-batch.  A layer stage's first op is
+-- the lowest of its layers' first ops (ids are in issue order).
 local function stage_bounds(profile, per_stage)
-  local first_layer
-  for _, op in ipairs(profile.ops) do
-    if op.layer ~= nil and (first_layer == nil or op.layer < first_layer) then
-      first_layer = op.layer
-    end
-  end
-  local bounds, mb_bwd = {}, {}
+  local first_layer = profile.ops:layer_range()
   local function key(mb, layer)
     return mb * 65536 + (layer - first_layer) // per_stage
   end
-  for _, op in ipairs(profile.ops) do
-    local mb = op.micro_batch
-    if mb ~= nil and op.phase == "backward" and mb_bwd[mb] == nil then
-      mb_bwd[mb] = op.id
-    end
-    if mb ~= nil and op.layer ~= nil then
-      local b = bounds[key(mb, op.layer)]
-      if b == nil then
-        b = {}
-        bounds[key(mb, op.layer)] = b
-      end
-      if op.phase == "forward" and b.fwd == nil then
-        b.fwd = op.id
-      elseif op.phase == "backward" and b.bwd == nil then
-        b.bwd = op.id
+  local bounds = {}
+  local function note(starts, field)
+    for mb, layers in pairs(starts) do
+      for layer, id in pairs(layers) do
+        local k = key(mb, layer)
+        local b = bounds[k]
+        if b == nil then
+          b = {}
+          bounds[k] = b
+        end
+        if b[field] == nil or id < b[field] then b[field] = id end
       end
     end
   end
+  note((profile.ops:forward_starts()), "fwd")
+  local bwd, mb_bwd = profile.ops:backward_starts()
+  note(bwd, "bwd")
   return bounds, key, mb_bwd, first_layer
 end
 

@@ -495,8 +495,8 @@ void pol_view_push_entry(lua_State *L, int idx, const vref *r, lua_Integer i)
     lua_remove(L, -2);
 }
 
-/* A string key is a method: select on every array, backward_starts on
- * ops. */
+/* A string key is a method: select on every array; backward_starts,
+ * forward_starts and layer_range on ops. */
 static int array_method(lua_State *L, const vref *r)
 {
     const char *k = lua_tostring(L, 2);
@@ -508,6 +508,10 @@ static int array_method(lua_State *L, const vref *r)
         lua_pushcfunction(L, pol_view_select_ops);
     else if (r->type == ENTRY_OP && strcmp(k, "backward_starts") == 0)
         lua_pushcfunction(L, pol_view_backward_starts);
+    else if (r->type == ENTRY_OP && strcmp(k, "forward_starts") == 0)
+        lua_pushcfunction(L, pol_view_forward_starts);
+    else if (r->type == ENTRY_OP && strcmp(k, "layer_range") == 0)
+        lua_pushcfunction(L, pol_view_layer_range);
     else
         return 0;
     return 1;

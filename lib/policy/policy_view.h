@@ -68,11 +68,13 @@ typedef struct vref {
  * every read. */
 void pol_view_push_entry(lua_State *L, int idx, const vref *r, lua_Integer i);
 
-/* profile.tensors:select(filter), .segments:select, .ops:select and
- * profile.ops:backward_starts(). */
+/* profile.tensors:select(filter), .segments:select, .ops:select, and the
+ * ops' backward_starts(), forward_starts() and layer_range(). */
 int pol_view_select(lua_State *L);
 int pol_view_select_segments(lua_State *L);
 int pol_view_select_ops(lua_State *L);
+int pol_view_forward_starts(lua_State *L);
+int pol_view_layer_range(lua_State *L);
 int pol_view_backward_starts(lua_State *L);
 
 #endif

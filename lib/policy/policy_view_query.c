@@ -293,19 +293,18 @@ static void set_once(lua_State *L, int t, lua_Integer k, lua_Integer v)
     lua_pop(L, 1);
 }
 
-/* profile.ops:backward_starts(): first[mb][layer], the first backward op
- * of each (micro-batch, layer), and mb_first[mb], the first backward op of
- * each micro-batch (lib.memsim.backward_starts).  The tables are filled in
- * the order a walk in Lua would fill them, so pairs() visits them alike. */
-int pol_view_backward_starts(lua_State *L)
+/* first[mb][layer], the first op of the phase in each (micro-batch, layer),
+ * and mb_first[mb], its first op in each micro-batch.  The tables are filled
+ * in the order a walk in Lua would fill them, so pairs() visits them alike. */
+static int phase_starts(lua_State *L, ms_phase phase, const char *method)
 {
-    const vref *r = check_array(L, ENTRY_OP, "backward_starts");
+    const vref *r = check_array(L, ENTRY_OP, method);
     lua_settop(L, 1);
     lua_createtable(L, 0, 0); /* 2: first */
     lua_createtable(L, 0, 0); /* 3: mb_first */
     for (uint32_t i = 0; i < r->blob->n[ENTRY_OP]; i++) {
         const vop *o = &r->blob->ops[i];
-        if (o->phase != MS_PHASE_BACKWARD || o->micro_batch < 0)
+        if (o->phase != phase || o->micro_batch < 0)
             continue;
         set_once(L, 3, o->micro_batch, i);
         if (o->layer < 0)
@@ -314,5 +313,39 @@ int pol_view_backward_starts(lua_State *L)
         set_once(L, lua_gettop(L), o->layer, i);
         lua_pop(L, 1);
     }
+    return 2;
+}
+
+/* profile.ops:backward_starts() (lib.memsim.backward_starts: where a swap
+ * comes back from) and profile.ops:forward_starts() (smart_swap's stage
+ * bounds). */
+int pol_view_backward_starts(lua_State *L)
+{
+    return phase_starts(L, MS_PHASE_BACKWARD, "backward_starts");
+}
+
+int pol_view_forward_starts(lua_State *L)
+{
+    return phase_starts(L, MS_PHASE_FORWARD, "forward_starts");
+}
+
+/* profile.ops:layer_range(): the lowest and highest layer any op belongs
+ * to, or nothing when no op has a layer (a stage's layers, as offload_layers
+ * and smart_swap count them). */
+int pol_view_layer_range(lua_State *L)
+{
+    const vref *r = check_array(L, ENTRY_OP, "layer_range");
+    int32_t lo = -1, hi = -1;
+    for (uint32_t i = 0; i < r->blob->n[ENTRY_OP]; i++) {
+        int32_t l = r->blob->ops[i].layer;
+        if (l < 0)
+            continue;
+        lo = lo < 0 || l < lo ? l : lo;
+        hi = l > hi ? l : hi;
+    }
+    if (lo < 0)
+        return 0;
+    lua_pushinteger(L, lo);
+    lua_pushinteger(L, hi);
     return 2;
 }

@@ -422,6 +422,9 @@ START_TEST(test_profile_view)
              "optimizer, got fwd\n",
              line_of("inspect", "local ok_op, err_op = pcall("));
     assert_has(out, op_bad);
+    /* Forward: op 0 (the embedding, no layer) is micro-batch 0's first, 1 is
+     * layer 0's, 4 layer 1's; ops hold layers 0 and 1. */
+    assert_has(out, "forward_starts l0=1 l1=4 mb0=0 range=0..1\n");
     /* Backward ops 6 (layer 1) then 7, 8, 9 (layer 0), all micro-batch 0. */
     assert_has(out, "backward_starts l0=7 l1=6 mb0=6 mb1=nil\n");
     /* pairs() over a record: sorted keys, absent (nil) fields skipped. */

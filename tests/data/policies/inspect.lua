@@ -93,6 +93,10 @@ return {
             ids_of(profile.ops:select({ segment = 0 })), #profile.ops:select({ stream = "comm" }),
             ids_of(profile.ops:select({ micro_batch = 0, phase = "forward" })),
             s(ok_op) .. " " .. s(err_op))
+    local ffirst, fmb = profile.ops:forward_starts()
+    local lo, hi = profile.ops:layer_range()
+    ctx:log("forward_starts l0=%d l1=%d mb0=%d range=%d..%d", ffirst[0][0], ffirst[0][1], fmb[0],
+            lo, hi)
     local first, mb_first = profile.ops:backward_starts()
     ctx:log("backward_starts l0=%d l1=%d mb0=%d mb1=%s", first[0][0], first[0][1], mb_first[0],
             s(mb_first[1]))
