@@ -383,12 +383,6 @@ local function decisions(profile, order, picks, index)
   return list
 end
 
-local function apply(ctx, list)
-  for _, d in ipairs(list) do
-    if d.kind == "recompute" then ctx:recompute(d.segment) else ctx:swap(d.tensor) end
-  end
-end
-
 local function recompute_all(profile, ctx)
   for seg in memsim.layer_segments(profile) do ctx:recompute(seg.id) end
 end
@@ -481,7 +475,7 @@ return {
               profile.step, profile.rescued.count, memsim.format_bytes(st.hi))
       plan_stage(profile, ctx, st)
     end
-    apply(ctx, st.chosen)
+    ctx:apply(st.chosen)
     ctx:stable()
   end,
   -- No tensor was left to rescue the allocation: recompute every layer from
@@ -494,7 +488,7 @@ return {
     for seg in memsim.layer_segments(profile) do
       st.chosen[#st.chosen + 1] = { kind = "recompute", segment = seg.id }
     end
-    apply(ctx, st.chosen)
+    ctx:apply(st.chosen)
     ctx:log("stage %d: out of memory at op %d with nothing left to rescue; every layer "
             .. "recomputed from now on", profile.stage, request.op)
   end,

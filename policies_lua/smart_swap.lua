@@ -464,12 +464,6 @@ local function advance(profile, st, ctx)
   end
 end
 
--- A plan's decisions in one call (ctx:apply reads the swap tables as
--- ctx:swap would read them one by one).
-local function apply(ctx, plan)
-  ctx:apply(plan)
-end
-
 -- Plans are kept and shared (program_memo), so their sizes are too.
 local plan_bytes = setmetatable({}, { __mode = "k" })
 
@@ -496,12 +490,12 @@ return {
     end
     if st.stage == "STABLE" then
       local plan = st.best and st.best.plan or {}
-      apply(ctx, plan)
+      ctx:apply(plan)
       ctx:stable()
       return
     end
     local plan = config.policy_v2 and plan_v2(profile, st) or plan_v1(profile, st)
-    apply(ctx, plan)
+    ctx:apply(plan)
     st.tried = plan
     ctx:log("stage %d, step %d: SEARCHING_POLICY plan of %d tensors, %s (%s)", profile.stage,
             profile.step + 1, #plan, memsim.format_bytes(swapped_bytes(profile, plan)),
@@ -519,7 +513,7 @@ return {
     st.stage, st.warm = "SEARCHING_POLICY", config.warmup_step
     if st.ref_ops == nil then keep_profile(profile, st) end
     local plan = plan_v2(profile, st)
-    apply(ctx, plan)
+    ctx:apply(plan)
     ctx:log("stage %d: out of memory at op %d with nothing left to rescue; %d tensors swapped "
             .. "(v2 BETTER_MEMORY_SAVING)", profile.stage, request.op, #plan)
   end,

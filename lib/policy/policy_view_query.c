@@ -29,6 +29,13 @@ static int32_t check_index_field(lua_State *L, int idx, const char *key)
     return (int32_t)v;
 }
 
+static bool check_bool_field(lua_State *L, int idx, const char *key)
+{
+    if (lua_type(L, idx) != LUA_TBOOLEAN)
+        luaL_error(L, "select: %s: expected a boolean, got %s", key, luaL_tolstring(L, idx, NULL));
+    return lua_toboolean(L, idx);
+}
+
 /* A filter on an id field (layer, micro-batch, segment): an entry without
  * one (nil) never passes. */
 typedef struct index_test {
@@ -129,10 +136,7 @@ static void tensor_key(lua_State *L, const char *key, int val, void *filter)
         memset(f->kinds, 0, sizeof f->kinds);
         check_kinds(L, val, f);
     } else if (strcmp(key, "saved") == 0) {
-        if (lua_type(L, val) != LUA_TBOOLEAN)
-            luaL_error(L, "select: saved: expected a boolean, got %s",
-                       luaL_tolstring(L, val, NULL));
-        f->saved = lua_toboolean(L, val);
+        f->saved = check_bool_field(L, val, key);
     } else if (strcmp(key, "min_bytes") == 0) {
         if (lua_type(L, val) != LUA_TNUMBER)
             luaL_error(L, "select: min_bytes: expected a number, got %s",
@@ -182,9 +186,7 @@ static void segment_key(lua_State *L, const char *key, int val, void *filter)
 {
     segment_filter *f = filter;
     if (strcmp(key, "top") == 0) {
-        if (lua_type(L, val) != LUA_TBOOLEAN)
-            luaL_error(L, "select: top: expected a boolean, got %s", luaL_tolstring(L, val, NULL));
-        f->top = lua_toboolean(L, val);
+        f->top = check_bool_field(L, val, key);
     } else if (strcmp(key, "layer") == 0) {
         set_index_test(L, val, key, &f->layer);
     } else if (strcmp(key, "micro_batch") == 0) {

@@ -227,6 +227,17 @@ static void assert_has(const char *text, const char *needle)
     ck_assert_msg(strstr(text, needle) != NULL, "expected '%s' in:\n%s", needle, text);
 }
 
+/* A script error the fixture logged, at the line holding `anchor`.  Lua
+ * shortens long chunk names ("...policies/inspect.lua") and the log shows the
+ * path it was given, so the message is matched from the file name on. */
+static void assert_logged_error(const char *text, const char *fixture, const char *anchor,
+                                const char *msg)
+{
+    char needle[1024];
+    snprintf(needle, sizeof needle, "%s.lua:%d: %s", fixture, line_of(fixture, anchor), msg);
+    assert_has(text, needle);
+}
+
 /* Everything written to a log stream so far (caller frees). */
 static char *slurp(FILE *f)
 {
@@ -387,41 +398,28 @@ START_TEST(test_profile_view)
      * entries are the array's own. */
     assert_has(out, "select temp0=13,14 big=7,10,12,15 unsaved=8 set=1,3,4,6,8 all=17 none=0 "
                     "same=true\n");
-    int sel = line_of("inspect", "local ok, err = pcall(function() return profile.tensors:select");
-    char bad[4][400];
-    snprintf(bad[0], sizeof bad[0], "inspect.lua:%d: select: unknown filter "
-             "field 'kinds' (expected kind, saved, min_bytes, layer, micro_batch)\n", sel);
-    snprintf(bad[1], sizeof bad[1], "inspect.lua:%d: select: kind: expected "
-             "a tensor kind (weight, grad, optimizer_state, activation, temp, comm_buffer), got "
-             "activations\n", sel);
-    snprintf(bad[2], sizeof bad[2], "inspect.lua:%d: select: saved: "
-             "expected a boolean, got 1\n", sel);
-    snprintf(bad[3], sizeof bad[3], "inspect.lua:%d: select: layer: "
-             "expected an integer, got 1.5\n", sel);
-    for (int i = 0; i < 4; i++)
-        assert_has(out, bad[i]);
-    char on_ops[400];
-    snprintf(on_ops, sizeof on_ops, "inspect.lua:%d: select: call it as "
-             "profile.tensors:select(...) method=nil\n",
-             line_of("inspect", "local ok_ops, err_ops = pcall("));
-    assert_has(out, on_ops);
+    const char *sel = "local ok, err = pcall(function() return profile.tensors:select";
+    assert_logged_error(out, "inspect", sel, "select: unknown filter field 'kinds' (expected kind, "
+                                             "saved, min_bytes, layer, micro_batch)\n");
+    assert_logged_error(out, "inspect", sel, "select: kind: expected a tensor kind (weight, grad, "
+                                             "optimizer_state, activation, temp, comm_buffer), got "
+                                             "activations\n");
+    assert_logged_error(out, "inspect", sel, "select: saved: expected a boolean, got 1\n");
+    assert_logged_error(out, "inspect", sel, "select: layer: expected an integer, got 1.5\n");
+    assert_logged_error(out, "inspect", "local ok_ops, err_ops = pcall(",
+                        "select: call it as profile.tensors:select(...) method=nil\n");
     /* Segments 0 and 2 are whole layers, 1 (the attention core) is inside
      * layer 0's; all are micro-batch 0. */
     assert_has(out, "segments top=0,2 inner=1 layer0=0,1 mb1=0 lib=0,2 same=true bad=false ");
-    char seg[400];
-    snprintf(seg, sizeof seg, "inspect.lua:%d: select: unknown filter field 'parent' (expected "
-             "top, layer, micro_batch)\n",
-             line_of("inspect", "local ok_seg, err_seg = pcall("));
-    assert_has(out, seg);
+    assert_logged_error(out, "inspect", "local ok_seg, err_seg = pcall(",
+                        "select: unknown filter field 'parent' (expected top, layer, "
+                        "micro_batch)\n");
     /* Ops: backward of layer 0 are 7, 8, 9; segment 0 (layers.0) spans ops
      * 1 and 3 (2 is the core's own); every op is on the compute stream;
      * the forward ops 0-5 are micro-batch 0. */
     assert_has(out, "ops bwd0=7,8,9 seg0=1,3 comm=0 fwd=0,1,2,3,4,5 bad=false ");
-    char op_bad[300];
-    snprintf(op_bad, sizeof op_bad, "inspect.lua:%d: select: phase: expected forward, backward or "
-             "optimizer, got fwd\n",
-             line_of("inspect", "local ok_op, err_op = pcall("));
-    assert_has(out, op_bad);
+    assert_logged_error(out, "inspect", "local ok_op, err_op = pcall(",
+                        "select: phase: expected forward, backward or optimizer, got fwd\n");
     /* Forward: op 0 (the embedding, no layer) is micro-batch 0's first, 1 is
      * layer 0's, 4 layer 1's; ops hold layers 0 and 1. */
     assert_has(out, "forward_starts l0=1 l1=4 mb0=0 range=0..1\n");
@@ -441,13 +439,9 @@ START_TEST(test_profile_view)
                     "model_flops,name,outputs,phase,segment,stream\n");
     /* pairs over an array gives 1..n in order: 1*1 + 2*2 + 3*3 = 14. */
     assert_has(out, "array pairs 14 missing=nil\n");
-    /* Lua shortens long chunk names ("...policies/inspect.lua"), so the
-     * message is matched from the file name on. */
-    char ro[2400];
-    snprintf(ro, sizeof ro, "inspect.lua:%d: profile tables are read-only (assignment to field "
-             "'name')", line_of("inspect", "profile.ops[1].name = \"x\""));
     assert_has(out, "write ok=false err=");
-    assert_has(out, ro);
+    assert_logged_error(out, "inspect", "profile.ops[1].name = \"x\"",
+                        "profile tables are read-only (assignment to field 'name')");
     free(out);
     ms_policy_free(p);
     fclose(log);
