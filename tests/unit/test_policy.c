@@ -230,11 +230,12 @@ static void assert_has(const char *text, const char *needle)
 /* A script error the fixture logged, at the line holding `anchor`.  Lua
  * shortens long chunk names ("...policies/inspect.lua") and the log shows the
  * path it was given, so the message is matched from the file name on. */
-static void assert_logged_error(const char *text, const char *fixture, const char *anchor,
+static void assert_logged_error(const char *text, const char *fixture_name, const char *anchor,
                                 const char *msg)
 {
     char needle[1024];
-    snprintf(needle, sizeof needle, "%s.lua:%d: %s", fixture, line_of(fixture, anchor), msg);
+    snprintf(needle, sizeof needle, "%s.lua:%d: %s", fixture_name, line_of(fixture_name, anchor),
+             msg);
     assert_has(text, needle);
 }
 
