@@ -15,7 +15,7 @@
 
 #define MOCK_BASE 0x7f0000000000ULL
 #define MOCK_WINDOW (1ULL << 44)
-#define MOCK_HALF (1ULL << 43)
+#define MOCK_HALF MS_MAX_DEVICE_MEMORY /* memsim/device.h */
 #define MOCK_ALIGN 512ULL
 
 ms_status mock_memory_init(ms_mock *m)

@@ -69,6 +69,39 @@ pools_gb=$(awk -v v="$(summary_field "$work/run-pools" peak_reserved_bytes)" \
     'BEGIN { printf "%.3f", v / 1e9 }')
 check "seed 001: pools peak reserved is memsim run's" \
     '[ "$(grep "^llama2-7b," "$work/ref/seed001_fragmentation.csv" | cut -d, -f3)" = "$pools_gb" ]'
+(cd "$src" && "$memsim" run scenarios/llama2-7b.lua --policy lifetime_pools \
+    --set report.detail=none --set device_memory=unlimited --quiet --out "$work/run-pools-u" \
+    >/dev/null 2>&1)
+pools_u_gb=$(awk -v v="$(summary_field "$work/run-pools-u" peak_reserved_bytes)" \
+    'BEGIN { printf "%.3f", v / 1e9 }')
+check "seed 001: the demand run is on a device of 2^43 bytes" \
+    '[ "$(summary_field "$work/run-pools-u" capacity_bytes)" = 8796093022208 ]'
+check "seed 001: pools demand is memsim run's on that device" \
+    '[ "$(grep "^llama2-7b," "$work/ref/seed001_fragmentation.csv" | cut -d, -f10)" = "$pools_u_gb" ]'
+# Both savings follow from the printed columns; a row that ran out of
+# memory has none.
+savings=$(awk -F, 'NR > 1 { d = sprintf("%.3f", $9 - $10)
+    s = ($6 == "true" || $7 == "true") ? "n/a (out of memory)" : sprintf("%.3f", $2 - $3)
+    if ($11 != d || $8 != s) print "row " NR ": " $0 }' "$work/ref/seed001_fragmentation.csv")
+check "seed 001: savings computed from the row" '[ -z "$savings" ]'
+
+# A row that runs out of memory: llama2-7b given 16 GiB in its own file.
+# Its demand is still the full device's, what the shipped row reserves.
+small=$work/small
+mkdir -p "$small/scenarios" "$small/results/reference"
+cp -R "$src/scenarios/." "$small/scenarios/"
+sed 's/^  device = "ascend-910b",$/  device = "ascend-910b", device_memory = "16GiB",/' \
+    "$src/scenarios/llama2-7b.lua" >"$small/scenarios/llama2-7b.lua"
+ln -s "$src/policies_lua" "$small/"
+cp "$src/results/reference/notes.md" "$small/results/reference/"
+(cd "$work/cwd" && MEMSIM_DATADIR=$small "$memsim" reproduce --quick --quiet --out "$work/small-ref") \
+    >/dev/null 2>&1
+small_row=$(grep "^llama2-7b," "$work/small-ref/seed001_fragmentation.csv")
+shipped_row=$(grep "^llama2-7b," "$work/ref/seed001_fragmentation.csv")
+check "seed 001: a row out of memory says so" \
+    '[ "$(echo "$small_row" | cut -d, -f6,7,8)" = "true,true,\"n/a (out of memory)\"" ]'
+check "seed 001: its demand is the unlimited device's" \
+    '[ "$(echo "$small_row" | cut -d, -f9-11)" = "$(echo "$shipped_row" | cut -d, -f9-11)" ]'
 
 # The seed section: the tables and the notes, spliced between the markers.
 check "the section has the seed 001 rows" \

@@ -11,10 +11,10 @@
 
 #include "memsim/status.h"
 
-#define RP_MAX_RUNS 32
+#define RP_MAX_RUNS 48
 #define RP_MAX_SETS 2
 #define RP_TABLES 3
-#define RP_COLS 9
+#define RP_COLS 12
 #define RP_ROWS 9
 
 /* What one run gave, over its pipeline stages, as summary.csv has it. */

@@ -70,6 +70,10 @@ typedef struct ms_attention_model {
     double executed_fraction;
 } ms_attention_model;
 
+/* The most device memory a run or a simulation may be given: the mock's
+ * address window for device memory (backend_mock/memory.c). */
+#define MS_MAX_DEVICE_MEMORY (1ULL << 43)
+
 typedef struct ms_device_spec {
     char name[64];
     /* Memory. */

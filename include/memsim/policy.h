@@ -123,9 +123,8 @@ typedef struct ms_sim_result {
     int n_steps;
     ms_sim_step step[MS_SIM_MAX_STEPS];
 } ms_sim_result;
-/* The most device memory a simulation may be given: the mock's address
- * window for device memory (backend_mock/memory.c). */
-#define MS_SIM_MAX_CAPACITY (1ULL << 43)
+/* The most device memory a simulation may be given (memsim/device.h). */
+#define MS_SIM_MAX_CAPACITY MS_MAX_DEVICE_MEMORY
 /* How a candidate is simulated: steps from 1 to MS_SIM_MAX_STEPS; capacity,
  * the device memory in bytes (up to MS_SIM_MAX_CAPACITY), or 0 for the
  * scenario's own.  A larger device is a what-if: none simulated where

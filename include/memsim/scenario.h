@@ -96,6 +96,10 @@ typedef struct ms_scenario {
     ms_parallel_config parallel;
     char device_name[64];      /* the device file's base name */
     ms_device_spec device;
+    /* device_memory: the memory the run gives the device instead of the
+     * device file's hbm_bytes (already applied to device.hbm_bytes), for
+     * what-if runs such as a device that never runs out; 0: the file's. */
+    uint64_t device_memory;
     char allocator_conf[512];  /* PYTORCH_CUDA_ALLOC_CONF-style string */
     char allocator_flavour[16]; /* "cuda", "npu", "mindspeed" or "mindspore" */
     /* Communication buffers are freed in stream order instead of through

@@ -4,6 +4,7 @@
  * ms_device_spec_validate.  Errors name the device file. */
 #include "scenario_load.h"
 
+#include <inttypes.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -232,8 +233,15 @@ static ms_status check_values(const st_value *v, const char *file, ms_diag *d)
         st = positive(v, pos[i], false, file, d);
     for (size_t i = 0; st == MS_OK && i < sizeof nonneg / sizeof nonneg[0]; i++)
         st = positive(v, nonneg[i], true, file, d);
-    if (st == MS_OK && v[DV_HBM_GIB].set && v[DV_HBM_GIB].n > 1e9)
-        st = ms_diag_set(d, MS_ERANGE, "%s: field 'hbm_gib' is beyond any device", file);
+    /* Past the mock's address window a run would fail on addresses, not
+     * on capacity. */
+    if (st == MS_OK && v[DV_HBM_GIB].set && v[DV_HBM_GIB].n * 1073741824.0 > MS_MAX_DEVICE_MEMORY)
+        st = ms_diag_set(d, MS_ERANGE, "%s: field 'hbm_gib' must be at most 8192 (8 TiB) (got %g)",
+                         file, v[DV_HBM_GIB].n);
+    if (st == MS_OK && v[DV_HBM_BYTES].set && (uint64_t)v[DV_HBM_BYTES].i > MS_MAX_DEVICE_MEMORY)
+        st = ms_diag_set(d, MS_ERANGE,
+                         "%s: field 'hbm_bytes' must be at most 2^43 (8 TiB) (got %" PRId64 ")", file,
+                         v[DV_HBM_BYTES].i);
     if (st == MS_OK && v[DV_PINNED_GIB].n > 1e9)
         st = ms_diag_set(d, MS_ERANGE, "%s: field 'host_pinned_gib' is beyond any host", file);
     if (st == MS_OK && v[DV_INTRA_TOPO].set && strcmp(v[DV_INTRA_TOPO].s, "switch") != 0 &&

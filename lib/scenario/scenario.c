@@ -18,6 +18,7 @@
 static const st_field fields[SC_COUNT] = {
     [SC_NAME] = {"", "name", ST_STR},
     [SC_DEVICE] = {"", "device", ST_STR},
+    [SC_DEVMEM] = {"", "device_memory", ST_SIZE},
     [SC_POLICY] = {"", "policy", ST_STR},
     [SC_STEPS] = {"", "steps", ST_INT},
     [SC_SEED] = {"", "seed", ST_INT},
@@ -169,6 +170,8 @@ static ms_status load_device(ms_scenario *sc, ms_diag *d)
         st = ms_device_load(dev_path, &sc->device, d);
     if (st != MS_OK)
         return st;
+    if (sc->device_memory > 0)
+        sc->device.hbm_bytes = sc->device_memory;
     /* Ascend devices come with torch_npu's allocator unless told otherwise. */
     if (sc->allocator_flavour[0] == '\0')
         snprintf(sc->allocator_flavour, sizeof sc->allocator_flavour, "%s",

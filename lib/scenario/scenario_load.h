@@ -16,7 +16,7 @@
 
 /* Fields of a scenario file, in the order of sc_fields (sections contiguous). */
 enum sc_field {
-    SC_NAME = 0, SC_DEVICE, SC_POLICY, SC_STEPS, SC_SEED,
+    SC_NAME = 0, SC_DEVICE, SC_DEVMEM, SC_POLICY, SC_STEPS, SC_SEED,
     SC_ARCH, SC_LAYERS, SC_HIDDEN, SC_FFN, SC_HEADS, SC_GROUPS, SC_SEQ, SC_VOCAB, SC_NORM,
     SC_SWIGLU, SC_UNTIE, SC_FLASH, SC_HDROP, SC_ADROP, SC_DTYPE, SC_BIAS, SC_POS,
     SC_EXPERTS, SC_TOPK, SC_MOE_FFN, SC_MOE_CAP, SC_MOE_CAP_ALIAS,

@@ -296,6 +296,21 @@ static ms_status device_name(const vctx *c, ms_scenario *sc)
     return MS_OK;
 }
 
+/* At most what the mock's address window for device memory holds, as
+ * ctx:simulate's capacity; 0 or "unlimited" (as report.max_bytes reads
+ * them) is all of it: a device that never runs out. */
+static ms_status device_memory(const vctx *c, ms_scenario *sc)
+{
+    const st_value *v = &c->v[SC_DEVMEM];
+    if (v->set && (uint64_t)v->i > MS_MAX_DEVICE_MEMORY)
+        return ms_diag_set(c->d, MS_ERANGE,
+                           "%s: field 'device_memory' must be at most 8 TiB (2^43 bytes; 0 or "
+                           "\"unlimited\": all of it), got %" PRId64 " bytes",
+                           c->file, v->i);
+    sc->device_memory = !v->set ? 0 : v->i > 0 ? (uint64_t)v->i : MS_MAX_DEVICE_MEMORY;
+    return MS_OK;
+}
+
 static ms_status run_fields(const vctx *c, ms_scenario *sc)
 {
     /* PyTorch's, torch_npu's, MindSpeed's memory-fragmentation allocator
@@ -326,6 +341,8 @@ static ms_status run_fields(const vctx *c, ms_scenario *sc)
     sc->report_max_bytes =
         c->v[SC_MAXBYTES].set ? (uint64_t)c->v[SC_MAXBYTES].i : MS_REPORT_MAX_BYTES_DEFAULT;
     sc->seed = (uint64_t)seed;
+    if ((st = device_memory(c, sc)) != MS_OK)
+        return st;
     /* TORCH_NCCL_AVOID_RECORD_STREAMS=1, as Megatron-LM and NeMo launch. */
     sc->avoid_record_streams = bool_field(c, SC_AVOIDRS, true);
     sc->allocator_flavour[0] = '\0'; /* absent: chosen from the device */

@@ -255,6 +255,44 @@ START_TEST(other_bad_inputs)
 }
 END_TEST
 
+/* device_memory replaces the device file's memory for a what-if run; 0 and
+ * "unlimited" give the whole 8 TiB window (a device that never runs out).
+ * Past the window, in a scenario or a device file, is an error naming the
+ * field. */
+START_TEST(device_memory_override)
+{
+    static const char *const gib96[] = {"device_memory=96GiB"};
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", gib96, 1);
+    ck_assert_uint_eq(sc->device.hbm_bytes, 96ULL << 30);
+    ck_assert_uint_eq(sc->device_memory, 96ULL << 30);
+    ck_assert_double_eq(sc->device.hbm_bw, 1600e9); /* the rest is the file's */
+    ms_scenario_free(sc);
+    static const char *const unlimited[] = {"device_memory=unlimited"};
+    static const char *const zero[] = {"device_memory=0"};
+    sc = load_ok("scenarios/llama2-7b.lua", unlimited, 1);
+    ck_assert_uint_eq(sc->device.hbm_bytes, 1ULL << 43);
+    ms_scenario_free(sc);
+    sc = load_ok("scenarios/llama2-7b.lua", zero, 1);
+    ck_assert_uint_eq(sc->device.hbm_bytes, 1ULL << 43);
+    ms_scenario_free(sc);
+    sc = load_ok("scenarios/llama2-7b.lua", NULL, 0);
+    ck_assert_uint_eq(sc->device_memory, 0);
+    ck_assert_uint_eq(sc->device.hbm_bytes, 64ULL << 30);
+    ms_scenario_free(sc);
+    ms_diag d;
+    static const char *const past[] = {"device_memory=8193GiB"};
+    static const char *const word[] = {"device_memory=lots"};
+    ck_assert_int_eq(load_bad("scenarios/llama2-7b.lua", past, 1, &d), MS_ERANGE);
+    ASSERT_MSG_HAS(d, "llama2-7b.lua: field 'device_memory' must be at most 8 TiB");
+    ASSERT_MSG_HAS(d, "got 8797166764032 bytes");
+    ck_assert_int_eq(load_bad("scenarios/llama2-7b.lua", word, 1, &d), MS_EINVAL);
+    ASSERT_MSG_HAS(d, "field 'device_memory' must be a byte count");
+    ck_assert_int_eq(load_bad("tests/data/scenarios/huge_device.lua", NULL, 0, &d), MS_ERANGE);
+    ASSERT_MSG_HAS(d, "devices/huge-device.lua: field 'hbm_gib' must be at most 8192 (8 TiB) "
+                      "(got 9000)");
+}
+END_TEST
+
 /* Every shipped device file loads and passes ms_device_spec_validate. */
 START_TEST(shipped_devices)
 {
@@ -389,6 +427,7 @@ static Suite *scenario_suite(void)
     tcase_add_test(tc, missing_device);
     tcase_add_test(tc, bad_device_file);
     tcase_add_test(tc, other_bad_inputs);
+    tcase_add_test(tc, device_memory_override);
     tcase_add_test(tc, shipped_devices);
     tcase_add_test(tc, moe_keys);
     tcase_add_test(tc, moe_errors);
