@@ -30,6 +30,11 @@ struct ms_torch_step {
     uint32_t n_tensors, cap_tensors;
     ms_segment *segs;
     uint32_t n_segs, cap_segs;
+    /* The tensors as the policy sees them, kept between plans so that an
+     * unchanged program keeps its address (and the policy its view). */
+    ms_tensor *view_tensors;
+    uint32_t cap_view_tensors;
+    uint64_t revision; /* ms_program_view.revision: bumped by every change */
     ms_plan plan;
     ms_torch_action *action; /* per tensor, from the last plan */
     bool *recomputed;        /* per segment */
@@ -87,6 +92,7 @@ static void free_program(ms_torch_step *s)
     s->action = NULL;
     s->recomputed = NULL;
     s->n_ops = s->n_tensors = s->n_segs = 0;
+    s->revision++;
 }
 
 ms_status ms_torch_step_reset(ms_torch_step *s)
@@ -106,6 +112,7 @@ ms_status ms_torch_step_free(ms_torch_step *s)
     free(s->prof);
     free(s->tensors);
     free(s->segs);
+    free(s->view_tensors);
     ms_plan_free(&s->plan);
     ms_policy_free(s->policy);
     free(s);
@@ -140,6 +147,7 @@ ms_status ms_torch_op_add(ms_torch_step *s, const char *name, ms_phase phase, ui
     if (n == NULL)
         return MS_ENOMEM;
     uint32_t id = s->n_ops++;
+    s->revision++;
     s->ops[id] = (ms_op){.id = id,
                          .name = n,
                          .kernel = {.name = n, .cls = MS_KC_ELEMENTWISE},
@@ -173,6 +181,7 @@ ms_status ms_torch_tensor_add(ms_torch_step *s, const char *name, uint64_t bytes
     if (n == NULL)
         return MS_ENOMEM;
     uint32_t id = s->n_tensors++;
+    s->revision++;
     bool saved = kind == MS_TK_ACTIVATION;
     s->tensors[id] = (torch_tensor){.t = {.id = id,
                                           .name = n,
@@ -201,6 +210,7 @@ ms_status ms_torch_tensor_use(ms_torch_step *s, uint32_t tensor, uint32_t op)
     if (!MS_GROW(t->uses, t->n_uses, t->cap_uses, 4))
         return MS_ENOMEM;
     t->uses[t->n_uses++] = op;
+    s->revision++;
     return MS_OK;
 }
 
@@ -218,6 +228,7 @@ ms_status ms_torch_segment_add(ms_torch_step *s, const char *name, uint32_t firs
     if (n == NULL)
         return MS_ENOMEM;
     uint32_t id = s->n_segs++;
+    s->revision++;
     s->segs[id] = (ms_segment){.id = id,
                                .name = n,
                                .layer = layer_of(n),
@@ -324,9 +335,13 @@ ms_status ms_torch_plan(ms_torch_step *s, const ms_torch_measure *m, ms_diag *d)
     ms_status st = finish_program(s);
     if (st != MS_OK)
         return ms_diag_set(d, st, "out of host memory");
-    ms_tensor *tv = malloc((s->n_tensors ? s->n_tensors : 1) * sizeof *tv);
-    if (tv == NULL)
-        return ms_diag_set(d, MS_ENOMEM, "out of host memory");
+    if (s->n_tensors > s->cap_view_tensors) {
+        if (!base_resize_array((void **)&s->view_tensors, s->n_tensors,
+                               sizeof *s->view_tensors))
+            return ms_diag_set(d, MS_ENOMEM, "out of host memory");
+        s->cap_view_tensors = s->n_tensors;
+    }
+    ms_tensor *tv = s->view_tensors;
     for (uint32_t t = 0; t < s->n_tensors; t++)
         tv[t] = s->tensors[t].t;
     ms_profile prof = {.step = m->step,
@@ -336,7 +351,8 @@ ms_status ms_torch_plan(ms_torch_step *s, const ms_torch_measure *m, ms_diag *d)
                                    .tensors = tv,
                                    .n_tensors = s->n_tensors,
                                    .segments = s->segs,
-                                   .n_segments = s->n_segs},
+                                   .n_segments = s->n_segs,
+                                   .revision = s->revision},
                        .ops = s->prof,
                        .peak_allocated = m->peak_allocated,
                        .peak_reserved = m->peak_reserved,
@@ -349,7 +365,6 @@ ms_status ms_torch_plan(ms_torch_step *s, const ms_torch_measure *m, ms_diag *d)
     ms_plan next;
     ms_plan_init(&next);
     st = ms_policy_plan(s->policy, &prof, NULL, NULL, &next, d);
-    free(tv);
     if (st == MS_OK)
         st = ms_plan_copy(&s->plan, &next);
     ms_plan_free(&next);

@@ -132,6 +132,13 @@ typedef struct ms_program_view {
     /* Derived by the builder; NULL in a view made by hand, whose consumers
      * derive their own. */
     const ms_program_facts *facts;
+    /* An owner that refills the same arrays with another program (the
+     * PyTorch bridge after a reset) changes this, since the addresses and
+     * counts alone cannot tell: what a consumer derived from a view (the
+     * policy host's Lua view, facts and profile.program_id) holds while
+     * arrays, counts and revision are the same.  0 for the builder's
+     * programs, which never change. */
+    uint64_t revision;
 } ms_program_view;
 
 /* Build the step program of pipeline stage `stage` of sc. */

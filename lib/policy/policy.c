@@ -382,7 +382,7 @@ static bool same_program(const ms_program_view *a, const ms_program_view *b)
 {
     return a->ops == b->ops && a->n_ops == b->n_ops && a->tensors == b->tensors &&
            a->n_tensors == b->n_tensors && a->segments == b->segments &&
-           a->n_segments == b->n_segments;
+           a->n_segments == b->n_segments && a->revision == b->revision;
 }
 
 /* The program's place among those met so far (from 1), added when new. */
@@ -401,7 +401,7 @@ static ms_status program_id_of(ms_policy *p, const ms_program_view *pv, uint32_t
 }
 
 /* The derived facts and the cached Lua view follow the program; a new one
- * (other arrays or counts) drops both. */
+ * (other arrays, counts or revision) drops both. */
 static ms_status ensure_program(ms_policy *p, const ms_program_view *pv, ms_diag *d)
 {
     if (p->have_program && same_program(&p->program, pv))

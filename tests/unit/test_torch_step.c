@@ -30,11 +30,11 @@ typedef struct prog {
     uint32_t f[3], b[3], t[4], seg;
 } prog;
 
-static void build(prog *p, const char *file)
+static const char *const mlp_names[3] = {"layers.0.mlp.fc1", "layers.0.mlp.fc2",
+                                         "layers.1.attn"};
+
+static void fill(prog *p, const char *const names[3])
 {
-    ms_diag d = {0};
-    ck_assert_msg(ms_torch_step_create(file, lib_dir, &p->s, &d) == MS_OK, "%s", d.msg);
-    const char *names[3] = {"layers.0.mlp.fc1", "layers.0.mlp.fc2", "layers.1.attn"};
     const uint64_t bytes[3] = {MiB, 8 * KiB, MiB};
     for (int i = 0; i < 3; i++) {
         ck_assert_int_eq(ms_torch_op_add(p->s, names[i], MS_PHASE_FORWARD, &p->f[i]), MS_OK);
@@ -62,6 +62,13 @@ static void build(prog *p, const char *file)
         ck_assert_int_eq(ms_torch_tensor_use(p->s, p->t[i], p->b[i]), MS_OK);
     }
     ck_assert_int_eq(ms_torch_tensor_use(p->s, p->t[3], p->b[0]), MS_OK);
+}
+
+static void build(prog *p, const char *file)
+{
+    ms_diag d = {0};
+    ck_assert_msg(ms_torch_step_create(file, lib_dir, &p->s, &d) == MS_OK, "%s", d.msg);
+    fill(p, mlp_names);
 }
 
 static ms_torch_action decision(const prog *p, int i)
@@ -98,6 +105,52 @@ START_TEST(plan_decides_per_tensor)
     /* Planning again gives the same decisions. */
     ck_assert_int_eq(ms_torch_plan(p.s, &measured, &d), MS_OK);
     ck_assert_int_eq(decision(&p, 0), MS_TORCH_OFFLOAD);
+    ck_assert_int_eq(ms_torch_step_free(p.s), MS_OK);
+}
+END_TEST
+
+/* A step reset and recorded again with the same counts is another
+ * program: the policy sees the new one, not a view kept from the old
+ * (the step refills the same arrays, so their addresses prove nothing). */
+START_TEST(plan_after_reset_sees_the_new_program)
+{
+    prog p;
+    build(&p, policy("torch_swap.lua"));
+    ms_diag d = {0};
+    ck_assert_msg(ms_torch_plan(p.s, &measured, &d) == MS_OK, "%s", d.msg);
+    ck_assert_int_eq(decision(&p, 0), MS_TORCH_OFFLOAD); /* layers.0.mlp.fc1's, 1 MiB */
+    ck_assert_int_eq(ms_torch_step_reset(p.s), MS_OK);
+    /* The first op is now an attention op: no MLP activation of 64 KiB. */
+    static const char *const attn_first[3] = {"layers.0.attn", "layers.0.mlp.fc2",
+                                              "layers.1.attn"};
+    fill(&p, attn_first);
+    ck_assert_msg(ms_torch_plan(p.s, &measured, &d) == MS_OK, "%s", d.msg);
+    ck_assert_int_eq(decision(&p, 0), MS_TORCH_KEEP);
+    ck_assert_int_eq(decision(&p, 2), MS_TORCH_RECOMPUTE); /* layers.1 still */
+    /* And back: the first program's decisions again. */
+    ck_assert_int_eq(ms_torch_step_reset(p.s), MS_OK);
+    fill(&p, mlp_names);
+    ck_assert_msg(ms_torch_plan(p.s, &measured, &d) == MS_OK, "%s", d.msg);
+    ck_assert_int_eq(decision(&p, 0), MS_TORCH_OFFLOAD);
+    ck_assert_int_eq(ms_torch_step_free(p.s), MS_OK);
+}
+END_TEST
+
+/* The same recording planned again is the same program (profile.program_id
+ * 1); recorded again after a reset, even unchanged, it is a new one (2). */
+START_TEST(program_id_follows_the_recording)
+{
+    prog p;
+    build(&p, policy("torch_program_id.lua"));
+    ms_diag d = {0};
+    for (int i = 0; i < 2; i++) {
+        ck_assert_msg(ms_torch_plan(p.s, &measured, &d) == MS_OK, "%s", d.msg);
+        ck_assert_int_eq(decision(&p, 0), MS_TORCH_OFFLOAD);
+    }
+    ck_assert_int_eq(ms_torch_step_reset(p.s), MS_OK);
+    fill(&p, mlp_names);
+    ck_assert_msg(ms_torch_plan(p.s, &measured, &d) == MS_OK, "%s", d.msg);
+    ck_assert_int_eq(decision(&p, 0), MS_TORCH_KEEP);
     ck_assert_int_eq(ms_torch_step_free(p.s), MS_OK);
 }
 END_TEST
@@ -342,6 +395,8 @@ int main(void)
     Suite *s = suite_create("torch_step");
     TCase *tc = tcase_create("core");
     tcase_add_test(tc, plan_decides_per_tensor);
+    tcase_add_test(tc, plan_after_reset_sees_the_new_program);
+    tcase_add_test(tc, program_id_follows_the_recording);
     tcase_add_test(tc, plan_sees_measured_times);
     tcase_add_test(tc, profile_csv);
     tcase_add_test(tc, profile_round_trip);
