@@ -106,11 +106,12 @@ tests_unit_test_run_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 # report.max_bytes and a run's progress (issue 13).
 check_PROGRAMS += tests/unit/test_fast_forward
 tests_unit_test_fast_forward_SOURCES = tests/unit/test_fast_forward.c tests/unit/test_paths.h \
-	tests/unit/test_device_spec.h
+	tests/unit/test_device_spec.h tests/unit/test_rows.h
 tests_unit_test_fast_forward_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_fast_forward_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 check_PROGRAMS += tests/unit/test_report_limit
-tests_unit_test_report_limit_SOURCES = tests/unit/test_report_limit.c tests/unit/test_paths.h
+tests_unit_test_report_limit_SOURCES = tests/unit/test_report_limit.c tests/unit/test_paths.h \
+	tests/unit/test_rows.h
 tests_unit_test_report_limit_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_report_limit_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 # The end-to-end test runs the memsim program.

@@ -12,6 +12,7 @@
 #include "sim/sim.h"
 #include "test_device_spec.h"
 #include "test_paths.h"
+#include "test_rows.h"
 
 #define TINY "tests/data/cli/tiny-gpt.lua"
 
@@ -152,15 +153,13 @@ static void assert_same_records(const ms_run_record *a, const ms_run_record *b)
     ck_assert_uint_eq(ms_record_n_tensors(a), ms_record_n_tensors(b));
     ck_assert_uint_eq(ms_record_n_segments(a), ms_record_n_segments(b));
     for (size_t i = 0; i < ms_record_n_ops(a); i++)
-        ck_assert_msg(memcmp(ms_record_op(a, i), ms_record_op(b, i), sizeof(ms_op_row)) == 0,
-                      "op row %zu", i);
+        ck_assert_msg(same_op_row(ms_record_op(a, i), ms_record_op(b, i)), "op row %zu", i);
     for (size_t i = 0; i < ms_record_n_mem(a); i++)
-        ck_assert_msg(memcmp(ms_record_mem(a, i), ms_record_mem(b, i), sizeof(ms_mem_row)) == 0,
-                      "memory row %zu", i);
+        ck_assert_msg(same_mem_row(ms_record_mem(a, i), ms_record_mem(b, i)), "memory row %zu",
+                      i);
     for (size_t i = 0; i < ms_record_n_segments(a); i++)
-        ck_assert_msg(
-            memcmp(ms_record_segment(a, i), ms_record_segment(b, i), sizeof(ms_segment_row)) == 0,
-            "segment row %zu", i);
+        ck_assert_msg(same_segment_row(ms_record_segment(a, i), ms_record_segment(b, i)),
+                      "segment row %zu", i);
 }
 
 static void assert_same_summaries(const ms_run *a, const ms_run *b)

@@ -13,6 +13,7 @@
 #include "memsim/run.h"
 #include "memsim/scenario.h"
 #include "test_paths.h"
+#include "test_rows.h"
 
 #define TINY "tests/data/cli/tiny-gpt.lua"
 
@@ -220,8 +221,7 @@ START_TEST(over_the_limit_all_keeps_the_last_step)
     ck_assert_uint_eq(ms_record_n_ops(rec), ms_record_n_ops(lrec));
     ck_assert_uint_eq(ms_record_n_mem(rec), ms_record_n_mem(lrec));
     for (size_t i = 0; i < ms_record_n_mem(rec); i++)
-        ck_assert_msg(memcmp(ms_record_mem(rec, i), ms_record_mem(lrec, i), sizeof(ms_mem_row)) ==
-                          0,
+        ck_assert_msg(same_mem_row(ms_record_mem(rec, i), ms_record_mem(lrec, i)),
                       "memory row %zu differs from report.detail=last's", i);
     free_tiny(&t);
     free_tiny(&all);
