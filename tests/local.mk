@@ -201,6 +201,13 @@ EXTRA_DIST += tests/fast_forward.sh
 check-fast-forward: memsim$(EXEEXT)
 	MEMSIM_SRCDIR='$(abs_top_srcdir)' MEMSIM_BUILDDIR='$(abs_top_builddir)' \
 		$(abs_top_srcdir)/tests/fast_forward.sh --all
+# memsim_optimal against every shipped policy on the llama2-70B seed rows
+# (issue 12; about 15 minutes, so not in `make check`).
+EXTRA_DIST += tests/optimal_70b.sh
+.PHONY: check-optimal-70b
+check-optimal-70b: memsim$(EXEEXT)
+	MEMSIM_SRCDIR='$(abs_top_srcdir)' MEMSIM_BUILDDIR='$(abs_top_builddir)' \
+		$(abs_top_srcdir)/tests/optimal_70b.sh
 # Detail over report.max_bytes, and a run's progress on stderr (issue 13).
 TESTS += tests/report_limit.sh
 EXTRA_DIST += tests/report_limit.sh
