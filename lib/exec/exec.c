@@ -84,6 +84,11 @@ struct ms_exec {
     uint64_t stream_ids[ST_COUNT];
     ms_tensor_rt *rt;
     ms_schedule sched;
+    /* The plan sched was built from: a step with the same plan (every
+     * steady step) reuses it, since the schedule is a function of the
+     * program, the plan and release_after_copy alone. */
+    ms_plan sched_plan;
+    bool sched_valid;
     /* Rows of the current step (the tracer patches their device times). */
     ms_op_row *rows;
     size_t n_rows, cap_rows;
@@ -1228,6 +1233,7 @@ ms_status ms_exec_destroy(ms_exec *e)
         if (e->streams[s])
             BE(e, stream_destroy, e->streams[s]);
     exec_schedule_free(&e->sched);
+    ms_plan_free(&e->sched_plan);
     ms_program_facts_free(&e->own_facts);
     free(e->rt);
     free(e->kernel_row);
@@ -1477,6 +1483,27 @@ ms_status ms_exec_state_write(const ms_exec *e, ms_state_sig *sig)
     return st != MS_OK ? st : sig->st;
 }
 
+static bool same_plan(const ms_plan *a, const ms_plan *b)
+{
+    uint32_t n = a != NULL ? a->n : 0;
+    return n == b->n && (n == 0 || memcmp(a->items, b->items, n * sizeof *a->items) == 0);
+}
+
+/* The step's schedule: the last one when the plan is the same (NULL is the
+ * empty plan), else built anew; a failed build leaves none. */
+static ms_status ensure_schedule(ms_exec *e, const ms_plan *plan, ms_diag *d)
+{
+    if (e->sched_valid && same_plan(plan, &e->sched_plan))
+        return MS_OK;
+    e->sched_valid = false;
+    ms_status st =
+        exec_schedule_build(e->p, e->facts, plan, e->cfg.release_after_copy, &e->sched, d);
+    if (st == MS_OK)
+        st = plan != NULL ? ms_plan_copy(&e->sched_plan, plan) : ms_plan_clear(&e->sched_plan);
+    e->sched_valid = st == MS_OK;
+    return st;
+}
+
 ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile *profile,
                        ms_step_result *res, ms_diag *d)
 {
@@ -1497,8 +1524,7 @@ ms_status ms_exec_step(ms_exec *e, int step, const ms_plan *plan, ms_op_profile 
     for (uint32_t i = 0; i < e->p->n_ops; i++)
         e->kernel_row[i] = -1;
     e->rescued = (ms_rescue_stats){0};
-    ms_status st =
-        exec_schedule_build(e->p, e->facts, plan, e->cfg.release_after_copy, &e->sched, d);
+    ms_status st = ensure_schedule(e, plan, d);
     if (st != MS_OK)
         return st;
     if ((st = record_decisions(e)) != MS_OK)
