@@ -98,19 +98,31 @@ typedef void (*ms_work_tracer)(void *user, const ms_work_record *rec);
  * clock: two moments whose bytes are equal evolve alike, one shifted in time
  * from the other.  lib/run compares the moments that start consecutive steps
  * and, when equal, skips the repeat exactly (ms_group_advance).  Writers
- * append; the first failure to grow is kept in st and ends the writing. */
+ * append; the first failure to grow is kept in st and ends the writing.
+ * A moment may also be written over the last one, each byte compared with
+ * the one it replaces (ms_state_sig_rewrite): one buffer instead of two. */
 typedef struct ms_state_sig {
     uint8_t *bytes;
     size_t n, cap;
     ms_status st;
+    /* Rewriting: the last moment's length, whether it was whole, and
+     * whether a byte written since differs from the one it replaced. */
+    size_t old_n;
+    bool rewriting, old_whole, differs;
 } ms_state_sig;
 
 MS_API ms_status ms_state_sig_put(ms_state_sig *s, const void *p, size_t n);
 MS_API ms_status ms_state_sig_u64(ms_state_sig *s, uint64_t v);
 /* Empty it for the next moment, keeping the room. */
 MS_API ms_status ms_state_sig_reset(ms_state_sig *s);
+/* Empty it for the next moment, written over this one and compared with it
+ * as it goes (ms_state_sig_same_as_before). */
+MS_API ms_status ms_state_sig_rewrite(ms_state_sig *s);
 MS_API ms_status ms_state_sig_free(ms_state_sig *s);
 MS_API bool ms_state_sig_equal(const ms_state_sig *a, const ms_state_sig *b);
+/* After ms_state_sig_rewrite and a whole writing: the moment written is the
+ * one it replaced, byte for byte (false if either writing failed). */
+MS_API bool ms_state_sig_same_as_before(const ms_state_sig *s);
 
 typedef struct ms_backend_ops {
     const char *name;

@@ -13,6 +13,9 @@ ms_status ms_state_sig_put(ms_state_sig *s, const void *p, size_t n)
         return MS_EINVAL;
     if (s->st != MS_OK)
         return s->st;
+    /* Compared before the copy overwrites what it is compared with. */
+    if (s->rewriting && !s->differs)
+        s->differs = s->n + n > s->old_n || (n > 0 && memcmp(s->bytes + s->n, p, n) != 0);
     if (!MS_GROW_TO(s->bytes, s->n + n, s->cap, 4096))
         return s->st = MS_ENOMEM;
     if (n > 0)
@@ -32,7 +35,27 @@ ms_status ms_state_sig_reset(ms_state_sig *s)
         return MS_EINVAL;
     s->n = 0;
     s->st = MS_OK;
+    s->rewriting = false;
     return MS_OK;
+}
+
+ms_status ms_state_sig_rewrite(ms_state_sig *s)
+{
+    if (s == NULL)
+        return MS_EINVAL;
+    s->old_n = s->n;
+    s->old_whole = s->st == MS_OK;
+    s->differs = false;
+    s->n = 0;
+    s->st = MS_OK;
+    s->rewriting = true;
+    return MS_OK;
+}
+
+bool ms_state_sig_same_as_before(const ms_state_sig *s)
+{
+    return s != NULL && s->rewriting && s->old_whole && s->st == MS_OK && !s->differs &&
+           s->n == s->old_n;
 }
 
 ms_status ms_state_sig_free(ms_state_sig *s)

@@ -23,8 +23,7 @@ void run_ff_start(ms_run *r, bool enabled)
 
 void run_ff_free(ms_run *r)
 {
-    ms_state_sig_free(&r->ff.before);
-    ms_state_sig_free(&r->ff.now);
+    ms_state_sig_free(&r->ff.sig);
 }
 
 static bool plans_repeat(const ms_run *r)
@@ -35,10 +34,14 @@ static bool plans_repeat(const ms_run *r)
     return true;
 }
 
-/* The whole run's state: the group's, then each stage's executor. */
-static ms_status take_state(ms_run *r, ms_state_sig *sig, int64_t *now_ns)
+/* The whole run's state: the group's, then each stage's executor; with
+ * `compare`, written over the last one and compared with it as it goes. */
+static ms_status take_state(ms_run *r, ms_state_sig *sig, bool compare, int64_t *now_ns)
 {
-    ms_state_sig_reset(sig);
+    if (compare)
+        ms_state_sig_rewrite(sig);
+    else
+        ms_state_sig_reset(sig);
     ms_status st = ms_group_state_write(r->group, sig, now_ns);
     for (int i = 0; st == MS_OK && i < r->n; i++)
         st = ms_exec_state_write(r->stages[i].exec, sig);
@@ -52,14 +55,11 @@ static void alloc_counts(const ms_stage *s, int64_t *retries, int64_t *ooms)
     *ooms = st.num_ooms;
 }
 
-/* The state just taken is the one before step `step`, about to be
+/* The state just taken (f->sig) is the one before step `step`, about to be
  * simulated. */
 static ms_status arm(ms_run *r, int step, int64_t now_ns)
 {
     run_ff *f = &r->ff;
-    ms_state_sig taken = f->now;
-    f->now = f->before;
-    f->before = taken;
     f->before_ns = now_ns;
     f->from = step;
     f->armed = false; /* until the step ran cleanly (run_ff_after_step) */
@@ -109,7 +109,7 @@ ms_status run_ff_check(ms_run *r, int step, bool *repeat, ms_diag *d)
         return MS_OK;
     }
     int64_t now_ns = 0;
-    ms_status st = take_state(r, &f->now, &now_ns);
+    ms_status st = take_state(r, &f->sig, may_repeat, &now_ns);
     if (st == MS_EAGAIN || st == MS_EUNSUPPORTED) {
         f->armed = false; /* cannot tell: simulate */
         return MS_OK;
@@ -117,7 +117,7 @@ ms_status run_ff_check(ms_run *r, int step, bool *repeat, ms_diag *d)
     if (st != MS_OK)
         return ms_diag_set(d, st, "fast-forward: the state before step %d: %s", step,
                            ms_strerror(st));
-    if (may_repeat && ms_state_sig_equal(&f->before, &f->now)) {
+    if (may_repeat && ms_state_sig_same_as_before(&f->sig)) {
         start_repeating(r, now_ns);
         *repeat = true;
         return MS_OK;

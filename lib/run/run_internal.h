@@ -53,15 +53,17 @@ typedef struct ms_sim_ctx {
  * and what it takes to repeat that step. */
 typedef struct run_ff {
     bool enabled;
-    /* `before` holds the state taken before step `from`, which then ran
+    /* `sig` holds the state taken before step `from`, which then ran
      * cleanly (no OOM, no rescue, no stage abandoned). */
     bool armed;
-    /* The state now is `before` shifted by delta_ns: with the same plans,
+    /* The state now is that one shifted by delta_ns: with the same plans,
      * the next step repeats step `from` again. */
     bool repeating;
     int from;
     int64_t before_ns, delta_ns;
-    ms_state_sig before, now;
+    /* The state before step `from`; the next one is written over it,
+     * compared as it goes. */
+    ms_state_sig sig;
 } run_ff;
 
 struct ms_run {

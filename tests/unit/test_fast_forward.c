@@ -40,6 +40,45 @@ START_TEST(state_sigs_are_equal_only_byte_for_byte)
 }
 END_TEST
 
+/* A moment written over the last one is compared with it byte by byte as
+ * it goes: the same bytes are the same moment; a byte changed, one more or
+ * one fewer, or a failed writing on either side is not. */
+START_TEST(state_sigs_rewritten_compare_as_they_go)
+{
+    ms_state_sig s = {0};
+    ck_assert(!ms_state_sig_same_as_before(&s)); /* nothing rewritten yet */
+    ms_state_sig_u64(&s, 7);
+    ms_state_sig_u64(&s, 9);
+    ck_assert_int_eq(ms_state_sig_rewrite(&s), MS_OK);
+    ms_state_sig_u64(&s, 7);
+    ms_state_sig_u64(&s, 9);
+    ck_assert(ms_state_sig_same_as_before(&s));
+    ck_assert_uint_eq(s.n, 16);
+    ms_state_sig_rewrite(&s);
+    ms_state_sig_u64(&s, 7);
+    ms_state_sig_u64(&s, 8); /* 9 -> 8 */
+    ck_assert(!ms_state_sig_same_as_before(&s));
+    ms_state_sig_rewrite(&s); /* against 7, 8 now */
+    ms_state_sig_u64(&s, 7);
+    ck_assert(!ms_state_sig_same_as_before(&s)); /* one fewer */
+    ms_state_sig_rewrite(&s); /* against 7 */
+    ms_state_sig_u64(&s, 7);
+    ms_state_sig_u64(&s, 8);
+    ck_assert(!ms_state_sig_same_as_before(&s)); /* one more */
+    ms_state_sig_rewrite(&s); /* against 7, 8 */
+    ms_state_sig_u64(&s, 7);
+    ms_state_sig_u64(&s, 8);
+    ck_assert(ms_state_sig_same_as_before(&s));
+    s.st = MS_ENOMEM; /* this writing failed */
+    ck_assert(!ms_state_sig_same_as_before(&s));
+    ms_state_sig_rewrite(&s); /* against a failed writing */
+    ck_assert(!ms_state_sig_same_as_before(&s));
+    ck_assert_int_eq(ms_state_sig_rewrite(NULL), MS_EINVAL);
+    ck_assert(!ms_state_sig_same_as_before(NULL));
+    ms_state_sig_free(&s);
+}
+END_TEST
+
 /* ---- the record ------------------------------------------------------------ */
 
 START_TEST(record_repeats_the_rows_of_one_step)
@@ -227,6 +266,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("core");
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, state_sigs_are_equal_only_byte_for_byte);
+    tcase_add_test(tc, state_sigs_rewritten_compare_as_they_go);
     tcase_add_test(tc, record_repeats_the_rows_of_one_step);
     tcase_add_test(tc, engine_state_is_quiet_only_without_work_and_shifts_whole);
     tcase_add_test(tc, steady_steps_are_repeated_not_simulated);
