@@ -52,6 +52,9 @@ MS_API ms_status ms_plan_init(ms_plan *p);
 MS_API ms_status ms_plan_add(ms_plan *p, const ms_decision *dec);
 MS_API ms_status ms_plan_clear(ms_plan *p); /* keeps capacity; resets stable */
 MS_API ms_status ms_plan_copy(ms_plan *dst, const ms_plan *src);
+/* The same decisions in the same order (NULL is the empty plan; whether
+ * the policy called ctx:stable() is not compared). */
+MS_API bool ms_plan_same_decisions(const ms_plan *a, const ms_plan *b);
 MS_API ms_status ms_plan_free(ms_plan *p);
 
 /* What one op did in the last step (modeled in the mock, measured on hardware). */

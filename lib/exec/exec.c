@@ -1488,17 +1488,11 @@ ms_status ms_exec_state_write(const ms_exec *e, ms_state_sig *sig)
     return st != MS_OK ? st : sig->st;
 }
 
-static bool same_plan(const ms_plan *a, const ms_plan *b)
-{
-    uint32_t n = a != NULL ? a->n : 0;
-    return n == b->n && (n == 0 || memcmp(a->items, b->items, n * sizeof *a->items) == 0);
-}
-
 /* The step's schedule: the last one when the plan is the same (NULL is the
  * empty plan), else built anew; a failed build leaves none. */
 static ms_status ensure_schedule(ms_exec *e, const ms_plan *plan, ms_diag *d)
 {
-    if (e->sched_valid && same_plan(plan, &e->sched_plan))
+    if (e->sched_valid && ms_plan_same_decisions(plan, &e->sched_plan))
         return MS_OK;
     e->sched_valid = false;
     ms_status st =

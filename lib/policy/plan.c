@@ -46,6 +46,12 @@ ms_status ms_plan_copy(ms_plan *dst, const ms_plan *src)
     return MS_OK;
 }
 
+bool ms_plan_same_decisions(const ms_plan *a, const ms_plan *b)
+{
+    uint32_t na = a != NULL ? a->n : 0, nb = b != NULL ? b->n : 0;
+    return na == nb && (na == 0 || memcmp(a->items, b->items, na * sizeof *a->items) == 0);
+}
+
 ms_status ms_plan_free(ms_plan *p)
 {
     if (p == NULL)

@@ -29,7 +29,7 @@ void run_ff_free(ms_run *r)
 static bool plans_repeat(const ms_run *r)
 {
     for (int i = 0; i < r->n; i++)
-        if (!run_same_plan(&r->stages[i].plan, &r->stages[i].ff_plan))
+        if (!ms_plan_same_decisions(&r->stages[i].plan, &r->stages[i].ff_plan))
             return false;
     return true;
 }

@@ -201,12 +201,6 @@ static ms_status simulate_plan(void *user, const ms_plan *plan, const ms_sim_opt
 
 /* ---- the run ------------------------------------------------------------- */
 
-bool run_same_plan(const ms_plan *a, const ms_plan *b)
-{
-    return a->n == b->n &&
-           (a->n == 0 || memcmp(a->items, b->items, a->n * sizeof *a->items) == 0);
-}
-
 static void fill_static_summary(ms_run *r, int i, const char *policy_name)
 {
     const ms_scenario *sc = r->sc;
@@ -365,7 +359,7 @@ static ms_status plan_step(ms_run *r, int step, bool *stable, bool *go, ms_diag 
             if (st != MS_OK)
                 return st;
         }
-        any_change |= oomed && !run_same_plan(&s->plan, &s->prev_plan);
+        any_change |= oomed && !ms_plan_same_decisions(&s->plan, &s->prev_plan);
     }
     if (any_oom && !any_change) {
         *go = false;

@@ -93,7 +93,6 @@ struct ms_run {
 };
 
 /* run.c */
-bool run_same_plan(const ms_plan *a, const ms_plan *b);
 /* *copy: sc on a device with `bytes` of memory (ctx:simulate's capacity,
  * and run_fit's question whether a stage fits what a real device has free). */
 const ms_scenario *run_on_memory(const ms_scenario *sc, uint64_t bytes, ms_scenario *copy);

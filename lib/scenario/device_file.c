@@ -235,7 +235,7 @@ static ms_status check_values(const st_value *v, const char *file, ms_diag *d)
         st = positive(v, nonneg[i], true, file, d);
     /* Past the mock's address window a run would fail on addresses, not
      * on capacity. */
-    if (st == MS_OK && v[DV_HBM_GIB].set && v[DV_HBM_GIB].n * 1073741824.0 > MS_MAX_DEVICE_MEMORY)
+    if (st == MS_OK && v[DV_HBM_GIB].set && v[DV_HBM_GIB].n * BASE_GIB > MS_MAX_DEVICE_MEMORY)
         st = ms_diag_set(d, MS_ERANGE, "%s: field 'hbm_gib' must be at most 8192 (8 TiB) (got %g)",
                          file, v[DV_HBM_GIB].n);
     if (st == MS_OK && v[DV_HBM_BYTES].set && (uint64_t)v[DV_HBM_BYTES].i > MS_MAX_DEVICE_MEMORY)

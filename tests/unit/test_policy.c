@@ -253,6 +253,34 @@ static char *slurp(FILE *f)
     return buf;
 }
 
+/* Plans are the same when their decisions are, in order; NULL is the
+ * empty plan and ctx:stable() does not count (the executor's schedule and
+ * fast-forward both ask). */
+START_TEST(test_plan_same_decisions)
+{
+    ms_plan a, b;
+    ms_plan_init(&a);
+    ms_plan_init(&b);
+    ck_assert(ms_plan_same_decisions(&a, &b));
+    ck_assert(ms_plan_same_decisions(NULL, &b));
+    ms_decision swap = {.kind = MS_DEC_SWAP, .tensor = 3, .out_after = MS_NONE,
+                        .in_before = MS_NONE, .prefetch = 1};
+    ms_decision keep = {.kind = MS_DEC_KEEP, .tensor = 4};
+    ms_plan_add(&a, &swap);
+    ck_assert(!ms_plan_same_decisions(&a, &b));
+    ck_assert(!ms_plan_same_decisions(&a, NULL));
+    ms_plan_add(&b, &swap);
+    b.stable = true;
+    ck_assert(ms_plan_same_decisions(&a, &b));
+    ms_plan_add(&a, &keep);
+    swap.prefetch = 2;
+    ms_plan_add(&b, &swap);
+    ck_assert(!ms_plan_same_decisions(&a, &b)); /* one field of the second differs */
+    ms_plan_free(&a);
+    ms_plan_free(&b);
+}
+END_TEST
+
 /* ---- shipped policies ---- */
 
 START_TEST(test_none)
@@ -1295,6 +1323,7 @@ static Suite *policy_suite(void)
     Suite *s = suite_create("policy");
     TCase *tc = tcase_create("shipped");
     tcase_add_checked_fixture(tc, setup, teardown);
+    tcase_add_test(tc, test_plan_same_decisions);
     tcase_add_test(tc, test_none);
     tcase_add_test(tc, test_full_recompute);
     tcase_add_test(tc, test_lifetime_pools);

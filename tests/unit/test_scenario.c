@@ -267,14 +267,12 @@ START_TEST(device_memory_override)
     ck_assert_uint_eq(sc->device_memory, 96ULL << 30);
     ck_assert_double_eq(sc->device.hbm_bw, 1600e9); /* the rest is the file's */
     ms_scenario_free(sc);
-    static const char *const unlimited[] = {"device_memory=unlimited"};
-    static const char *const zero[] = {"device_memory=0"};
-    sc = load_ok("scenarios/llama2-7b.lua", unlimited, 1);
-    ck_assert_uint_eq(sc->device.hbm_bytes, 1ULL << 43);
-    ms_scenario_free(sc);
-    sc = load_ok("scenarios/llama2-7b.lua", zero, 1);
-    ck_assert_uint_eq(sc->device.hbm_bytes, 1ULL << 43);
-    ms_scenario_free(sc);
+    static const char *const whole[][1] = {{"device_memory=unlimited"}, {"device_memory=0"}};
+    for (int i = 0; i < 2; i++) {
+        sc = load_ok("scenarios/llama2-7b.lua", whole[i], 1);
+        ck_assert_uint_eq(sc->device.hbm_bytes, 1ULL << 43);
+        ms_scenario_free(sc);
+    }
     sc = load_ok("scenarios/llama2-7b.lua", NULL, 0);
     ck_assert_uint_eq(sc->device_memory, 0);
     ck_assert_uint_eq(sc->device.hbm_bytes, 64ULL << 30);

@@ -109,6 +109,20 @@ START_TEST(plan_decides_per_tensor)
 }
 END_TEST
 
+static void plan_ok(const prog *p)
+{
+    ms_diag d = {0};
+    ck_assert_msg(ms_torch_plan(p->s, &measured, &d) == MS_OK, "%s", d.msg);
+}
+
+/* The step reset, recorded again with these names, and planned. */
+static void replan_recorded(prog *p, const char *const names[3])
+{
+    ck_assert_int_eq(ms_torch_step_reset(p->s), MS_OK);
+    fill(p, names);
+    plan_ok(p);
+}
+
 /* A step reset and recorded again with the same counts is another
  * program: the policy sees the new one, not a view kept from the old
  * (the step refills the same arrays, so their addresses prove nothing). */
@@ -116,21 +130,16 @@ START_TEST(plan_after_reset_sees_the_new_program)
 {
     prog p;
     build(&p, policy("torch_swap.lua"));
-    ms_diag d = {0};
-    ck_assert_msg(ms_torch_plan(p.s, &measured, &d) == MS_OK, "%s", d.msg);
+    plan_ok(&p);
     ck_assert_int_eq(decision(&p, 0), MS_TORCH_OFFLOAD); /* layers.0.mlp.fc1's, 1 MiB */
-    ck_assert_int_eq(ms_torch_step_reset(p.s), MS_OK);
     /* The first op is now an attention op: no MLP activation of 64 KiB. */
     static const char *const attn_first[3] = {"layers.0.attn", "layers.0.mlp.fc2",
                                               "layers.1.attn"};
-    fill(&p, attn_first);
-    ck_assert_msg(ms_torch_plan(p.s, &measured, &d) == MS_OK, "%s", d.msg);
+    replan_recorded(&p, attn_first);
     ck_assert_int_eq(decision(&p, 0), MS_TORCH_KEEP);
     ck_assert_int_eq(decision(&p, 2), MS_TORCH_RECOMPUTE); /* layers.1 still */
     /* And back: the first program's decisions again. */
-    ck_assert_int_eq(ms_torch_step_reset(p.s), MS_OK);
-    fill(&p, mlp_names);
-    ck_assert_msg(ms_torch_plan(p.s, &measured, &d) == MS_OK, "%s", d.msg);
+    replan_recorded(&p, mlp_names);
     ck_assert_int_eq(decision(&p, 0), MS_TORCH_OFFLOAD);
     ck_assert_int_eq(ms_torch_step_free(p.s), MS_OK);
 }
@@ -142,14 +151,11 @@ START_TEST(program_id_follows_the_recording)
 {
     prog p;
     build(&p, policy("torch_program_id.lua"));
-    ms_diag d = {0};
     for (int i = 0; i < 2; i++) {
-        ck_assert_msg(ms_torch_plan(p.s, &measured, &d) == MS_OK, "%s", d.msg);
+        plan_ok(&p);
         ck_assert_int_eq(decision(&p, 0), MS_TORCH_OFFLOAD);
     }
-    ck_assert_int_eq(ms_torch_step_reset(p.s), MS_OK);
-    fill(&p, mlp_names);
-    ck_assert_msg(ms_torch_plan(p.s, &measured, &d) == MS_OK, "%s", d.msg);
+    replan_recorded(&p, mlp_names);
     ck_assert_int_eq(decision(&p, 0), MS_TORCH_KEEP);
     ck_assert_int_eq(ms_torch_step_free(p.s), MS_OK);
 }
