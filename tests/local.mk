@@ -70,7 +70,7 @@ tests_unit_test_replay_LDADD = lib/replay/libms_replay.la $(ALLOC_TEST_LIBS)
 
 # lib/scenario and lib/workload
 check_PROGRAMS += tests/unit/test_scenario tests/unit/test_workload tests/unit/test_workload_pipeline \
-	tests/unit/test_workload_layout
+	tests/unit/test_workload_layout tests/unit/test_workload_repeat
 tests_unit_test_scenario_SOURCES = tests/unit/test_scenario.c
 tests_unit_test_scenario_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_scenario_LDADD = lib/scenario/libms_scenario.la lib/base/libms_base.la $(TEST_LIBS)
@@ -82,6 +82,9 @@ tests_unit_test_workload_LDADD = $(WORKLOAD_TEST_LIBS)
 tests_unit_test_workload_pipeline_SOURCES = tests/unit/test_workload_pipeline.c
 tests_unit_test_workload_pipeline_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_workload_pipeline_LDADD = $(WORKLOAD_TEST_LIBS)
+tests_unit_test_workload_repeat_SOURCES = tests/unit/test_workload_repeat.c
+tests_unit_test_workload_repeat_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_workload_repeat_LDADD = $(WORKLOAD_TEST_LIBS)
 tests_unit_test_workload_layout_SOURCES = tests/unit/test_workload_layout.c
 tests_unit_test_workload_layout_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_workload_layout_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)

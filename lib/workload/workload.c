@@ -467,6 +467,166 @@ void wl_build_seg_end(wb *b)
         b->err = MS_EINTERNAL; /* an empty segment is a builder bug */
 }
 
+/* ---- repeating a unit ---------------------------------------------------
+ *
+ * A stage's micro-batches issue the same ops: the forward of a model chunk
+ * (or its backward) differs from one micro-batch to the next only in the
+ * micro-batch stamp, the ids of the tensors it makes and reads (a backward
+ * reads its own forward's) and the tags of its p2p transfers.  Emitting each
+ * through the model code again was most of ms_program_build on the shipped
+ * llama2-70B (512 micro-batches), so later micro-batches copy the first
+ * one's records instead, names shared.  test_workload_repeat checks that the
+ * programs are the same either way. */
+
+void wl_build_mark(const wb *b, wb_mark *at)
+{
+    *at = (wb_mark){.op = b->n_ops, .tensor = b->n_tensors, .seg = b->n_segs, .id = b->n_ids,
+                    .seg_reads = b->seg_reads, .seg_depth = b->seg_depth};
+}
+
+static bool in_range(uint32_t v, uint32_t lo, uint32_t hi)
+{
+    return v >= lo && v < hi;
+}
+
+static bool unit_ids_known(const wb *b, const wb_unit *u)
+{
+    for (size_t i = u->from.id; i < u->to.id; i++) {
+        uint32_t t = b->ids[i];
+        if (!in_range(t, u->from.tensor, u->to.tensor) && !in_range(t, u->pair_lo, u->pair_hi) &&
+            (t >= b->n_tensors || !b->tensors[t].persistent))
+            return false;
+    }
+    return true;
+}
+
+static bool unit_records_own(const wb *b, const wb_unit *u)
+{
+    for (uint32_t s = u->from.seg; s < u->to.seg; s++)
+        if (b->segs[s].open ||
+            (b->segs[s].parent != MS_NONE &&
+             !in_range((uint32_t)b->segs[s].parent, u->from.seg, u->to.seg)))
+            return false;
+    for (uint32_t o = u->from.op; o < u->to.op; o++)
+        if (b->ops[o].segment != MS_NONE &&
+            !in_range((uint32_t)b->ops[o].segment, u->from.seg, u->to.seg))
+            return false;
+    for (uint32_t t = u->from.tensor; t < u->to.tensor; t++)
+        if (b->tensors[t].persistent || !in_range((uint32_t)b->tensors[t].producer, u->from.op,
+                                                  u->to.op))
+            return false;
+    return true;
+}
+
+bool wl_build_unit_repeatable(const wb *b, const wb_unit *u)
+{
+    return b->err == MS_OK && u->from.seg_depth == 0 && u->to.seg_depth == 0 &&
+           u->from.op < u->to.op && u->to.op <= b->n_ops && u->to.tensor <= b->n_tensors &&
+           unit_ids_known(b, u) && unit_records_own(b, u);
+}
+
+/* Room for a copy of u: false (and the builder's error) if there is none. */
+static bool repeat_room(wb *b, const wb_unit *u)
+{
+    size_t ops = (size_t)b->n_ops + (u->to.op - u->from.op);
+    if (b->err == MS_OK && ops > WB_MAX_OPS)
+        b->err = MS_ERANGE;
+    return grow_pair(b, (void **)&b->ops, sizeof *b->ops, (void **)&b->op_at, sizeof *b->op_at,
+                     &b->cap_ops, ops) &&
+           grow_pair(b, (void **)&b->tensors, sizeof *b->tensors, (void **)&b->tensor_at,
+                     sizeof *b->tensor_at, &b->cap_tensors,
+                     (size_t)b->n_tensors + (u->to.tensor - u->from.tensor)) &&
+           grow32(b, (void **)&b->segs, sizeof *b->segs, &b->cap_segs,
+                  (size_t)b->n_segs + (u->to.seg - u->from.seg)) &&
+           grow(b, (void **)&b->ids, sizeof *b->ids, &b->cap_ids, b->n_ids + (u->to.id - u->from.id));
+}
+
+/* Renumbering from u to its copy. */
+typedef struct wb_move {
+    uint32_t op, tensor, seg, pair;
+    int32_t micro_batch;
+} wb_move;
+
+static uint32_t moved_id(const wb_unit *u, const wb_move *mv, uint32_t t)
+{
+    if (in_range(t, u->from.tensor, u->to.tensor))
+        return t + mv->tensor;
+    if (in_range(t, u->pair_lo, u->pair_hi))
+        return t + mv->pair;
+    return t;
+}
+
+static int32_t moved_seg(const wb_move *mv, int32_t s)
+{
+    return s == MS_NONE ? MS_NONE : s + (int32_t)mv->seg;
+}
+
+static void repeat_tensors(wb *b, const wb_unit *u, const wb_move *mv)
+{
+    for (uint32_t t = u->from.tensor; t < u->to.tensor; t++) {
+        ms_tensor *c = &b->tensors[t + mv->tensor];
+        *c = b->tensors[t];
+        c->id = t + mv->tensor;
+        c->producer += (int32_t)mv->op;
+        c->micro_batch = mv->micro_batch;
+        c->n_uses = 0; /* counted again as the copies read them */
+        c->saved_for_backward = false;
+        b->tensor_at[t + mv->tensor] = b->tensor_at[t];
+    }
+    b->n_tensors += u->to.tensor - u->from.tensor;
+}
+
+static void repeat_segments(wb *b, const wb_unit *u, const wb_move *mv)
+{
+    for (uint32_t s = u->from.seg; s < u->to.seg; s++) {
+        wb_segment *c = &b->segs[s + mv->seg];
+        *c = b->segs[s];
+        c->parent = moved_seg(mv, c->parent);
+        c->micro_batch = mv->micro_batch;
+        c->first_op += mv->op;
+        c->last_op += mv->op;
+    }
+    b->n_segs += u->to.seg - u->from.seg;
+}
+
+static void repeat_ops(wb *b, const wb_unit *u, const wb_move *mv, int tag_shift)
+{
+    size_t id_shift = b->n_ids - u->from.id;
+    for (uint32_t o = u->from.op; o < u->to.op; o++) {
+        uint32_t n = o + mv->op;
+        ms_op *c = &b->ops[n];
+        *c = b->ops[o];
+        c->id = n;
+        c->micro_batch = mv->micro_batch;
+        c->segment = moved_seg(mv, c->segment);
+        if (c->kernel.comm == MS_COMM_SEND || c->kernel.comm == MS_COMM_RECV)
+            c->kernel.tag += tag_shift;
+        b->op_at[n] = (wb_op_at){.name = b->op_at[o].name, .io = b->op_at[o].io + id_shift};
+        uint32_t *io = b->ids + b->op_at[n].io;
+        const uint32_t *from = b->ids + b->op_at[o].io;
+        for (uint32_t i = 0; i < c->n_inputs + c->n_outputs; i++)
+            io[i] = moved_id(u, mv, from[i]);
+        note_reads(b, n, io, c->n_inputs);
+    }
+    b->n_ops += u->to.op - u->from.op;
+    b->n_ids += u->to.id - u->from.id;
+}
+
+void wl_build_repeat(wb *b, const wb_unit *u, int32_t micro_batch, uint32_t pair_to,
+                     int tag_shift)
+{
+    if (!repeat_room(b, u))
+        return;
+    wb_move mv = {.op = b->n_ops - u->from.op, .tensor = b->n_tensors - u->from.tensor,
+                  .seg = b->n_segs - u->from.seg, .pair = pair_to - u->pair_lo,
+                  .micro_batch = micro_batch};
+    repeat_tensors(b, u, &mv);
+    repeat_segments(b, u, &mv);
+    repeat_ops(b, u, &mv, tag_shift);
+    b->seg_reads += u->to.seg_reads - u->from.seg_reads;
+    b->last_name_len = (uint32_t)strlen(b->names + b->op_at[b->n_ops - 1].name);
+}
+
 /* ---- finishing --------------------------------------------------------- */
 
 static void program_free_parts(ms_program *p)

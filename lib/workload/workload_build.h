@@ -120,6 +120,36 @@ char *wl_build_name_join(char *buf, size_t cap, int32_t layer, ...) __attribute_
  * length. */
 size_t wl_build_put_int(char *buf, int32_t v);
 
+/* ---- repeating a unit (workload.c) ----
+ * Where the builder stands: counts of everything appended so far. */
+typedef struct wb_mark {
+    uint32_t op, tensor, seg;
+    size_t id, seg_reads;
+    int seg_depth;
+} wb_mark;
+
+void wl_build_mark(const wb *b, wb_mark *at);
+
+/* A unit appended between two marks, to append again for another micro-
+ * batch.  Its ids are its own tensors, the tensors [pair_lo, pair_hi) of
+ * another unit (a backward's forward), or persistent ones. */
+typedef struct wb_unit {
+    wb_mark from, to;
+    uint32_t pair_lo, pair_hi;
+    int32_t micro_batch;
+} wb_unit;
+
+/* Whether u can be repeated: nothing open across its ends, every id it
+ * reads or writes as above, every segment and tensor its own. */
+bool wl_build_unit_repeatable(const wb *b, const wb_unit *u);
+/* Append u again as micro-batch `micro_batch`: its own tensors, ops and
+ * segments renumbered after the last ones, [pair_lo, pair_hi) moved to
+ * start at pair_to, the tags of its p2p ops moved by tag_shift; names are
+ * shared with u's, uses and saved_for_backward counted as wl_build_op_add
+ * does. */
+void wl_build_repeat(wb *b, const wb_unit *u, int32_t micro_batch, uint32_t pair_to,
+                     int tag_shift);
+
 /* Finish: hand the ops, tensors, names and ids over to a program, set
  * their pointers and uses, and derive segment inputs and backward points
  * (b is emptied). */

@@ -343,6 +343,77 @@ static void backward_unit(wm *m, const wm_step *st, const wm_saved *sv, const wm
     }
 }
 
+/* ---- later micro-batches as copies of the first (wl_build_repeat) ---- */
+
+/* The first forward and backward of each chunk, once made, and where each
+ * unit's forward lies (a copied backward reads its own forward's tensors). */
+typedef struct wm_repeats {
+    bool on;
+    wb_unit *fwd, *bwd;   /* per chunk; micro_batch -1: none yet, -2: not repeatable */
+    wb_unit *fwd_at;      /* per unit: its forward's marks */
+} wm_repeats;
+
+static void repeats_free(wm_repeats *r)
+{
+    free(r->fwd);
+    free(r->bwd);
+    free(r->fwd_at);
+}
+
+static ms_status repeats_alloc(const wm *m, bool on, wm_repeats *r)
+{
+    size_t units = (size_t)m->micro_batches * (size_t)m->chunks;
+    *r = (wm_repeats){.on = on};
+    r->fwd = calloc((size_t)m->chunks, sizeof *r->fwd);
+    r->bwd = calloc((size_t)m->chunks, sizeof *r->bwd);
+    r->fwd_at = calloc(units, sizeof *r->fwd_at);
+    if (r->fwd == NULL || r->bwd == NULL || r->fwd_at == NULL) {
+        repeats_free(r);
+        return MS_ENOMEM;
+    }
+    for (int c = 0; c < m->chunks; c++)
+        r->fwd[c].micro_batch = r->bwd[c].micro_batch = -1;
+    return MS_OK;
+}
+
+/* A copied forward keeps for its backward what the first kept, its own. */
+typedef struct wm_move {
+    uint32_t lo, hi, by;
+} wm_move;
+
+static uint32_t moved(const wm_move *mv, uint32_t t)
+{
+    return t >= mv->lo && t < mv->hi ? t + mv->by : t;
+}
+
+static void move_ffn(wm_ffn_saved *d, const wm_ffn_saved *s, const wm_move *mv)
+{
+    *d = (wm_ffn_saved){moved(mv, s->fc1), moved(mv, s->fc3), moved(mv, s->so), moved(mv, s->act)};
+}
+
+static void move_saved(const wm *m, wm_saved *d, const wm_saved *s, const wm_move *mv)
+{
+    wm_ffn_saved *ex = d->ex;
+    *d = (wm_saved){
+        .x = moved(mv, s->x), .n1 = moved(mv, s->n1), .qkv = moved(mv, s->qkv),
+        .q = moved(mv, s->q), .k = moved(mv, s->k), .v = moved(mv, s->v),
+        .qr = moved(mv, s->qr), .kr = moved(mv, s->kr), .probs = moved(mv, s->probs),
+        .mask_a = moved(mv, s->mask_a), .probs_d = moved(mv, s->probs_d),
+        .ctx = moved(mv, s->ctx), .lse = moved(mv, s->lse), .mask1 = moved(mv, s->mask1),
+        .res1 = moved(mv, s->res1), .n2 = moved(mv, s->n2), .mask2 = moved(mv, s->mask2),
+        .out = moved(mv, s->out), .rprobs = moved(mv, s->rprobs), .rmap = moved(mv, s->rmap),
+        .xin = moved(mv, s->xin), .comb = moved(mv, s->comb), .ex = ex};
+    move_ffn(&d->ffn, &s->ffn, mv);
+    for (uint64_t e = 0; m->moe && e < m->n_local; e++)
+        move_ffn(&ex[e], &s->ex[e], mv);
+}
+
+static void move_ends(wm_ends *d, const wm_ends *s, const wm_move *mv)
+{
+    *d = (wm_ends){moved(mv, s->mask0), moved(mv, s->x_last), moved(mv, s->fn),
+                   moved(mv, s->softmax)};
+}
+
 /* Per (micro-batch, chunk): what its forward keeps for its backward. */
 typedef struct wm_units {
     wm_saved *sv;     /* units x max_lv */
@@ -375,28 +446,96 @@ static ms_status units_alloc(const wm *m, wm_units *u)
     return MS_OK;
 }
 
-static ms_status build_steps(wm *m)
+static size_t unit_of(const wm *m, int mb, int chunk)
+{
+    return (size_t)mb * (size_t)m->chunks + (size_t)chunk;
+}
+
+static wm_saved *saved_of(const wm *m, const wm_units *u, size_t unit)
+{
+    return u->sv + unit * (size_t)(m->max_lv > 0 ? m->max_lv : 1);
+}
+
+/* The first of its kind becomes the one copied, if it can be. */
+static void keep_first(const wm *m, wb_unit *first, const wb_unit *made)
+{
+    if (first->micro_batch != -1)
+        return;
+    *first = *made;
+    if (!wl_build_unit_repeatable(m->b, first))
+        first->micro_batch = -2;
+}
+
+static void forward_step(wm *m, const wm_step *st, wm_units *u, wm_repeats *r)
+{
+    size_t unit = unit_of(m, st->micro_batch, st->chunk);
+    wb_unit *first = &r->fwd[st->chunk], *at = &r->fwd_at[unit];
+    at->micro_batch = st->micro_batch;
+    wl_build_mark(m->b, &at->from);
+    if (r->on && first->micro_batch >= 0) {
+        wl_build_repeat(m->b, first, st->micro_batch, 0,
+                        wl_p2p_tag_shift(m, first->micro_batch, st->micro_batch));
+        wl_build_mark(m->b, &at->to);
+        size_t from = unit_of(m, first->micro_batch, st->chunk);
+        wm_move mv = {first->from.tensor, first->to.tensor, at->from.tensor - first->from.tensor};
+        for (int i = 0; i < m->chunk_count[st->chunk]; i++)
+            move_saved(m, &saved_of(m, u, unit)[i], &saved_of(m, u, from)[i], &mv);
+        move_ends(&u->ends[unit], &u->ends[from], &mv);
+        return;
+    }
+    forward_unit(m, st, saved_of(m, u, unit), &u->ends[unit]);
+    wl_build_mark(m->b, &at->to);
+    keep_first(m, first, at);
+}
+
+static void backward_step(wm *m, const wm_step *st, wm_units *u, wm_repeats *r)
+{
+    size_t unit = unit_of(m, st->micro_batch, st->chunk);
+    const wb_unit *fwd = &r->fwd_at[unit];
+    wb_unit *first = &r->bwd[st->chunk];
+    /* The last micro-batch's backward starts the overlapped DP reduction:
+     * other ops, never copied nor copied from. */
+    bool reduce_here =
+        st->micro_batch == m->micro_batches - 1 && m->sc->parallel.overlap_grad_reduce;
+    if (r->on && !reduce_here && first->micro_batch >= 0 &&
+        fwd->to.tensor - fwd->from.tensor == first->pair_hi - first->pair_lo) {
+        wl_build_repeat(m->b, first, st->micro_batch, fwd->from.tensor,
+                        wl_p2p_tag_shift(m, first->micro_batch, st->micro_batch));
+        return;
+    }
+    wb_unit made = {.pair_lo = fwd->from.tensor, .pair_hi = fwd->to.tensor,
+                    .micro_batch = st->micro_batch};
+    wl_build_mark(m->b, &made.from);
+    backward_unit(m, st, saved_of(m, u, unit), &u->ends[unit]);
+    wl_build_mark(m->b, &made.to);
+    if (!reduce_here)
+        keep_first(m, first, &made);
+}
+
+static ms_status build_steps(wm *m, bool repeat)
 {
     size_t units = (size_t)m->micro_batches * (size_t)m->chunks;
     wm_units u;
+    wm_repeats r;
     wm_step *steps = malloc(2 * units * sizeof *steps);
     ms_status st = steps == NULL ? MS_ENOMEM : units_alloc(m, &u);
+    if (st == MS_OK && (st = repeats_alloc(m, repeat, &r)) != MS_OK)
+        units_free(&u);
     if (st != MS_OK) {
         free(steps);
         return st;
     }
     wl_schedule(m->n_stages, m->stage, m->micro_batches, m->chunks, steps);
     for (size_t k = 0; k < 2 * units && m->b->err == MS_OK; k++) {
-        size_t unit = (size_t)steps[k].micro_batch * (size_t)m->chunks + (size_t)steps[k].chunk;
-        wm_saved *sv = u.sv + unit * (size_t)(m->max_lv > 0 ? m->max_lv : 1);
         if (steps[k].forward)
-            forward_unit(m, &steps[k], sv, &u.ends[unit]);
+            forward_step(m, &steps[k], &u, &r);
         else
-            backward_unit(m, &steps[k], sv, &u.ends[unit]);
+            backward_step(m, &steps[k], &u, &r);
     }
     m->b->chunk = 0;
     free(steps);
     units_free(&u);
+    repeats_free(&r);
     return m->b->err;
 }
 
@@ -411,6 +550,12 @@ static size_t ops_estimate(const wm *m)
 }
 
 ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, ms_diag *d)
+{
+    return wl_program_build(sc, stage, true, out, d);
+}
+
+ms_status wl_program_build(const ms_scenario *sc, int stage, bool repeat, ms_program **out,
+                           ms_diag *d)
 {
     if (out != NULL)
         *out = NULL;
@@ -431,7 +576,7 @@ ms_status ms_program_build(const ms_scenario *sc, int stage, ms_program **out, m
         st = wl_params_create(&m);
     }
     if (st == MS_OK)
-        st = build_steps(&m);
+        st = build_steps(&m, repeat);
     if (st == MS_OK) {
         wl_optimizer(&m);
         st = wl_build_finish(&b, stage, out);

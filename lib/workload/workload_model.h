@@ -240,6 +240,13 @@ ms_link_kind wl_stage_link(const ms_scenario *sc, int a, int b);
 /* Receive (returns the new tensor) or send t for the current micro-batch
  * and chunk; forward: activations, else grads. */
 uint32_t wl_p2p(wm *m, bool send, bool forward, uint32_t t);
+/* What a p2p tag of micro-batch `from` adds to become micro-batch `to`'s. */
+int wl_p2p_tag_shift(const wm *m, int from, int to);
+
+/* ms_program_build, with or without later micro-batches copied from the
+ * first (wl_build_repeat); the programs are the same (test_workload_repeat). */
+ms_status wl_program_build(const ms_scenario *sc, int stage, bool repeat, ms_program **out,
+                           ms_diag *d);
 
 /* workload_check.c: the scenario's sizes, checked before building (bad
  * input gets an error naming the field and the constraint). */

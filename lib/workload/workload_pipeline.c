@@ -76,6 +76,11 @@ static int p2p_tag(const wm *m, int mb, int lower, bool forward)
     return (mb * vs + lower) * 2 + (forward ? 0 : 1);
 }
 
+int wl_p2p_tag_shift(const wm *m, int from, int to)
+{
+    return p2p_tag(m, to, 0, true) - p2p_tag(m, from, 0, true);
+}
+
 uint32_t wl_p2p(wm *m, bool send, bool forward, uint32_t t)
 {
     int mb = m->b->micro_batch, c = m->b->chunk, p = m->n_stages;
