@@ -137,7 +137,9 @@ typedef struct ms_program_view {
      * counts alone cannot tell: what a consumer derived from a view (the
      * policy host's Lua view, facts and profile.program_id) holds while
      * arrays, counts and revision are the same.  0 for the builder's
-     * programs, which never change. */
+     * programs, which never change: the policy host may read such a
+     * program's arrays (making its Lua view on a script's first read) for
+     * as long as the policy lives, so free the policy first. */
     uint64_t revision;
 } ms_program_view;
 

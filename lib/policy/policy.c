@@ -303,7 +303,6 @@ ms_status ms_policy_load(const char *path, const char *lib_dir, const ms_policy_
     for (int h = 0; h < MS_HOOK_COUNT; h++)
         p->hook_ref[h] = LUA_NOREF;
     p->format_ref = LUA_NOREF;
-    p->view_ref = LUA_NOREF;
     p->log = stderr;
     ms_status st = resolve_path(path, lib_dir, p->path, sizeof p->path, d);
     if (st == MS_OK)
@@ -318,15 +317,19 @@ ms_status ms_policy_load(const char *path, const char *lib_dir, const ms_policy_
     return MS_OK;
 }
 
+static void programs_retire(ms_policy *p);
+
 ms_status ms_policy_free(ms_policy *p)
 {
     if (p == NULL)
         return MS_EINVAL;
+    programs_retire(p); /* before the state closes: a finalizer may read a view */
     if (p->sb != NULL)
         base_sandbox_destroy(p->sb);
-    ms_program_facts_free(&p->own_facts);
+    for (uint32_t i = 0; i < p->n_progs; i++)
+        free(p->progs[i]);
     free(p->pools);
-    free(p->known);
+    free(p->progs);
     free(p);
     return MS_OK;
 }
@@ -385,60 +388,101 @@ static bool same_program(const ms_program_view *a, const ms_program_view *b)
            a->n_segments == b->n_segments && a->revision == b->revision;
 }
 
-/* The program's place among those met so far (from 1), added when new. */
-static ms_status program_id_of(ms_policy *p, const ms_program_view *pv, uint32_t *id, ms_diag *d)
+/* pol_program: the facts and the view follow the program. */
+static ms_status program_open(pol_program *g, const ms_program_view *pv, ms_diag *d)
 {
-    for (uint32_t i = 0; i < p->n_known; i++)
-        if (same_program(&p->known[i], pv)) {
-            *id = i + 1;
-            return MS_OK;
-        }
-    if (!MS_GROW(p->known, p->n_known, p->cap_known, 8))
-        return ms_diag_set(d, MS_ENOMEM, "policy: out of memory noting a program");
-    p->known[p->n_known++] = *pv;
-    *id = p->n_known;
-    return MS_OK;
-}
-
-/* The derived facts and the cached Lua view follow the program; a new one
- * (other arrays, counts or revision) drops both. */
-static ms_status ensure_program(ms_policy *p, const ms_program_view *pv, ms_diag *d)
-{
-    if (p->have_program && same_program(&p->program, pv))
-        return MS_OK;
-    ms_status id_st = program_id_of(p, pv, &p->program_id, d);
-    if (id_st != MS_OK)
-        return id_st;
-    p->have_program = false;
-    ms_program_facts_free(&p->own_facts);
-    if (p->view_ref != LUA_NOREF) {
-        luaL_unref(p->L, LUA_REGISTRYINDEX, p->view_ref);
-        p->view_ref = LUA_NOREF;
-    }
-    p->dv = pv->facts;
-    if (p->dv == NULL) {
-        ms_status st = ms_program_facts_derive(pv, &p->own_facts, d);
+    g->view = *pv;
+    g->view_ref = LUA_NOREF;
+    g->box = NULL;
+    g->dv = pv->facts;
+    if (g->dv == NULL) {
+        ms_status st = ms_program_facts_derive(pv, &g->own_facts, d);
         if (st != MS_OK)
             return st;
-        p->dv = &p->own_facts;
+        g->dv = &g->own_facts;
     }
-    p->program = *pv;
-    p->have_program = true;
+    g->retired = false;
     return MS_OK;
 }
 
-/* Push the cached program view, building it on first use. */
+static void program_retire(ms_policy *p, pol_program *g)
+{
+    if (g->retired)
+        return;
+    g->retired = true;
+    pol_view_retire(g->box);
+    g->box = NULL;
+    if (g->view_ref != LUA_NOREF)
+        luaL_unref(p->L, LUA_REGISTRYINDEX, g->view_ref);
+    g->view_ref = LUA_NOREF;
+    ms_program_facts_free(&g->own_facts);
+    g->dv = NULL;
+}
+
+static void programs_retire(ms_policy *p)
+{
+    for (uint32_t i = 0; i < p->n_progs; i++)
+        program_retire(p, p->progs[i]);
+}
+
+static pol_program *program_new(ms_policy *p, ms_diag *d)
+{
+    pol_program *g = MS_GROW(p->progs, p->n_progs, p->cap_progs, 8) ? calloc(1, sizeof *g) : NULL;
+    if (g == NULL) {
+        ms_diag_set(d, MS_ENOMEM, "policy: out of memory noting a program");
+        return NULL;
+    }
+    g->retired = true; /* until opened */
+    p->progs[p->n_progs++] = g;
+    return g;
+}
+
+/* Make pv the program of the call: the one met before (same arrays, counts
+ * and revision) or a new one.  Another program retires when pv may have
+ * taken its arrays: pv reuses them, or its owner refills its arrays (a
+ * revision other than 0; workload.h), which a new program says it did. */
+static ms_status ensure_program(ms_policy *p, const ms_program_view *pv, ms_diag *d)
+{
+    if (p->cur != NULL && !p->cur->retired && same_program(&p->cur->view, pv))
+        return MS_OK;
+    pol_program *g = NULL;
+    for (uint32_t i = 0; i < p->n_progs; i++) {
+        pol_program *k = p->progs[i];
+        if (same_program(&k->view, pv)) {
+            g = k;
+            p->program_id = i + 1;
+        } else if (k->view.revision != 0 || (pv->ops != NULL && k->view.ops == pv->ops)) {
+            program_retire(p, k);
+        }
+    }
+    if (g == NULL) {
+        if ((g = program_new(p, d)) == NULL)
+            return MS_ENOMEM;
+        p->program_id = p->n_progs;
+    }
+    p->cur = NULL;
+    if (g->retired) {
+        ms_status st = program_open(g, pv, d);
+        if (st != MS_OK)
+            return st;
+    }
+    p->cur = g;
+    return MS_OK;
+}
+
+/* Push the program's view, making it on first use. */
 static void push_view(lua_State *L, ms_policy *p)
 {
-    if (p->view_ref == LUA_NOREF) {
-        pol_push_program(L, &p->program, p->dv);
+    pol_program *g = p->cur;
+    if (g->view_ref == LUA_NOREF) {
+        g->box = pol_push_program(L, g);
         lua_pushinteger(L, p->program_id);
         lua_setfield(L, -2, "program_id");
         lua_pushvalue(L, -1);
-        p->view_ref = luaL_ref(L, LUA_REGISTRYINDEX);
+        g->view_ref = luaL_ref(L, LUA_REGISTRYINDEX);
         return;
     }
-    lua_rawgeti(L, LUA_REGISTRYINDEX, p->view_ref);
+    lua_rawgeti(L, LUA_REGISTRYINDEX, g->view_ref);
 }
 
 typedef struct hook_call {
@@ -457,7 +501,7 @@ static int host_decide(lua_State *L)
     ms_policy *p = hc->p;
     push_view(L, p);
     int view = lua_gettop(L);
-    pol_update_measured(L, view, hc->prof);
+    pol_update_measured(L, p->cur->box, hc->prof);
     int hook = hc->req ? MS_HOOK_ON_OOM : MS_HOOK_PLAN;
     lua_rawgeti(L, LUA_REGISTRYINDEX, p->hook_ref[hook]);
     if (hc->req != NULL) {
@@ -506,8 +550,8 @@ static ms_status run_decide(ms_policy *p, const char *hook, const ms_profile *pr
     if (st != MS_OK)
         return st;
     ms_policy_ctx c = {
-        .hook = hook, .prog = &p->program, .dv = p->dv, .plan = plan,
-        .max_decisions = pol_ctx_max_decisions(&p->program),
+        .hook = hook, .prog = &p->cur->view, .dv = p->cur->dv, .plan = plan,
+        .max_decisions = pol_ctx_max_decisions(&p->cur->view),
         .sim = sim, .sim_user = sim_user, .declared = prof->declared,
     };
     ms_plan_init(&c.scratch);

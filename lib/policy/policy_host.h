@@ -42,6 +42,22 @@ typedef struct ms_policy_ctx {
     uint32_t n_swap_where, cap_swap_where;
 } ms_policy_ctx;
 
+typedef struct vbox vbox;
+
+/* A program the policy met, and its Lua view: one per program, kept while
+ * the program is (one stage's after another's no longer rebuilds the view),
+ * so each program's view is made once.  Its facts are the builder's, or
+ * derived here (own_facts) for a view made by hand.  A program retires when
+ * a later one reuses its arrays (a step recorded again into them). */
+typedef struct pol_program {
+    ms_program_view view;
+    const ms_program_facts *dv;
+    ms_program_facts own_facts;
+    int view_ref; /* registry ref of its Lua view, or LUA_NOREF */
+    vbox *box;    /* that view's packed copy */
+    bool retired;
+} pol_program;
+
 struct ms_policy {
     ms_sandbox *sb;
     lua_State *L;
@@ -56,18 +72,12 @@ struct ms_policy {
     int depth;                    /* protected calls in progress (nesting via simulate) */
     ms_policy_ctx *ctx;           /* the live ctx, NULL between hook calls */
     uint64_t ctx_gen;             /* a ctx userdata is live only if its gen matches */
-    /* The program the cached Lua view is of, and its facts: the builder's,
-     * or derived here (own_facts) for a view made by hand. */
-    bool have_program;
-    ms_program_view program;
-    const ms_program_facts *dv;
-    ms_program_facts own_facts;
-    int view_ref;                 /* registry ref of the program view, or LUA_NOREF */
     /* Every program met, in order: profile.program_id is a program's place
      * here (from 1), the same number each time the same program comes back
-     * (a stage's, after another stage's plan replaced the cached view). */
-    ms_program_view *known;
-    uint32_t n_known, cap_known;
+     * (each stage's, in turn); cur is the one of the call in progress. */
+    pol_program **progs;
+    uint32_t n_progs, cap_progs;
+    pol_program *cur;
     uint32_t program_id;
     ms_policy_allocator allocator; /* its `allocator` table */
     bool oom_rescue;               /* its `oom_rescue` flag */
@@ -93,11 +103,14 @@ void pol_push_request(lua_State *L, const ms_oom_request *req);
 
 /* Create the metatables of the program view (once per state, at load). */
 void pol_view_register(lua_State *L);
-/* Push the program view {ops=, tensors=, segments=, blob=}: a packed copy of
- * pv, so it never points into C memory. */
-void pol_push_program(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv);
-/* Copy prof's op figures (or their absence) into the view at view_idx. */
-void pol_update_measured(lua_State *L, int view_idx, const ms_profile *prof);
+/* Push the program view {ops=, tensors=, segments=, blob=} of prog: a packed
+ * copy, made when an array is first read, so it never points into C memory;
+ * returns the copy's owner.  prog must stay until pol_view_retire. */
+vbox *pol_push_program(lua_State *L, const pol_program *prog);
+/* prog may go: a view not yet read can no longer be. */
+void pol_view_retire(vbox *x);
+/* Copy prof's op figures (or their absence) into the view owned by x. */
+void pol_update_measured(lua_State *L, vbox *x, const ms_profile *prof);
 
 /* --- policy_ctx.c --- */
 

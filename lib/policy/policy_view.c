@@ -47,22 +47,23 @@ static const char *const class_names[MS_KC_COUNT] = {
 
 /* ---- the packed copy ---- */
 
-/* The userdata that owns the block. */
-typedef struct vbox {
-    vblob *blob;
-} vbox;
+/* The userdata that owns the block, made on first read from prog, and the
+ * last measured figures of the program's ops. */
+struct vbox {
+    vblob *blob;              /* NULL until an array is first read */
+    const pol_program *prog;  /* NULL once retired */
+    ms_op_profile *prof;      /* n_ops, once a measured profile came */
+    bool measured;
+};
 
 static int box_gc(lua_State *L)
 {
     vbox *x = luaL_checkudata(L, 1, MT_BLOB);
     free(x->blob);
+    free(x->prof);
     x->blob = NULL;
+    x->prof = NULL;
     return 0;
-}
-
-static vblob *blob_of(lua_State *L, int idx)
-{
-    return ((vbox *)lua_touserdata(L, idx))->blob;
 }
 
 static size_t align8(size_t n)
@@ -177,10 +178,15 @@ static void fill_segments(vblob *b, fill_at *at, const ms_program_view *pv,
     }
 }
 
-/* Push the blob's owner: one allocation holding the whole program, names
+/* The block of x's program: one allocation holding the whole program, names
  * included, so nothing in it needs the garbage collector's attention. */
-static void push_blob(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv)
+static vblob *build_blob(lua_State *L, vbox *x, int type)
 {
+    static const char *const what[ENTRY_COUNT] = {"ops", "tensors", "segments"};
+    if (x->prog == NULL)
+        luaL_error(L, "profile.%s: the program this profile described was replaced since (its "
+                   "step recorded again); read the profile of the current call", what[type]);
+    const ms_program_view *pv = &x->prog->view;
     size_t n_ids, n_chars;
     measure(pv, &n_ids, &n_chars);
     if (n_ids > UINT32_MAX || n_chars > UINT32_MAX)
@@ -189,16 +195,11 @@ static void push_blob(lua_State *L, const ms_program_view *pv, const ms_program_
     size_t off_ops = align8(sizeof(vblob));
     size_t off_tensors = off_ops + align8((size_t)pv->n_ops * sizeof(vop));
     size_t off_segments = off_tensors + align8((size_t)pv->n_tensors * sizeof(vtensor));
-    size_t off_prof = off_segments + align8((size_t)pv->n_segments * sizeof(vsegment));
-    size_t off_ids = off_prof + align8((size_t)pv->n_ops * sizeof(ms_op_profile));
+    size_t off_ids = off_segments + align8((size_t)pv->n_segments * sizeof(vsegment));
     size_t off_names = off_ids + n_ids * sizeof(uint32_t);
-    vbox *box = lua_newuserdatauv(L, sizeof *box, 0);
-    box->blob = NULL;
-    luaL_setmetatable(L, MT_BLOB);
     char *base = malloc(off_names + n_chars);
     if (base == NULL)
         luaL_error(L, "out of memory building the program view (%zu bytes)", off_names + n_chars);
-    box->blob = (vblob *)base;
     /* The collector does not see the block: a step as if it were allocated
      * in the heap keeps the pace at which replaced views (each stage has
      * its own) are freed what it was when the heap held them. */
@@ -209,23 +210,37 @@ static void push_blob(lua_State *L, const ms_program_view *pv, const ms_program_
     b->n[ENTRY_OP] = pv->n_ops;
     b->n[ENTRY_TENSOR] = pv->n_tensors;
     b->n[ENTRY_SEGMENT] = pv->n_segments;
+    b->measured = x->measured;
+    b->prof = x->prof;
     b->ops = (vop *)(base + off_ops);
     b->tensors = (vtensor *)(base + off_tensors);
     b->segments = (vsegment *)(base + off_segments);
-    b->prof = (ms_op_profile *)(base + off_prof);
     b->ids = (uint32_t *)(base + off_ids);
     b->names = base + off_names;
     b->names[0] = '\0';
     fill_at at = {.id = 0, .name = 1};
     fill_ops(b, &at, pv);
-    fill_tensors(b, &at, pv, dv);
-    fill_segments(b, &at, pv, dv);
+    fill_tensors(b, &at, pv, x->prog->dv);
+    fill_segments(b, &at, pv, x->prog->dv);
+    x->blob = b;
+    return b;
+}
+
+const vblob *pol_view_blob(lua_State *L, int idx, vref *r)
+{
+    if (r->blob != NULL)
+        return r->blob;
+    lua_getiuservalue(L, idx, 1);
+    vbox *x = lua_touserdata(L, -1);
+    lua_pop(L, 1);
+    r->blob = x->blob != NULL ? x->blob : build_blob(L, x, r->type);
+    return r->blob;
 }
 
 static void push_array(lua_State *L, int blob, int type)
 {
     vref *r = lua_newuserdatauv(L, sizeof *r, 3);
-    *r = (vref){.blob = blob_of(L, blob), .type = (uint8_t)type};
+    *r = (vref){.blob = NULL, .type = (uint8_t)type}; /* until first read */
     lua_pushvalue(L, blob);
     lua_setiuservalue(L, -2, 1);
     lua_createtable(L, 0, 0);
@@ -235,11 +250,13 @@ static void push_array(lua_State *L, int blob, int type)
     luaL_setmetatable(L, MT_ARRAY);
 }
 
-void pol_push_program(lua_State *L, const ms_program_view *pv, const ms_program_facts *dv)
+vbox *pol_push_program(lua_State *L, const pol_program *prog)
 {
     luaL_checkstack(L, 8, "building the program view");
     lua_createtable(L, 0, 4);
-    push_blob(L, pv, dv);
+    vbox *x = lua_newuserdatauv(L, sizeof *x, 0);
+    *x = (vbox){.prog = prog};
+    luaL_setmetatable(L, MT_BLOB);
     int blob = lua_gettop(L);
     static const char *const fields[ENTRY_COUNT] = {"ops", "tensors", "segments"};
     for (int t = 0; t < ENTRY_COUNT; t++) {
@@ -247,16 +264,28 @@ void pol_push_program(lua_State *L, const ms_program_view *pv, const ms_program_
         lua_setfield(L, blob - 1, fields[t]);
     }
     lua_setfield(L, -2, "blob");
+    return x;
 }
 
-void pol_update_measured(lua_State *L, int view_idx, const ms_profile *prof)
+void pol_view_retire(vbox *x)
 {
-    lua_getfield(L, view_idx, "blob");
-    vblob *b = blob_of(L, -1);
-    lua_pop(L, 1);
-    b->measured = prof->measured && prof->ops != NULL && b->n[ENTRY_OP] == prof->program.n_ops;
-    if (b->measured && b->n[ENTRY_OP] > 0)
-        memcpy(b->prof, prof->ops, b->n[ENTRY_OP] * sizeof *b->prof);
+    if (x != NULL)
+        x->prog = NULL;
+}
+
+void pol_update_measured(lua_State *L, vbox *x, const ms_profile *prof)
+{
+    uint32_t n = x->prog != NULL ? x->prog->view.n_ops : 0;
+    x->measured = prof->measured && prof->ops != NULL && n == prof->program.n_ops;
+    if (x->measured && n > 0) {
+        if (x->prof == NULL && (x->prof = malloc(n * sizeof *x->prof)) == NULL)
+            luaL_error(L, "out of memory keeping the measured profile (%u ops)", (unsigned)n);
+        memcpy(x->prof, prof->ops, n * sizeof *x->prof);
+    }
+    if (x->blob != NULL) {
+        x->blob->measured = x->measured;
+        x->blob->prof = x->prof;
+    }
 }
 
 /* ---- fields ---- */
@@ -519,12 +548,13 @@ static int array_method(lua_State *L, const vref *r)
 
 static int array_index(lua_State *L)
 {
-    const vref *r = lua_touserdata(L, 1);
+    vref *r = lua_touserdata(L, 1);
     if (r != NULL && lua_type(L, 2) == LUA_TSTRING)
         return array_method(L, r);
     int ok = 0;
     lua_Integer i = lua_tointegerx(L, 2, &ok);
-    if (r == NULL || !ok || lua_type(L, 2) != LUA_TNUMBER || i < 1 || i > r->blob->n[r->type])
+    if (r == NULL || !ok || lua_type(L, 2) != LUA_TNUMBER || i < 1 ||
+        i > pol_view_blob(L, 1, r)->n[r->type])
         return 0;
     pol_view_push_entry(L, 1, r, i);
     return 1;
@@ -532,8 +562,8 @@ static int array_index(lua_State *L)
 
 static int array_len(lua_State *L)
 {
-    const vref *r = lua_touserdata(L, 1);
-    lua_pushinteger(L, r->blob->n[r->type]);
+    vref *r = lua_touserdata(L, 1);
+    lua_pushinteger(L, pol_view_blob(L, 1, r)->n[r->type]);
     return 1;
 }
 
@@ -559,9 +589,9 @@ static int array_pairs(lua_State *L)
 
 static int array_tostring(lua_State *L)
 {
-    const vref *r = lua_touserdata(L, 1);
+    vref *r = lua_touserdata(L, 1);
     static const char *const what[ENTRY_COUNT] = {"ops", "tensors", "segments"};
-    lua_pushfstring(L, "profile.%s (%d)", what[r->type], (int)r->blob->n[r->type]);
+    lua_pushfstring(L, "profile.%s (%d)", what[r->type], (int)pol_view_blob(L, 1, r)->n[r->type]);
     return 1;
 }
 

@@ -64,6 +64,10 @@ typedef struct vref {
     uint8_t type;
 } vref;
 
+/* The block behind the array r at stack index idx, made on its first read
+ * (an error if its program was retired before). */
+const vblob *pol_view_blob(lua_State *L, int idx, vref *r);
+
 /* Entry i (1-based) of the array at stack index idx, the same object on
  * every read. */
 void pol_view_push_entry(lua_State *L, int idx, const vref *r, lua_Integer i);

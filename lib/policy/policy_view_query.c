@@ -14,9 +14,10 @@ static const char *const array_word[ENTRY_COUNT] = {"ops", "tensors", "segments"
 
 static const vref *check_array(lua_State *L, int type, const char *method)
 {
-    const vref *r = luaL_testudata(L, 1, MT_ARRAY);
+    vref *r = luaL_testudata(L, 1, MT_ARRAY);
     if (r == NULL || r->type != type)
         luaL_error(L, "%s: call it as profile.%s:%s(...)", method, array_word[type], method);
+    pol_view_blob(L, 1, r);
     return r;
 }
 

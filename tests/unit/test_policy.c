@@ -508,6 +508,54 @@ START_TEST(test_profile_program_id)
 }
 END_TEST
 
+/* Each program keeps its own view, made on the first read of an array: the
+ * same object when the program comes back after another's plan (other
+ * arrays), still readable after its program retired if it was read before,
+ * an error at the script's line if it never was (a program whose owner
+ * refills its arrays: revision 1, then 2, in the fixture's own arrays). */
+START_TEST(test_profile_view_per_program)
+{
+    FILE *log = tmpfile();
+    ms_policy *p = load_fixture("view_kept", NULL);
+    ms_policy_set_log(p, log);
+    ms_plan plan;
+    ms_plan_init(&plan);
+    ms_diag d = {0};
+    static ms_op ops[N_OPS];
+    static ms_tensor tensors[N_TENSORS];
+    static ms_segment segments[N_SEGMENTS];
+    memcpy(ops, fx.ops, sizeof ops);
+    memcpy(tensors, fx.tensors, sizeof tensors);
+    memcpy(segments, fx.segments, sizeof segments);
+    ms_program_view a = fx.prof.program, b = a;
+    b.ops = ops;
+    b.tensors = tensors;
+    b.segments = segments;
+    ops[0].name = "copied.embedding"; /* what the view of b shows */
+    ms_program_view c = a, e = a;
+    c.revision = 1;
+    e.revision = 2;
+    const ms_program_view *const order[] = {&a, &b, &a, &c, &e};
+    for (int i = 0; i < 5; i++) {
+        fx.prof.program = *order[i];
+        ck_assert_msg(ms_policy_plan(p, &fx.prof, NULL, NULL, &plan, &d) == MS_OK, "%s", d.msg);
+    }
+    fx.prof.program = a;
+    char *out = slurp(log);
+    assert_has(out, "[policy view_kept] call 2 program 2 first copied.embedding\n");
+    assert_has(out, "[policy view_kept] call 3 program 1 same true ops 11\n");
+    assert_has(out, "[policy view_kept] call 4 program 3 kept 1 ops 11\n");
+    assert_has(out, "[policy view_kept] call 5 program 4 kept 2 copied.embedding kept 3 false: ");
+    assert_logged_error(out, "view_kept", "local ok, err = pcall(",
+                        "profile.ops: the program this profile described was replaced since "
+                        "(its step recorded again); read the profile of the current call\n");
+    free(out);
+    ms_plan_free(&plan);
+    ms_policy_free(p);
+    fclose(log);
+}
+END_TEST
+
 START_TEST(test_profile_measured_and_cache)
 {
     FILE *log = tmpfile();
@@ -1332,6 +1380,7 @@ static Suite *policy_suite(void)
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_add_test(tc, test_profile_view);
     tcase_add_test(tc, test_profile_program_id);
+    tcase_add_test(tc, test_profile_view_per_program);
     tcase_add_test(tc, test_profile_measured_and_cache);
     tcase_add_test(tc, test_profile_names);
     tcase_add_test(tc, test_bad_program);
