@@ -109,6 +109,7 @@ typedef struct ms_state_sig {
      * whether a byte written since differs from the one it replaced. */
     size_t old_n;
     bool rewriting, old_whole, differs;
+    bool checking; /* compared, not kept (ms_state_sig_check) */
 } ms_state_sig;
 
 MS_API ms_status ms_state_sig_put(ms_state_sig *s, const void *p, size_t n);
@@ -120,8 +121,15 @@ MS_API ms_status ms_state_sig_reset(ms_state_sig *s);
 MS_API ms_status ms_state_sig_rewrite(ms_state_sig *s);
 MS_API ms_status ms_state_sig_free(ms_state_sig *s);
 MS_API bool ms_state_sig_equal(const ms_state_sig *a, const ms_state_sig *b);
-/* After ms_state_sig_rewrite and a whole writing: the moment written is the
- * one it replaced, byte for byte (false if either writing failed). */
+/* As ms_state_sig_rewrite, for a moment nothing will be compared with
+ * after: it is compared, not kept (the last moment stays the one the next
+ * rewrite or check compares with), and the writing ends at the first byte
+ * that differs (MS_EMISMATCH, kept in st), where the rest would only be
+ * written to be thrown away. */
+MS_API ms_status ms_state_sig_check(ms_state_sig *s);
+/* After ms_state_sig_rewrite (or _check) and a whole writing: the moment
+ * written is the one it replaced, byte for byte (false if either writing
+ * failed or a check ended it). */
 MS_API bool ms_state_sig_same_as_before(const ms_state_sig *s);
 
 typedef struct ms_backend_ops {

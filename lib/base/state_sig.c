@@ -16,6 +16,12 @@ ms_status ms_state_sig_put(ms_state_sig *s, const void *p, size_t n)
     /* Compared before the copy overwrites what it is compared with. */
     if (s->rewriting && !s->differs)
         s->differs = s->n + n > s->old_n || (n > 0 && memcmp(s->bytes + s->n, p, n) != 0);
+    if (s->checking) {
+        if (s->differs)
+            return s->st = MS_EMISMATCH;
+        s->n += n; /* the same bytes are there already */
+        return MS_OK;
+    }
     if (!MS_GROW_TO(s->bytes, s->n + n, s->cap, 4096))
         return s->st = MS_ENOMEM;
     if (n > 0)
@@ -36,6 +42,7 @@ ms_status ms_state_sig_reset(ms_state_sig *s)
     s->n = 0;
     s->st = MS_OK;
     s->rewriting = false;
+    s->checking = false;
     return MS_OK;
 }
 
@@ -43,13 +50,24 @@ ms_status ms_state_sig_rewrite(ms_state_sig *s)
 {
     if (s == NULL)
         return MS_EINVAL;
-    s->old_n = s->n;
-    s->old_whole = s->st == MS_OK;
+    if (!s->checking) { /* a check leaves the last moment in place */
+        s->old_n = s->n;
+        s->old_whole = s->st == MS_OK;
+    }
     s->differs = false;
     s->n = 0;
     s->st = MS_OK;
     s->rewriting = true;
+    s->checking = false;
     return MS_OK;
+}
+
+ms_status ms_state_sig_check(ms_state_sig *s)
+{
+    ms_status st = ms_state_sig_rewrite(s);
+    if (st == MS_OK)
+        s->checking = true;
+    return st;
 }
 
 bool ms_state_sig_same_as_before(const ms_state_sig *s)

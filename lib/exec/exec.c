@@ -1446,8 +1446,9 @@ static ms_status write_tensor(const ms_exec *e, const ms_tensor_rt *r, ms_state_
     memcpy(rec + 15, &pool, 4);
     memcpy(rec + 19, &addr, 8);
     memcpy(rec + 27, &r->host_addr, 8);
-    ms_state_sig_put(sig, rec, sizeof rec);
-    ms_status st = r->ready_ev != NULL ? event_state(e, r->ready_ev, sig) : MS_OK;
+    ms_status st = ms_state_sig_put(sig, rec, sizeof rec);
+    if (st == MS_OK && r->ready_ev != NULL)
+        st = event_state(e, r->ready_ev, sig);
     return st == MS_OK && r->aux_ev != NULL ? event_state(e, r->aux_ev, sig) : st;
 }
 

@@ -35,11 +35,16 @@ static bool plans_repeat(const ms_run *r)
 }
 
 /* The whole run's state: the group's, then each stage's executor; with
- * `compare`, written over the last one and compared with it as it goes. */
-static ms_status take_state(ms_run *r, ms_state_sig *sig, bool compare, int64_t *now_ns)
+ * `compare`, written over the last one and compared with it as it goes,
+ * and with `keep` false only compared (no later step will compare with it,
+ * so the writing may stop at the first difference). */
+static ms_status take_state(ms_run *r, ms_state_sig *sig, bool compare, bool keep,
+                            int64_t *now_ns)
 {
-    if (compare)
+    if (compare && keep)
         ms_state_sig_rewrite(sig);
+    else if (compare)
+        ms_state_sig_check(sig);
     else
         ms_state_sig_reset(sig);
     ms_status st = ms_group_state_write(r->group, sig, now_ns);
@@ -109,7 +114,11 @@ ms_status run_ff_check(ms_run *r, int step, bool *repeat, ms_diag *d)
         return MS_OK;
     }
     int64_t now_ns = 0;
-    ms_status st = take_state(r, &f->sig, may_repeat, &now_ns);
+    ms_status st = take_state(r, &f->sig, may_repeat, may_be_repeated, &now_ns);
+    if (st == MS_EMISMATCH && !may_be_repeated) {
+        f->armed = false; /* not the same, and nothing after it will be */
+        return MS_OK;
+    }
     if (st == MS_EAGAIN || st == MS_EUNSUPPORTED) {
         f->armed = false; /* cannot tell: simulate */
         return MS_OK;

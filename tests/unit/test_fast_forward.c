@@ -79,6 +79,35 @@ START_TEST(state_sigs_rewritten_compare_as_they_go)
 }
 END_TEST
 
+/* A check compares without keeping: the same bytes are the same moment and
+ * leave the last one in place; the first byte that differs ends the writing
+ * (every later put answers MS_EMISMATCH) and proves nothing. */
+START_TEST(state_sig_checked_stops_at_first_difference)
+{
+    ms_state_sig s = {0};
+    ms_state_sig_u64(&s, 7);
+    ms_state_sig_u64(&s, 9);
+    ck_assert_int_eq(ms_state_sig_check(&s), MS_OK);
+    ck_assert_int_eq(ms_state_sig_u64(&s, 7), MS_OK);
+    ck_assert_int_eq(ms_state_sig_u64(&s, 9), MS_OK);
+    ck_assert(ms_state_sig_same_as_before(&s));
+    ck_assert_int_eq(ms_state_sig_check(&s), MS_OK); /* against 7, 9 still */
+    ck_assert_int_eq(ms_state_sig_u64(&s, 8), MS_EMISMATCH);
+    ck_assert_int_eq(ms_state_sig_u64(&s, 9), MS_EMISMATCH);
+    ck_assert(!ms_state_sig_same_as_before(&s));
+    uint64_t first;
+    memcpy(&first, s.bytes, sizeof first);
+    ck_assert_uint_eq(first, 7); /* the 8 was never written */
+    ck_assert_int_eq(ms_state_sig_check(&s), MS_OK);
+    ms_state_sig_u64(&s, 7);
+    ck_assert_int_eq(ms_state_sig_u64(&s, 9), MS_OK);
+    ck_assert_int_eq(ms_state_sig_u64(&s, 1), MS_EMISMATCH); /* one more */
+    ck_assert(!ms_state_sig_same_as_before(&s));
+    ck_assert_int_eq(ms_state_sig_check(NULL), MS_EINVAL);
+    ms_state_sig_free(&s);
+}
+END_TEST
+
 /* ---- the record ------------------------------------------------------------ */
 
 START_TEST(record_repeats_the_rows_of_one_step)
@@ -267,6 +296,7 @@ static Suite *suite(void)
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, state_sigs_are_equal_only_byte_for_byte);
     tcase_add_test(tc, state_sigs_rewritten_compare_as_they_go);
+    tcase_add_test(tc, state_sig_checked_stops_at_first_difference);
     tcase_add_test(tc, record_repeats_the_rows_of_one_step);
     tcase_add_test(tc, engine_state_is_quiet_only_without_work_and_shifts_whole);
     tcase_add_test(tc, steady_steps_are_repeated_not_simulated);
