@@ -19,11 +19,8 @@ static const ms_backend_ops mock_ops;
 
 ms_status mock_enter(ms_mock *m)
 {
-    ms_status st = sim_dev_fault(m->dev);
+    ms_status st = sim_host_enter(m->host, m->dev);
     if (st != MS_OK)
-        return st;
-    sim_host_catch_up(m->host);
-    if ((st = sim_dev_fault(m->dev)) != MS_OK)
         return st;
     return m->data != NULL ? mock_data_fault(m) : MS_OK;
 }

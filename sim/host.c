@@ -378,6 +378,16 @@ ms_status sim_host_catch_up(ms_simhost *h)
     return MS_OK;
 }
 
+ms_status sim_host_enter(ms_simhost *h, const ms_simdev *d)
+{
+    if (h == NULL || d == NULL)
+        return MS_EINVAL;
+    if (d->fault != MS_OK)
+        return d->fault;
+    sim_host_catch_up(h);
+    return d->fault;
+}
+
 ms_status sim_host_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx)
 {
     if (h == NULL || cond == NULL)

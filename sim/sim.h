@@ -246,6 +246,11 @@ ms_status sim_host_advance(ms_simhost *h, int64_t ns);
 /* Resume h if parked or idle, then run the engine up to min(h's clock, the
  * other active hosts' clocks).  Every host-side call starts with this. */
 ms_status sim_host_catch_up(ms_simhost *h);
+/* Every backend call's way in: d's fault if it has one, else h caught up
+ * (sim_host_catch_up) and d's fault after that.  One call, where the mock
+ * made three on every entry (the 70B step of bench/README.md: -1.1% of its
+ * instructions). */
+ms_status sim_host_enter(ms_simhost *h, const ms_simdev *d);
 /* Run the engine until cond(ctx) holds; h's clock becomes max(clock, device
  * time at which it held).  MS_OK, MS_EAGAIN (h parked, see above; nothing
  * else changed), or MS_EDEADLOCK (the engine ran dry and no other host can
