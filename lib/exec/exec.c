@@ -470,10 +470,24 @@ static ms_status check_readable(ms_exec *e, uint32_t op, uint32_t t)
 
 static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op);
 
+/* Most inputs are on the device, their producer waited for on this stream
+ * already and no check due: nothing to do but note the stream (3.9 M
+ * inputs a step of the shipped llama2-70B, each through three calls before). */
+static bool input_ready(const ms_tensor_rt *r, int stream)
+{
+    return r->state == TS_ON_DEVICE && !r->check_due &&
+           (!r->ready_recorded || (r->waited & (1u << stream)));
+}
+
 static ms_status prepare_inputs(ms_exec *e, const ms_op *op, int stream)
 {
     for (uint32_t i = 0; i < op->n_inputs; i++) {
         uint32_t t = op->inputs[i];
+        if (input_ready(&e->rt[t], stream)) {
+            if (stream != e->rt[t].alloc_stream)
+                e->rt[t].used_streams |= (uint16_t)(1u << stream);
+            continue;
+        }
         const ms_tensor *tn = &e->p->tensors[t];
         /* Data-loader inputs exist before the step but are not persistent:
          * they arrive just before their first use. */
