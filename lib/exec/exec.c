@@ -235,10 +235,16 @@ static ms_status record_ready(ms_exec *e, uint32_t t, int stream)
     return MS_OK;
 }
 
+/* Nothing to wait for on `stream`: no producer event, or waited for already. */
+static bool ready_seen(const ms_tensor_rt *r, int stream)
+{
+    return !r->ready_recorded || (r->waited & (1u << stream));
+}
+
 static ms_status wait_ready(ms_exec *e, uint32_t t, int stream)
 {
     ms_tensor_rt *r = &e->rt[t];
-    if (!r->ready_recorded || (r->waited & (1u << stream)))
+    if (ready_seen(r, stream))
         return MS_OK;
     ms_status st = BE(e, stream_wait_event, e->streams[stream], r->ready_ev);
     if (st != MS_OK)
@@ -475,41 +481,44 @@ static ms_status swap_in(ms_exec *e, uint32_t t, uint32_t at_op);
  * inputs a step of the shipped llama2-70B, each through three calls before). */
 static bool input_ready(const ms_tensor_rt *r, int stream)
 {
-    return r->state == TS_ON_DEVICE && !r->check_due &&
-           (!r->ready_recorded || (r->waited & (1u << stream)));
+    return r->state == TS_ON_DEVICE && !r->check_due && ready_seen(r, stream);
+}
+
+/* The rest: an input still to arrive, come back, be waited for or checked. */
+static ms_status prepare_input(ms_exec *e, const ms_op *op, uint32_t t, int stream)
+{
+    const ms_tensor *tn = &e->p->tensors[t];
+    /* Data-loader inputs exist before the step but are not persistent:
+     * they arrive just before their first use. */
+    if (tn->producer == MS_NONE && !tn->persistent && e->rt[t].state == TS_ABSENT) {
+        ms_status st = tensor_alloc(e, t, ST_COMPUTE, op->id);
+        if (st != MS_OK)
+            return st;
+    }
+    /* A tensor an OOM rescue sent to the host comes back on demand. */
+    if (e->rt[t].state == TS_ON_HOST && e->rt[t].rescued) {
+        ms_status st = swap_in(e, t, op->id);
+        if (st != MS_OK)
+            return st;
+        e->rt[t].rescued = 0;
+    }
+    ms_status st = check_readable(e, op->id, t);
+    if (st == MS_OK)
+        st = wait_ready(e, t, stream);
+    if (st == MS_OK && e->rt[t].check_due)
+        st = verify_check(e, op, t, stream);
+    return st;
 }
 
 static ms_status prepare_inputs(ms_exec *e, const ms_op *op, int stream)
 {
     for (uint32_t i = 0; i < op->n_inputs; i++) {
         uint32_t t = op->inputs[i];
-        if (input_ready(&e->rt[t], stream)) {
-            if (stream != e->rt[t].alloc_stream)
-                e->rt[t].used_streams |= (uint16_t)(1u << stream);
-            continue;
-        }
-        const ms_tensor *tn = &e->p->tensors[t];
-        /* Data-loader inputs exist before the step but are not persistent:
-         * they arrive just before their first use. */
-        if (tn->producer == MS_NONE && !tn->persistent && e->rt[t].state == TS_ABSENT) {
-            ms_status st = tensor_alloc(e, t, ST_COMPUTE, op->id);
+        if (!input_ready(&e->rt[t], stream)) {
+            ms_status st = prepare_input(e, op, t, stream);
             if (st != MS_OK)
                 return st;
         }
-        /* A tensor an OOM rescue sent to the host comes back on demand. */
-        if (e->rt[t].state == TS_ON_HOST && e->rt[t].rescued) {
-            ms_status st = swap_in(e, t, op->id);
-            if (st != MS_OK)
-                return st;
-            e->rt[t].rescued = 0;
-        }
-        ms_status st = check_readable(e, op->id, t);
-        if (st == MS_OK)
-            st = wait_ready(e, t, stream);
-        if (st == MS_OK && e->rt[t].check_due)
-            st = verify_check(e, op, t, stream);
-        if (st != MS_OK)
-            return st;
         if (stream != e->rt[t].alloc_stream)
             e->rt[t].used_streams |= (uint16_t)(1u << stream);
     }

@@ -35,6 +35,7 @@ static const char *const entry_mt[ENTRY_COUNT] = {
     "memsim.policy.op", "memsim.policy.tensor", "memsim.policy.segment",
 };
 static const char *const entry_word[ENTRY_COUNT] = {"op", "tensor", "segment"};
+const char *const pol_view_array_names[ENTRY_COUNT] = {"ops", "tensors", "segments"};
 
 static const char *const stream_names[MS_SR_COUNT] = {"compute", "comm"};
 static const char *const class_names[MS_KC_COUNT] = {
@@ -182,10 +183,10 @@ static void fill_segments(vblob *b, fill_at *at, const ms_program_view *pv,
  * included, so nothing in it needs the garbage collector's attention. */
 static vblob *build_blob(lua_State *L, vbox *x, int type)
 {
-    static const char *const what[ENTRY_COUNT] = {"ops", "tensors", "segments"};
     if (x->prog == NULL)
         luaL_error(L, "profile.%s: the program this profile described was replaced since (its "
-                   "step recorded again); read the profile of the current call", what[type]);
+                   "step recorded again); read the profile of the current call",
+                   pol_view_array_names[type]);
     const ms_program_view *pv = &x->prog->view;
     size_t n_ids, n_chars;
     measure(pv, &n_ids, &n_chars);
@@ -201,8 +202,8 @@ static vblob *build_blob(lua_State *L, vbox *x, int type)
     if (base == NULL)
         luaL_error(L, "out of memory building the program view (%zu bytes)", off_names + n_chars);
     /* The collector does not see the block: a step as if it were allocated
-     * in the heap keeps the pace at which replaced views (each stage has
-     * its own) are freed what it was when the heap held them. */
+     * in the heap keeps the pace at which dropped views (a retired program's,
+     * or one a script let go) are freed what it was when the heap held them. */
     size_t kib = (off_names + n_chars) >> 10;
     lua_gc(L, LUA_GCSTEP, kib > INT_MAX ? INT_MAX : (int)kib);
     vblob *b = (vblob *)base;
@@ -258,10 +259,9 @@ vbox *pol_push_program(lua_State *L, const pol_program *prog)
     *x = (vbox){.prog = prog};
     luaL_setmetatable(L, MT_BLOB);
     int blob = lua_gettop(L);
-    static const char *const fields[ENTRY_COUNT] = {"ops", "tensors", "segments"};
     for (int t = 0; t < ENTRY_COUNT; t++) {
         push_array(L, blob, t);
-        lua_setfield(L, blob - 1, fields[t]);
+        lua_setfield(L, blob - 1, pol_view_array_names[t]);
     }
     lua_setfield(L, -2, "blob");
     return x;
@@ -590,8 +590,8 @@ static int array_pairs(lua_State *L)
 static int array_tostring(lua_State *L)
 {
     vref *r = lua_touserdata(L, 1);
-    static const char *const what[ENTRY_COUNT] = {"ops", "tensors", "segments"};
-    lua_pushfstring(L, "profile.%s (%d)", what[r->type], (int)pol_view_blob(L, 1, r)->n[r->type]);
+    lua_pushfstring(L, "profile.%s (%d)", pol_view_array_names[r->type],
+                    (int)pol_view_blob(L, 1, r)->n[r->type]);
     return 1;
 }
 

@@ -16,6 +16,9 @@
 
 enum entry_type { ENTRY_OP = 0, ENTRY_TENSOR, ENTRY_SEGMENT, ENTRY_COUNT };
 
+/* The profile's field of each array: "ops", "tensors", "segments". */
+extern const char *const pol_view_array_names[ENTRY_COUNT];
+
 /* A name field is an offset into the blob's names; 0 is no name (nil),
  * since offset 0 holds a lone NUL that no entry points to. */
 typedef struct vop {

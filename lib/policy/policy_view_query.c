@@ -10,13 +10,11 @@
 
 #include <lauxlib.h>
 
-static const char *const array_word[ENTRY_COUNT] = {"ops", "tensors", "segments"};
-
 static const vref *check_array(lua_State *L, int type, const char *method)
 {
     vref *r = luaL_testudata(L, 1, MT_ARRAY);
     if (r == NULL || r->type != type)
-        luaL_error(L, "%s: call it as profile.%s:%s(...)", method, array_word[type], method);
+        luaL_error(L, "%s: call it as profile.%s:%s(...)", method, pol_view_array_names[type], method);
     pol_view_blob(L, 1, r);
     return r;
 }

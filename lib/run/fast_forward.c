@@ -115,8 +115,8 @@ ms_status run_ff_check(ms_run *r, int step, bool *repeat, ms_diag *d)
     }
     int64_t now_ns = 0;
     ms_status st = take_state(r, &f->sig, may_repeat, may_be_repeated, &now_ns);
-    if (st == MS_EMISMATCH && !may_be_repeated) {
-        f->armed = false; /* not the same, and nothing after it will be */
+    if (st == MS_EMISMATCH) { /* a check (!may_be_repeated) found a difference */
+        f->armed = false; /* and nothing after it will be compared */
         return MS_OK;
     }
     if (st == MS_EAGAIN || st == MS_EUNSUPPORTED) {

@@ -349,9 +349,11 @@ static void backward_unit(wm *m, const wm_step *st, const wm_saved *sv, const wm
  * unit's forward lies (a copied backward reads its own forward's tensors). */
 typedef struct wm_repeats {
     bool on;
-    wb_unit *fwd, *bwd;   /* per chunk; micro_batch -1: none yet, -2: not repeatable */
+    wb_unit *fwd, *bwd;   /* per chunk; micro_batch: the one copied, or below */
     wb_unit *fwd_at;      /* per unit: its forward's marks */
 } wm_repeats;
+
+enum { FIRST_NOT_YET = -1, FIRST_NOT_REPEATABLE = -2 };
 
 static void repeats_free(wm_repeats *r)
 {
@@ -372,7 +374,7 @@ static ms_status repeats_alloc(const wm *m, bool on, wm_repeats *r)
         return MS_ENOMEM;
     }
     for (int c = 0; c < m->chunks; c++)
-        r->fwd[c].micro_batch = r->bwd[c].micro_batch = -1;
+        r->fwd[c].micro_batch = r->bwd[c].micro_batch = FIRST_NOT_YET;
     return MS_OK;
 }
 
@@ -459,11 +461,11 @@ static wm_saved *saved_of(const wm *m, const wm_units *u, size_t unit)
 /* The first of its kind becomes the one copied, if it can be. */
 static void keep_first(const wm *m, wb_unit *first, const wb_unit *made)
 {
-    if (first->micro_batch != -1)
+    if (first->micro_batch != FIRST_NOT_YET)
         return;
     *first = *made;
     if (!wl_build_unit_repeatable(m->b, first))
-        first->micro_batch = -2;
+        first->micro_batch = FIRST_NOT_REPEATABLE;
 }
 
 static void forward_step(wm *m, const wm_step *st, wm_units *u, wm_repeats *r)
