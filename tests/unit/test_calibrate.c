@@ -4,7 +4,7 @@
  * a backend that is not built in is refused by the registry, validation
  * tables with bad input fail naming the row and the column, a row's
  * prediction is the run's own figure, and a fit on train rows recovers a
- * known scale. */
+ * known scale, of a scalar or of a table's level. */
 #include <check.h>
 #include <math.h>
 #include <stdio.h>
@@ -379,6 +379,84 @@ START_TEST(validate_fit_recovers_scale)
 }
 END_TEST
 
+/* A table's level is its largest value, and setting it scales every point:
+ * the A100 file's hbm_efficiency runs 0.0579 ... 0.6373, so level 0.31865
+ * halves each point and keeps the sizes. */
+START_TEST(device_param_level_scales_the_table)
+{
+    ms_device_spec a100;
+    load_device("scenarios/devices/a100-80gb.lua", &a100);
+    const cal_param *p = cal_param_find("hbm_efficiency.level");
+    ck_assert_ptr_nonnull(p);
+    ASSERT_WITHIN(cal_param_get(p, &a100), 0.6373, 1e-12, "level from the file");
+    ms_device_spec half = a100;
+    cal_param_set(p, &half, 0.31865);
+    ck_assert_int_eq(half.hbm_eff.n, 4);
+    const double want[] = {0.02895, 0.14485, 0.2824, 0.31865};
+    for (int i = 0; i < half.hbm_eff.n; i++) {
+        ASSERT_WITHIN(half.hbm_eff.y[i], want[i], 1e-12, "scaled point");
+        ck_assert(half.hbm_eff.x[i] == a100.hbm_eff.x[i]);
+    }
+    ASSERT_WITHIN(cal_param_get(p, &half), 0.31865, 1e-12, "level after");
+    /* Other tables and scalars are left alone. */
+    ck_assert(half.matmul_eff.y[0] == a100.matmul_eff.y[0]);
+    ck_assert(half.hbm_bw == a100.hbm_bw);
+}
+END_TEST
+
+/* Measurements made with the A100 memory-bound level at 0.44, where the
+ * file says 0.6373: a fit of hbm_efficiency.level from the file's value
+ * finds 0.44 within 1%, and the device file it writes holds the table
+ * scaled by 0.44 / 0.6373. */
+START_TEST(validate_fit_recovers_hbm_level)
+{
+    make_tmpdir();
+    const char *hdr = "id,source,split,scenario,model.hidden_size,measured_step_time_s";
+    const char *path = tiny_table("t.csv", hdr,
+                                  "a,src,train,tiny-gpt.lua,1024,1\n"
+                                  "b,src,train,tiny-gpt.lua,2048,1\n"
+                                  "c,src,test,tiny-gpt.lua,4096,1\n");
+    ms_validation *v = NULL;
+    ms_diag d = {0};
+    ck_assert_msg(ms_validation_load(&path, 1, &v, &d) == MS_OK, "%s", d.msg);
+    const char *params[] = {"hbm_efficiency.level"};
+    v->fit = calloc(1, sizeof *v->fit);
+    ck_assert_ptr_nonnull(v->fit);
+    v->fit[0] = (val_fit_param){.p = cal_param_find(params[0]), .value = 0.44};
+    v->n_fit = 1;
+    ck_assert_msg(ms_validation_run(v, NULL, &d) == MS_OK, "%s", d.msg);
+    double slow[3];
+    for (int i = 0; i < 3; i++)
+        slow[i] = v->rows[i].pred_time_s;
+    ms_validation_free(v);
+    char rows[2048];
+    snprintf(rows, sizeof rows,
+             "a,src,train,tiny-gpt.lua,1024,%.9g\nb,src,train,tiny-gpt.lua,2048,%.9g\n"
+             "c,src,test,tiny-gpt.lua,4096,%.9g\n",
+             slow[0], slow[1], slow[2]);
+    path = tiny_table("t.csv", hdr, rows);
+    v = NULL;
+    ck_assert_msg(ms_validation_load(&path, 1, &v, &d) == MS_OK, "%s", d.msg);
+    ck_assert_msg(ms_validation_run(v, NULL, &d) == MS_OK, "%s", d.msg);
+    /* At the file's level the rows are too fast: memory-bound kernels count. */
+    for (int i = 0; i < 3; i++)
+        ck_assert_msg(v->rows[i].pred_time_s < 0.97 * slow[i], "row %d: %g against %g", i,
+                      v->rows[i].pred_time_s, slow[i]);
+    ck_assert_msg(ms_validation_fit(v, params, 1, NULL, &d) == MS_OK, "%s", d.msg);
+    ck_assert_msg(ms_validation_run(v, NULL, &d) == MS_OK, "%s", d.msg);
+    ASSERT_WITHIN(v->fit[0].value, 0.44, 0.01, "fitted level");
+    ck_assert_msg(ms_validation_write_devices(v, tmpdir, "test", &d) == MS_OK, "%s", d.msg);
+    char dev[512];
+    snprintf(dev, sizeof dev, "%s/a100-80gb.lua", tmpdir);
+    ms_device_spec back;
+    ck_assert_msg(ms_device_load(dev, &back, &d) == MS_OK, "%s", d.msg);
+    ASSERT_WITHIN(back.hbm_eff.y[back.hbm_eff.n - 1], 0.44, 0.01, "written table's top");
+    ASSERT_WITHIN(back.hbm_eff.y[0], 0.0579 * 0.44 / 0.6373, 0.01, "written table's first point");
+    ms_validation_free(v);
+    remove_tmpdir();
+}
+END_TEST
+
 static Suite *suite(void)
 {
     Suite *s = suite_create("calibrate");
@@ -397,6 +475,8 @@ static Suite *suite(void)
     tcase_add_test(tc, shipped_tables_load);
     tcase_add_test(tc, validate_rows_predict);
     tcase_add_test(tc, validate_fit_recovers_scale);
+    tcase_add_test(tc, device_param_level_scales_the_table);
+    tcase_add_test(tc, validate_fit_recovers_hbm_level);
     suite_add_tcase(s, tc);
     return s;
 }
