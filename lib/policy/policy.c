@@ -433,8 +433,27 @@ static pol_program *program_new(ms_policy *p, ms_diag *d)
         return NULL;
     }
     g->retired = true; /* until opened */
+    g->id = ++p->programs_met;
     p->progs[p->n_progs++] = g;
     return g;
+}
+
+/* Forget the programs whose owner refilled their arrays (a revision other
+ * than 0 that retired): revisions only grow, so such a program never comes
+ * back, and its view, if a script still holds it, answers from its own copy
+ * (pol_view_retire).  A builder's program (revision 0) that retired may come
+ * back with its arrays and takes its number again. */
+static void programs_forget_refilled(ms_policy *p, const pol_program *keep)
+{
+    uint32_t kept = 0;
+    for (uint32_t i = 0; i < p->n_progs; i++) {
+        pol_program *k = p->progs[i];
+        if (k->retired && k->view.revision != 0 && k != keep)
+            free(k);
+        else
+            p->progs[kept++] = k;
+    }
+    p->n_progs = kept;
 }
 
 /* Make pv the program of the call: the one met before (same arrays, counts
@@ -448,19 +467,15 @@ static ms_status ensure_program(ms_policy *p, const ms_program_view *pv, ms_diag
     pol_program *g = NULL;
     for (uint32_t i = 0; i < p->n_progs; i++) {
         pol_program *k = p->progs[i];
-        if (same_program(&k->view, pv)) {
+        if (same_program(&k->view, pv))
             g = k;
-            p->program_id = i + 1;
-        } else if (k->view.revision != 0 || (pv->ops != NULL && k->view.ops == pv->ops)) {
+        else if (k->view.revision != 0 || (pv->ops != NULL && k->view.ops == pv->ops))
             program_retire(p, k);
-        }
-    }
-    if (g == NULL) {
-        if ((g = program_new(p, d)) == NULL)
-            return MS_ENOMEM;
-        p->program_id = p->n_progs;
     }
     p->cur = NULL;
+    programs_forget_refilled(p, g);
+    if (g == NULL && (g = program_new(p, d)) == NULL)
+        return MS_ENOMEM;
     if (g->retired) {
         ms_status st = program_open(g, pv, d);
         if (st != MS_OK)
@@ -476,7 +491,7 @@ static void push_view(lua_State *L, ms_policy *p)
     pol_program *g = p->cur;
     if (g->view_ref == LUA_NOREF) {
         g->box = pol_push_program(L, g);
-        lua_pushinteger(L, p->program_id);
+        lua_pushinteger(L, g->id);
         lua_setfield(L, -2, "program_id");
         lua_pushvalue(L, -1);
         g->view_ref = luaL_ref(L, LUA_REGISTRYINDEX);

@@ -48,9 +48,13 @@ typedef struct vbox vbox;
  * the program is (one stage's after another's no longer rebuilds the view),
  * so each program's view is made once.  Its facts are the builder's, or
  * derived here (own_facts) for a view made by hand.  A program retires when
- * a later one reuses its arrays (a step recorded again into them). */
+ * a later one reuses its arrays (a step recorded again into them).  One
+ * whose owner refilled its arrays (revision != 0) is then forgotten: a job
+ * under the PyTorch bridge records a new program every step, and a list of
+ * every one met would grow with the steps. */
 typedef struct pol_program {
     ms_program_view view;
+    uint32_t id;  /* profile.program_id: never given to another program */
     const ms_program_facts *dv;
     ms_program_facts own_facts;
     int view_ref; /* registry ref of its Lua view, or LUA_NOREF */
@@ -72,13 +76,14 @@ struct ms_policy {
     int depth;                    /* protected calls in progress (nesting via simulate) */
     ms_policy_ctx *ctx;           /* the live ctx, NULL between hook calls */
     uint64_t ctx_gen;             /* a ctx userdata is live only if its gen matches */
-    /* Every program met, in order: profile.program_id is a program's place
-     * here (from 1), the same number each time the same program comes back
-     * (each stage's, in turn); cur is the one of the call in progress. */
+    /* The programs met, in order, less those forgotten; cur is the one of
+     * the call in progress.  profile.program_id counts the programs met
+     * (from 1): the same number each time the same program comes back (each
+     * stage's, in turn), a new one for a new program. */
     pol_program **progs;
     uint32_t n_progs, cap_progs;
     pol_program *cur;
-    uint32_t program_id;
+    uint32_t programs_met;
     ms_policy_allocator allocator; /* its `allocator` table */
     bool oom_rescue;               /* its `oom_rescue` flag */
 };
