@@ -314,6 +314,27 @@ static ms_validation *run_table(const char *path)
     return v;
 }
 
+/* Three rows of tiny-gpt at hidden sizes h (two train, one test), each
+ * with its measured step time. */
+static const char *sizes_table(const int h[3], const double measured[3])
+{
+    char rows[1024];
+    snprintf(rows, sizeof rows,
+             "a,src,train,tiny-gpt.lua,%d,%.9g\nb,src,train,tiny-gpt.lua,%d,%.9g\n"
+             "c,src,test,tiny-gpt.lua,%d,%.9g\n",
+             h[0], measured[0], h[1], measured[1], h[2], measured[2]);
+    return tiny_table("t.csv", "id,source,split,scenario,model.hidden_size,measured_step_time_s",
+                      rows);
+}
+
+/* Fit params on the train rows, then run every row with them. */
+static void fit_and_run(ms_validation *v, const char *const *params, size_t n)
+{
+    ms_diag d = {0};
+    ck_assert_msg(ms_validation_fit(v, params, n, NULL, &d) == MS_OK, "%s", d.msg);
+    ck_assert_msg(ms_validation_run(v, NULL, &d) == MS_OK, "%s", d.msg);
+}
+
 /* A row's error is its prediction against its measurement, and the
  * prediction moves with the row's own fields. */
 START_TEST(validate_rows_predict)
@@ -345,26 +366,19 @@ END_TEST
 START_TEST(validate_fit_recovers_scale)
 {
     make_tmpdir();
-    const char *hdr = "id,source,split,scenario,model.hidden_size,measured_step_time_s";
-    const char *path = tiny_table("t.csv", hdr,
-                                  "a,src,train,tiny-gpt.lua,2048,1\n"
-                                  "b,src,train,tiny-gpt.lua,3072,1\n"
-                                  "c,src,test,tiny-gpt.lua,4096,1\n");
-    ms_validation *v = run_table(path);
-    char rows[2048];
-    snprintf(rows, sizeof rows,
-             "a,src,train,tiny-gpt.lua,2048,%.9g\nb,src,train,tiny-gpt.lua,"
-             "3072,%.9g\nc,src,test,tiny-gpt.lua,4096,%.9g\n",
-             v->rows[0].pred_time_s * 1.25, v->rows[1].pred_time_s * 1.25,
-             v->rows[2].pred_time_s * 1.25);
+    const int h[3] = {2048, 3072, 4096};
+    const double unit[3] = {1, 1, 1};
+    ms_validation *v = run_table(sizes_table(h, unit));
+    double slow[3];
+    for (int i = 0; i < 3; i++)
+        slow[i] = v->rows[i].pred_time_s * 1.25;
     ms_validation_free(v);
-    path = tiny_table("t.csv", hdr, rows);
+    const char *path = sizes_table(h, slow);
     ms_diag d = {0};
     v = NULL;
     ck_assert_msg(ms_validation_load(&path, 1, &v, &d) == MS_OK, "%s", d.msg);
     const char *params[] = {"gemm.bf16"};
-    ck_assert_msg(ms_validation_fit(v, params, 1, NULL, &d) == MS_OK, "%s", d.msg);
-    ck_assert_msg(ms_validation_run(v, NULL, &d) == MS_OK, "%s", d.msg);
+    fit_and_run(v, params, 1);
     ck_assert_int_eq((int)v->n_fit, 1);
     ms_device_spec a100;
     load_device("scenarios/devices/a100-80gb.lua", &a100);
@@ -411,11 +425,9 @@ END_TEST
 START_TEST(validate_fit_recovers_hbm_level)
 {
     make_tmpdir();
-    const char *hdr = "id,source,split,scenario,model.hidden_size,measured_step_time_s";
-    const char *path = tiny_table("t.csv", hdr,
-                                  "a,src,train,tiny-gpt.lua,1024,1\n"
-                                  "b,src,train,tiny-gpt.lua,2048,1\n"
-                                  "c,src,test,tiny-gpt.lua,4096,1\n");
+    const int h[3] = {1024, 2048, 4096};
+    const double unit[3] = {1, 1, 1};
+    const char *path = sizes_table(h, unit);
     ms_validation *v = NULL;
     ms_diag d = {0};
     ck_assert_msg(ms_validation_load(&path, 1, &v, &d) == MS_OK, "%s", d.msg);
@@ -429,21 +441,12 @@ START_TEST(validate_fit_recovers_hbm_level)
     for (int i = 0; i < 3; i++)
         slow[i] = v->rows[i].pred_time_s;
     ms_validation_free(v);
-    char rows[2048];
-    snprintf(rows, sizeof rows,
-             "a,src,train,tiny-gpt.lua,1024,%.9g\nb,src,train,tiny-gpt.lua,2048,%.9g\n"
-             "c,src,test,tiny-gpt.lua,4096,%.9g\n",
-             slow[0], slow[1], slow[2]);
-    path = tiny_table("t.csv", hdr, rows);
-    v = NULL;
-    ck_assert_msg(ms_validation_load(&path, 1, &v, &d) == MS_OK, "%s", d.msg);
-    ck_assert_msg(ms_validation_run(v, NULL, &d) == MS_OK, "%s", d.msg);
+    v = run_table(sizes_table(h, slow));
     /* At the file's level the rows are too fast: memory-bound kernels count. */
     for (int i = 0; i < 3; i++)
         ck_assert_msg(v->rows[i].pred_time_s < 0.97 * slow[i], "row %d: %g against %g", i,
                       v->rows[i].pred_time_s, slow[i]);
-    ck_assert_msg(ms_validation_fit(v, params, 1, NULL, &d) == MS_OK, "%s", d.msg);
-    ck_assert_msg(ms_validation_run(v, NULL, &d) == MS_OK, "%s", d.msg);
+    fit_and_run(v, params, 1);
     ASSERT_WITHIN(v->fit[0].value, 0.44, 0.01, "fitted level");
     ck_assert_msg(ms_validation_write_devices(v, tmpdir, "test", &d) == MS_OK, "%s", d.msg);
     char dev[512];

@@ -478,9 +478,9 @@ START_TEST(test_profile_view)
 }
 END_TEST
 
-/* profile.program_id names a program by its place among those met: the same
- * number when a program comes back after another replaced the cached view
- * (another stage's plan in between), a new one for a new program. */
+/* profile.program_id counts the programs met: the same number when a
+ * program comes back after another replaced the cached view (another
+ * stage's plan in between), a new one for a new program. */
 START_TEST(test_profile_program_id)
 {
     FILE *log = tmpfile();
