@@ -55,6 +55,12 @@ static ms_status group_run(void *inst, ms_group_body body, void *user)
         return body(user, 0);
     m->body = body;
     m->user = user;
+    /* Every host starts the run together, as every rank starts its step. */
+    for (int i = 0; i < m->g.n_devices; i++) {
+        ms_status st = mock_set_host_active(m->real[i]);
+        if (st != MS_OK)
+            return st;
+    }
     return mock_cohost_run(m->co, host_body, host_done, m);
 }
 

@@ -553,6 +553,14 @@ ms_status mock_set_host_idle(ms_backend *b)
     return sim_host_set_idle(m->host);
 }
 
+ms_status mock_set_host_active(ms_backend *b)
+{
+    ms_mock *m = mock_instance(b);
+    if (m == NULL)
+        return MS_EINVAL;
+    return sim_host_resume(m->host);
+}
+
 ms_status mock_host_clock(const ms_backend *b, int64_t *ns, bool *parked)
 {
     ms_mock *m = mock_instance(b);

@@ -64,6 +64,9 @@ ms_group_open_fn mock_group_open;
  * stops bounding how far other devices' hosts may run the shared engine.
  * Its next call resumes it at max(its clock, the engine's clock). */
 ms_status mock_set_host_idle(ms_backend *b);
+/* This device's host will issue again: it bounds the others from now, at
+ * max(its clock, the engine's), not from its first call (sim_host_resume). */
+ms_status mock_set_host_active(ms_backend *b);
 /* This device's host clock, read without entering the backend: unlike now(),
  * it neither catches the engine up nor wakes a parked host, so a scheduler
  * of several hosts can look at every clock without disturbing them.

@@ -435,6 +435,15 @@ ms_status sim_host_set_idle(ms_simhost *h)
     return MS_OK;
 }
 
+ms_status sim_host_resume(ms_simhost *h)
+{
+    if (h == NULL)
+        return MS_EINVAL;
+    if (h->state == MS_HOST_IDLE)
+        make_active(h, sim_clock(h->sim));
+    return MS_OK;
+}
+
 ms_status sim_host_watch(ms_simhost *h, ms_simdev *d)
 {
     /* Changing what a parked host watches would lose its wake-up. */

@@ -258,6 +258,12 @@ ms_status sim_host_enter(ms_simhost *h, const ms_simdev *d);
 ms_status sim_host_wait(ms_simhost *h, ms_simhost_cond cond, const void *ctx);
 /* h has nothing to issue until its next call: stop holding the engine back. */
 ms_status sim_host_set_idle(ms_simhost *h);
+/* An idle h will issue work again (the hosts start a new run together): it
+ * holds the engine back from now, at max(its clock, the engine's), before
+ * its first call.  Without this, the first host of a run to wait could run
+ * the engine past the others' start while they still counted as idle, and
+ * they would begin their work that much late. */
+ms_status sim_host_resume(ms_simhost *h);
 /* h's wait conditions read the state of device d only (its streams' queues
  * and its events' captures), so while d has not changed since a condition
  * was found false, the engine need not ask again.  Optional: an unwatched

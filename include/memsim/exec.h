@@ -58,6 +58,9 @@ typedef struct ms_exec_config {
      * work.wait() does) instead of through record_stream. */
     bool avoid_record_streams;
     int pipeline_size;        /* stages; p2p peers are neighbours on this ring */
+    /* Megatron's batch_p2p_sync: the host synchronizes the device after each
+     * run of pipeline sends and receives (ms_parallel_config). */
+    bool batch_p2p_sync;
     /* Record nothing of the setup (persistent allocations, pool choices):
      * a relaunched job's setup is already in the record once. */
     bool quiet_setup;

@@ -83,6 +83,15 @@ typedef struct ms_parallel_config {
      * Megatron's LocalDDP ran (allreduce_gradients after the whole
      * backward), every reduction waits for the end of the backward. */
     bool overlap_grad_reduce;
+    /* Megatron's batch_p2p_sync (ModelParallelConfig; on there by default,
+     * off in memsim, whose device files were fitted with overlapped p2p): the
+     * host calls torch.cuda.synchronize() after each batch of pipeline sends
+     * and receives, so the transfers do not overlap compute. */
+    bool batch_p2p_sync;
+    /* Megatron 2021-2022's --scatter-gather-tensors-in-pipeline (removed
+     * from Megatron-core): without SP each TP rank sends 1/t of a pipeline
+     * boundary's activation and the receiver all-gathers it over TP. */
+    bool scatter_gather_tensors_in_pipeline;
     int micro_batch_size;
     int global_batch_size;
     int num_micro_batches;     /* global / (mbs * dp) */

@@ -123,6 +123,7 @@ struct ms_exec {
     uint32_t oom_tensor;
     uint64_t swapped_bytes;
     uint32_t recomputed_ops;
+    bool p2p_unsynced; /* p2p ops issued since the host last synchronized (cfg.batch_p2p_sync) */
     ms_diag *diag; /* where the current step reports (set per step) */
 };
 
@@ -1268,10 +1269,39 @@ ms_status ms_exec_destroy(ms_exec *e)
     return MS_OK;
 }
 
+static bool is_p2p(const ms_op *op)
+{
+    return op->kernel.comm == MS_COMM_SEND || op->kernel.comm == MS_COMM_RECV;
+}
+
+/* Megatron's batch_p2p_sync (unconditional in 2021-2022): _communicate posts a
+ * run of sends and receives with batch_isend_irecv and then calls
+ * torch.cuda.synchronize(), so the host issues nothing more until the whole
+ * device, transfers included, is idle.  A run is the p2p ops issued back to
+ * back (send_forward_recv_backward and the like); the wait comes before the
+ * next op, so the transfers of one run overlap each other and nothing else. */
+static ms_status sync_after_p2p(ms_exec *e, const ms_op *next)
+{
+    if (!e->cfg.batch_p2p_sync)
+        return MS_OK;
+    if (is_p2p(next)) {
+        e->p2p_unsynced = true;
+        return MS_OK;
+    }
+    if (!e->p2p_unsynced)
+        return MS_OK;
+    e->p2p_unsynced = false;
+    ms_status st = e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
+    return st == MS_OK ? MS_OK : be_call_failed(e, st, "device_synchronize after p2p");
+}
+
 static ms_status issue_step(ms_exec *e)
 {
     const ms_action *a = e->sched.acts, *end = e->sched.acts + e->sched.n;
     for (uint32_t i = 0; i < e->p->n_ops; i++) {
+        ms_status sync = sync_after_p2p(e, &e->p->ops[i]);
+        if (sync != MS_OK)
+            return sync;
         for (; a < end && a->op == i && a->when == MS_ACT_BEFORE; a++) {
             ms_status st = run_action(e, a);
             if (st != MS_OK)
@@ -1317,21 +1347,33 @@ static int64_t recv_done(const ms_exec *e, uint32_t op)
     return done;
 }
 
-/* Compute-stream idle time spent waiting for pipeline receives: gaps the
- * receive of a kernel's input kept open.  Idle time with any other cause
- * (the host issuing late, copies, the step's end) is not the pipeline's. */
+static bool row_is_p2p(const ms_exec *e, const ms_op_row *r)
+{
+    return r->kind == MS_WK_KERNEL && is_p2p(&e->p->ops[r->op]);
+}
+
+/* Compute-stream idle time spent waiting for pipeline transfers: gaps the
+ * receive of a kernel's input kept open and, with batch_p2p_sync, the whole
+ * gap before the first kernel issued after a p2p run, which the host could
+ * only launch once the device was idle and the transfers done.  Idle time
+ * with any other cause (the host issuing late, copies, the step's end) is
+ * not the pipeline's. */
 static int64_t pipeline_wait(const ms_exec *e)
 {
     int64_t wait = 0, idle_since = e->step_start;
+    bool after_sync = false;
     for (size_t i = 0; i < e->n_rows; i++) {
         const ms_op_row *r = &e->rows[i];
+        if (e->cfg.batch_p2p_sync && row_is_p2p(e, r))
+            after_sync = true;
         if (r->stream_id != e->stream_ids[ST_COMPUTE] || r->start_ns < 0)
             continue;
         if (r->start_ns > idle_since && r->kind == MS_WK_KERNEL) {
-            int64_t done = recv_done(e, r->op);
+            int64_t done = after_sync ? r->start_ns : recv_done(e, r->op);
             if (done > idle_since)
                 wait += (done < r->start_ns ? done : r->start_ns) - idle_since;
         }
+        after_sync = false;
         if (r->end_ns > idle_since)
             idle_since = r->end_ns;
     }

@@ -91,6 +91,7 @@ static ms_status stage_open_device(const ms_scenario *sc, ms_stage *s, ms_backen
                                .device = &sc->device,
                                .avoid_record_streams = sc->avoid_record_streams,
                                .pipeline_size = sc->parallel.pipeline_model_parallel_size,
+                               .batch_p2p_sync = sc->parallel.batch_p2p_sync,
                                .quiet_setup = quiet_setup,
                                .verify = checks.verify,
                                .fault = checks.fault,

@@ -187,6 +187,8 @@ static ms_status parallel_sizes(const vctx *c, ms_parallel_config *p)
     p->sequence_parallel = bool_field(c, SC_SP, false);
     p->use_distributed_optimizer = bool_field(c, SC_DISTOPT, false);
     p->overlap_grad_reduce = bool_field(c, SC_OVERLAP_GRAD, true);
+    p->batch_p2p_sync = bool_field(c, SC_P2P_SYNC, false);
+    p->scatter_gather_tensors_in_pipeline = bool_field(c, SC_P2P_SPLIT, false);
     return MS_OK;
 }
 

@@ -81,6 +81,17 @@ int wl_p2p_tag_shift(const wm *m, int from, int to)
     return p2p_tag(m, to, 0, true) - p2p_tag(m, from, 0, true);
 }
 
+/* Megatron 2021-2022's scatter/gather optimization (on unless
+ * --no-scatter-gather-tensors-in-pipeline; gone from Megatron-core): without
+ * sequence parallelism every TP rank holds the whole boundary activation, so
+ * each sends only its 1/t slice (split_tensor_into_1d_equal_chunks) and the
+ * receiver all-gathers the slices over the TP group (gather_split_1d_tensor),
+ * moving t times fewer bytes across the pipeline's link. */
+static bool p2p_split(const wm *m)
+{
+    return m->sc->parallel.scatter_gather_tensors_in_pipeline && !m->sp && m->t > 1;
+}
+
 uint32_t wl_p2p(wm *m, bool send, bool forward, uint32_t t)
 {
     int mb = m->b->micro_batch, c = m->b->chunk, p = m->n_stages;
@@ -90,16 +101,22 @@ uint32_t wl_p2p(wm *m, bool send, bool forward, uint32_t t)
     int peer = next ? (m->stage + 1) % p : (m->stage + p - 1) % p;
     int lower = next ? vstage : vstage - 1;
     uint64_t bytes = wl_act_bytes(m); /* s b h / (cp, and tp with SP) */
+    uint64_t wire = p2p_split(m) ? bytes / (uint64_t)m->t : bytes;
     ms_kernel k = {.name = send ? "send" : "recv", .cls = MS_KC_COMM, .dtype = m->dt,
                    .bytes = -1, .comm = send ? MS_COMM_SEND : MS_COMM_RECV, .group_size = 2,
-                   .link = next ? m->link_next : m->link_prev, .comm_bytes = (double)bytes,
+                   .link = next ? m->link_next : m->link_prev, .comm_bytes = (double)wire,
                    .peer = peer, .tag = p2p_tag(m, mb, lower, forward)};
     const char *name = forward ? (send ? "pipeline.send_forward" : "pipeline.recv_forward")
                                : (send ? "pipeline.send_backward" : "pipeline.recv_backward");
+    ms_tensor_kind kind = forward ? MS_TK_ACTIVATION : MS_TK_TEMP;
     if (send) {
         wl_build_op_add(m->b, &k, 0, &t, 1, "%s", name);
         return t;
     }
     wl_build_op_add(m->b, &k, 0, NULL, 0, "%s", name);
-    return wl_build_out(m->b, "out", bytes, m->dt, forward ? MS_TK_ACTIVATION : MS_TK_TEMP);
+    if (wire == bytes)
+        return wl_build_out(m->b, "out", bytes, m->dt, kind);
+    uint32_t slice = wl_build_out(m->b, "out", wire, m->dt, MS_TK_COMM_BUFFER);
+    return wl_collective(m, wl_name(m, name, ".all_gather"), MS_COMM_ALLGATHER, wl_tp_group(m),
+                         m->tp_link, slice, bytes, kind);
 }

@@ -394,7 +394,7 @@ START_TEST(validate_fit_recovers_scale)
 END_TEST
 
 /* A table's level is its largest value, and setting it scales every point:
- * the A100 file's hbm_efficiency runs 0.0579 ... 0.6373, so level 0.31865
+ * the A100 file's hbm_efficiency runs 0.0570 ... 0.6265, so level 0.31325
  * halves each point and keeps the sizes. */
 START_TEST(device_param_level_scales_the_table)
 {
@@ -402,16 +402,16 @@ START_TEST(device_param_level_scales_the_table)
     load_device("scenarios/devices/a100-80gb.lua", &a100);
     const cal_param *p = cal_param_find("hbm_efficiency.level");
     ck_assert_ptr_nonnull(p);
-    ASSERT_WITHIN(cal_param_get(p, &a100), 0.6373, 1e-12, "level from the file");
+    ASSERT_WITHIN(cal_param_get(p, &a100), 0.6265, 1e-12, "level from the file");
     ms_device_spec half = a100;
-    cal_param_set(p, &half, 0.31865);
+    cal_param_set(p, &half, 0.31325);
     ck_assert_int_eq(half.hbm_eff.n, 4);
-    const double want[] = {0.02895, 0.14485, 0.2824, 0.31865};
+    const double want[] = {0.0285, 0.1424, 0.2776, 0.31325};
     for (int i = 0; i < half.hbm_eff.n; i++) {
         ASSERT_WITHIN(half.hbm_eff.y[i], want[i], 1e-12, "scaled point");
         ck_assert(half.hbm_eff.x[i] == a100.hbm_eff.x[i]);
     }
-    ASSERT_WITHIN(cal_param_get(p, &half), 0.31865, 1e-12, "level after");
+    ASSERT_WITHIN(cal_param_get(p, &half), 0.31325, 1e-12, "level after");
     /* Other tables and scalars are left alone. */
     ck_assert(half.matmul_eff.y[0] == a100.matmul_eff.y[0]);
     ck_assert(half.hbm_bw == a100.hbm_bw);
@@ -419,9 +419,9 @@ START_TEST(device_param_level_scales_the_table)
 END_TEST
 
 /* Measurements made with the A100 memory-bound level at 0.44, where the
- * file says 0.6373: a fit of hbm_efficiency.level from the file's value
+ * file says 0.6265: a fit of hbm_efficiency.level from the file's value
  * finds 0.44 within 1%, and the device file it writes holds the table
- * scaled by 0.44 / 0.6373. */
+ * scaled by 0.44 / 0.6265. */
 START_TEST(validate_fit_recovers_hbm_level)
 {
     make_tmpdir();
@@ -454,7 +454,7 @@ START_TEST(validate_fit_recovers_hbm_level)
     ms_device_spec back;
     ck_assert_msg(ms_device_load(dev, &back, &d) == MS_OK, "%s", d.msg);
     ASSERT_WITHIN(back.hbm_eff.y[back.hbm_eff.n - 1], 0.44, 0.01, "written table's top");
-    ASSERT_WITHIN(back.hbm_eff.y[0], 0.0579 * 0.44 / 0.6373, 0.01, "written table's first point");
+    ASSERT_WITHIN(back.hbm_eff.y[0], 0.0570 * 0.44 / 0.6265, 0.01, "written table's first point");
     ms_validation_free(v);
     remove_tmpdir();
 }

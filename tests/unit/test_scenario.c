@@ -111,6 +111,8 @@ START_TEST(gpt_22b_defaults)
     ck_assert_double_eq(sc->device.peak_flops[MS_DTYPE_BF16], 312e12);
     ck_assert_double_eq(sc->device.intra_node_bw, 300e9);
     ck_assert(sc->parallel.overlap_grad_reduce); /* memsim's default: overlapped */
+    ck_assert(!sc->parallel.batch_p2p_sync);     /* memsim's default: overlapped */
+    ck_assert(!sc->parallel.scatter_gather_tensors_in_pipeline); /* gone from Megatron-core */
     ms_scenario_free(sc);
 }
 END_TEST
@@ -121,9 +123,13 @@ START_TEST(overrides_apply)
                                      "parallel.sequence_parallel=false",
                                      "allocator.conf=expandable_segments:True",
                                      "model.hidden_dropout=0.25", "parallel.global_batch_size=32",
-                                     "report.detail=last", "parallel.overlap_grad_reduce=false"};
-    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 8);
+                                     "report.detail=last", "parallel.overlap_grad_reduce=false",
+                                     "parallel.batch_p2p_sync=true",
+                                     "parallel.scatter_gather_tensors_in_pipeline=true"};
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 10);
     ck_assert(!sc->parallel.overlap_grad_reduce);
+    ck_assert(sc->parallel.batch_p2p_sync);
+    ck_assert(sc->parallel.scatter_gather_tensors_in_pipeline);
     ck_assert_int_eq(sc->report_detail, MS_DETAIL_LAST);
     ck_assert_int_eq(sc->model.seq_length, 8192);
     ck_assert_int_eq(sc->steps, 4);

@@ -260,6 +260,61 @@ START_TEST(p2p_pairs)
 }
 END_TEST
 
+/* Megatron 2021-2022's scatter/gather of pipeline tensors, TP 2 without SP:
+ * s b h bf16 = 128 x 1 x 256 x 2 = 65536 bytes a boundary; each rank sends
+ * its half (32768, a view of the whole activation, so the send still reads
+ * the 65536-byte tensor), receives a 32768-byte slice, and all-gathers it
+ * over TP into the 65536-byte activation the next op reads.  With SP the
+ * tensor is already a 1/t shard (32768 on the wire, no gather); off, the
+ * whole 65536 crosses and nothing is gathered. */
+static int count_pipeline_gathers(const ms_program_view *v, uint64_t wire, uint64_t whole)
+{
+    int gathers = 0;
+    for (uint32_t i = 0; i < v->n_ops; i++) {
+        const ms_op *op = &v->ops[i];
+        if (is_p2p(op, MS_COMM_SEND)) {
+            ck_assert_double_eq(op->kernel.comm_bytes, (double)wire);
+            ck_assert_uint_eq(v->tensors[op->inputs[0]].bytes, whole);
+        }
+        if (!is_p2p(op, MS_COMM_RECV))
+            continue;
+        ck_assert_double_eq(op->kernel.comm_bytes, (double)wire);
+        ck_assert_uint_eq(v->tensors[op->outputs[0]].bytes, wire);
+        const ms_op *g = &v->ops[i + 1];
+        if (!is_p2p(g, MS_COMM_ALLGATHER) || strncmp(g->name, "pipeline.recv_", 14) != 0)
+            continue;
+        gathers++;
+        ck_assert_uint_eq(g->inputs[0], op->outputs[0]);
+        ck_assert_double_eq(g->kernel.comm_bytes, (double)whole);
+        ck_assert_int_eq(g->kernel.group_size, 2);
+        ck_assert_uint_eq(v->tensors[g->outputs[0]].bytes, whole);
+    }
+    return gathers;
+}
+
+START_TEST(p2p_scatter_gather)
+{
+    cfg c = {.L = 4, .h = 256, .a = 4, .s = 128, .b = 1, .t = 2, .p = 2, .dp = 1, .m = 4};
+    struct {
+        bool sp, split;
+        uint64_t wire, whole;
+        int gathers; /* stage 0 receives 4 backward grads, stage 1 4 activations */
+    } cases[] = {{false, true, 32768, 65536, 4}, {true, true, 32768, 32768, 0},
+                 {false, false, 65536, 65536, 0}};
+    for (size_t k = 0; k < sizeof cases / sizeof cases[0]; k++) {
+        c.sp = cases[k].sp;
+        ms_scenario sc = gpt(c);
+        sc.parallel.scatter_gather_tensors_in_pipeline = cases[k].split;
+        stage_set ss;
+        build_all(&sc, &ss);
+        for (int s = 0; s < 2; s++)
+            ck_assert_int_eq(count_pipeline_gathers(&ss.v[s], cases[k].wire, cases[k].whole),
+                             cases[k].gathers);
+        free_all(&ss);
+    }
+}
+END_TEST
+
 /* Stages share a node when all their ranks do (Megatron's order tp-cp-dp-pp:
  * stage s holds ranks s T .. s T + T - 1, T = tp cp dp).  8 devices a node:
  * TP 2 DP 2 (T = 4): stages 0-1 in node 0, 2-3 in node 1; the 1 -> 2
@@ -829,6 +884,7 @@ static Suite *pipeline_suite(void)
     tcase_add_test(tc, schedule_1f1b);
     tcase_add_test(tc, schedule_interleaved);
     tcase_add_test(tc, p2p_pairs);
+    tcase_add_test(tc, p2p_scatter_gather);
     tcase_add_test(tc, p2p_links);
     tcase_add_test(tc, bubble_fraction);
     tcase_add_test(tc, in_flight);
