@@ -123,7 +123,6 @@ struct ms_exec {
     uint32_t oom_tensor;
     uint64_t swapped_bytes;
     uint32_t recomputed_ops;
-    bool p2p_unsynced; /* p2p ops issued since the host last synchronized (cfg.batch_p2p_sync) */
     ms_diag *diag; /* where the current step reports (set per step) */
 };
 
@@ -576,16 +575,20 @@ static ms_status wait_for_collective(ms_exec *e, const ms_op *op)
     return MS_OK;
 }
 
+static bool is_p2p(const ms_op *op)
+{
+    return op->kernel.comm == MS_COMM_SEND || op->kernel.comm == MS_COMM_RECV;
+}
+
 static int stream_of(const ms_exec *e, const ms_op *op)
 {
     if (op->stream != MS_SR_COMM)
         return ST_COMPUTE;
-    bool send = op->kernel.comm == MS_COMM_SEND, recv = op->kernel.comm == MS_COMM_RECV;
-    if (!send && !recv)
+    if (!is_p2p(op))
         return touches_step_tensors(e, op) ? ST_COMM : ST_GRAD_COMM;
     int p = e->cfg.pipeline_size > 0 ? e->cfg.pipeline_size : 1;
     bool next = op->kernel.peer == (e->cfg.backend->device + 1) % p;
-    if (send)
+    if (op->kernel.comm == MS_COMM_SEND)
         return next ? ST_SEND_NEXT : ST_SEND_PREV;
     return next ? ST_RECV_NEXT : ST_RECV_PREV;
 }
@@ -1269,28 +1272,18 @@ ms_status ms_exec_destroy(ms_exec *e)
     return MS_OK;
 }
 
-static bool is_p2p(const ms_op *op)
-{
-    return op->kernel.comm == MS_COMM_SEND || op->kernel.comm == MS_COMM_RECV;
-}
-
 /* Megatron's batch_p2p_sync (unconditional in 2021-2022): _communicate posts a
  * run of sends and receives with batch_isend_irecv and then calls
  * torch.cuda.synchronize(), so the host issues nothing more until the whole
  * device, transfers included, is idle.  A run is the p2p ops issued back to
- * back (send_forward_recv_backward and the like); the wait comes before the
- * next op, so the transfers of one run overlap each other and nothing else. */
-static ms_status sync_after_p2p(ms_exec *e, const ms_op *next)
+ * back (send_forward_recv_backward and the like); the wait comes before
+ * op i, the first after the run, so the transfers of one run overlap each
+ * other and nothing else. */
+static ms_status sync_after_p2p(ms_exec *e, uint32_t i)
 {
-    if (!e->cfg.batch_p2p_sync)
+    const ms_op *ops = e->p->ops;
+    if (!e->cfg.batch_p2p_sync || i == 0 || !is_p2p(&ops[i - 1]) || is_p2p(&ops[i]))
         return MS_OK;
-    if (is_p2p(next)) {
-        e->p2p_unsynced = true;
-        return MS_OK;
-    }
-    if (!e->p2p_unsynced)
-        return MS_OK;
-    e->p2p_unsynced = false;
     ms_status st = e->cfg.backend->ops->device_synchronize(e->cfg.backend->inst);
     return st == MS_OK ? MS_OK : be_call_failed(e, st, "device_synchronize after p2p");
 }
@@ -1299,7 +1292,7 @@ static ms_status issue_step(ms_exec *e)
 {
     const ms_action *a = e->sched.acts, *end = e->sched.acts + e->sched.n;
     for (uint32_t i = 0; i < e->p->n_ops; i++) {
-        ms_status sync = sync_after_p2p(e, &e->p->ops[i]);
+        ms_status sync = sync_after_p2p(e, i);
         if (sync != MS_OK)
             return sync;
         for (; a < end && a->op == i && a->when == MS_ACT_BEFORE; a++) {

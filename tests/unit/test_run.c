@@ -65,18 +65,24 @@ static int run_memsim(const char *args, char *err, size_t errlen)
     return WIFEXITED(rc) ? WEXITSTATUS(rc) : -1;
 }
 
-/* A run with the run record kept; policy NULL: the scenario's own. */
-static ms_run *run_policy(const char *scenario, const char *policy, const char *const *sets,
-                          size_t n_sets, const ms_scenario **sc)
+static ms_run *run_options(const char *scenario, const ms_run_options *opt,
+                           const char *const *sets, size_t n_sets, const ms_scenario **sc)
 {
     char path[1024];
     snprintf(path, sizeof path, "%s/%s", srcdir(), scenario);
     ms_diag d = {0};
     ck_assert_msg(ms_scenario_load(path, sets, n_sets, sc, &d) == MS_OK, "%s", d.msg);
-    ms_run_options opt = {.policy = policy, .record = true};
     ms_run *run = NULL;
-    ck_assert_msg(ms_run_execute(*sc, &opt, &run, &d) == MS_OK, "%s", d.msg);
+    ck_assert_msg(ms_run_execute(*sc, opt, &run, &d) == MS_OK, "%s", d.msg);
     return run;
+}
+
+/* A run with the run record kept; policy NULL: the scenario's own. */
+static ms_run *run_policy(const char *scenario, const char *policy, const char *const *sets,
+                          size_t n_sets, const ms_scenario **sc)
+{
+    ms_run_options opt = {.policy = policy, .record = true};
+    return run_options(scenario, &opt, sets, n_sets, sc);
 }
 
 static ms_run *run_with(const char *scenario, const char *const *sets, size_t n_sets,
@@ -1180,14 +1186,9 @@ static double last_step_ms(const char *sync, const char *steps)
 {
     const char *sets[] = {"parallel.pipeline_model_parallel_size=4", "parallel.world_size=8",
                           "parallel.global_batch_size=16", "model.num_layers=8", steps, sync};
-    char path[1024];
-    snprintf(path, sizeof path, "%s/tests/data/cli/tiny-gpt.lua", srcdir());
     const ms_scenario *sc = NULL;
-    ms_diag d = {0};
-    ck_assert_msg(ms_scenario_load(path, sets, 6, &sc, &d) == MS_OK, "%s", d.msg);
     ms_run_options opt = {.no_fast_forward = true, .record = true};
-    ms_run *run = NULL;
-    ck_assert_msg(ms_run_execute(sc, &opt, &run, &d) == MS_OK, "%s", d.msg);
+    ms_run *run = run_options("tests/data/cli/tiny-gpt.lua", &opt, sets, 6, &sc);
     double ms = ms_run_summary_get(run)->step_time_ms;
     ms_run_free(run);
     ms_scenario_free(sc);
