@@ -86,6 +86,10 @@ typedef struct ms_link_engine {
     int64_t last_update_ns;
     int64_t wake_at;
     bool wake_pending;
+    /* Bytes move 1 + slow times slower than the cost model's rate: a host
+     * copy beside compute (overlap_copy_slowdown while the compute engine
+     * runs; 0 otherwise and on the network links). */
+    double slow;
 } ms_link_engine;
 
 struct ms_simstream {
@@ -216,6 +220,7 @@ void sim_link_engine_start(ms_link_engine *ce, ms_work_item *it);
 void sim_link_engine_wake(ms_sim *sim, void *arg);
 /* When the link runs out of work if nothing more arrives (INT64_MIN: idle). */
 int64_t sim_link_engine_busy_until(const ms_link_engine *ce);
+void sim_link_engine_set_slowdown(ms_link_engine *ce, int64_t now, double slow);
 
 /* p2p.c: an item finished on a link; a SEND to an attached peer posts its
  * data to the peer's mailbox (an eager send). */

@@ -10,7 +10,8 @@
  * slows down instead of queueing behind it (NCCL/HCCL run the collectives of
  * different process groups on their own streams, concurrently).  A
  * transfer's exclusive rate comes from the cost model.  Every link is an
- * independent engine. */
+ * independent engine.  A host link slows down (all its transfers alike)
+ * while the device computes: sim_link_engine_set_slowdown. */
 #include "device_model.h"
 #include "sim_private.h"
 
@@ -34,7 +35,7 @@ static void reschedule(ms_link_engine *ce)
                 min_rem = it->remaining_ns;
         if (min_rem < 0)
             min_rem = 0;
-        int64_t dep = ce->last_update_ns + sim_ceil_ns(min_rem * ce->n_active);
+        int64_t dep = ce->last_update_ns + sim_ceil_ns(min_rem * ce->n_active * (1 + ce->slow));
         if (dep < next)
             next = dep;
     }
@@ -70,9 +71,10 @@ int64_t sim_link_engine_busy_until(const ms_link_engine *ce)
     double work = 0;
     for (const ms_work_item *it = ce->act_head; it != NULL; it = it->link)
         work += it->remaining_ns > 0 ? it->remaining_ns : 0;
-    int64_t t = ce->n_active > 0 ? ce->last_update_ns + sim_ceil_ns(work) : INT64_MIN;
+    int64_t t =
+        ce->n_active > 0 ? ce->last_update_ns + sim_ceil_ns(work * (1 + ce->slow)) : INT64_MIN;
     for (const ms_work_item *it = ce->lat_head; it != NULL; it = it->link) {
-        int64_t end = it->lat_end_ns + sim_ceil_ns(it->remaining_ns);
+        int64_t end = it->lat_end_ns + sim_ceil_ns(it->remaining_ns * (1 + ce->slow));
         if (end > t)
             t = end;
     }
@@ -83,11 +85,22 @@ int64_t sim_link_engine_busy_until(const ms_link_engine *ce)
 static void advance(ms_link_engine *ce, int64_t now)
 {
     if (ce->n_active > 0 && now > ce->last_update_ns) {
-        double share = (double)(now - ce->last_update_ns) / ce->n_active;
+        double share = (double)(now - ce->last_update_ns) / (ce->n_active * (1 + ce->slow));
         for (ms_work_item *it = ce->act_head; it != NULL; it = it->link)
             it->remaining_ns -= share;
     }
     ce->last_update_ns = now;
+}
+
+/* From now on the link moves bytes 1 + slow times slower; what moved until
+ * now moved at the old rate. */
+void sim_link_engine_set_slowdown(ms_link_engine *ce, int64_t now, double slow)
+{
+    if (ce->slow == slow)
+        return;
+    advance(ce, now);
+    ce->slow = slow;
+    reschedule(ce);
 }
 
 static void finish_done(ms_link_engine *ce)

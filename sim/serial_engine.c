@@ -5,7 +5,8 @@
  * number wins (CUDA stream priorities), then the item that became ready
  * first, then the one issued first.  A kernel that starts while a network
  * link moves data runs slower by the device's overlap_compute_slowdown over
- * the part of it that overlaps (as far as the link's work known now goes). */
+ * the part of it that overlaps (as far as the link's work known now goes);
+ * while it runs, host copies move slower (overlap_copy_slowdown). */
 #include "device_model.h"
 #include "sim_private.h"
 
@@ -40,6 +41,19 @@ static int64_t overlap_penalty_ns(const ms_simdev *d, int64_t now, int64_t dur)
     return llround(slow * (double)overlap);
 }
 
+/* The host links' rate follows whether the device computes (an H2D beside
+ * a GEMM: memsim calibrate's copy_with_compute measurement). */
+static void slow_host_copies(ms_serial_engine *e)
+{
+    ms_simdev *d = e->dev;
+    double slow = d->spec.overlap_copy_slowdown;
+    if (!(slow > 0))
+        return;
+    int64_t now = sim_clock(d->sim);
+    for (int i = 0; i < 2; i++)
+        sim_link_engine_set_slowdown(&d->copy[i], now, e->current != NULL ? slow : 0);
+}
+
 void sim_serial_engine_dispatch(ms_serial_engine *e)
 {
     if (e->current != NULL || e->ready == NULL)
@@ -63,6 +77,7 @@ void sim_serial_engine_dispatch(ms_serial_engine *e)
     best->stream->not_started--;
     sim_dev_touch(d);
     e->current = best;
+    slow_host_copies(e);
     int64_t dur = best->dur_ns + overlap_penalty_ns(d, now, best->dur_ns);
     if (sim_schedule(d->sim, now + dur, sim_serial_engine_done, e) != MS_OK)
         d->fault = MS_ENOMEM;
@@ -74,6 +89,7 @@ void sim_serial_engine_done(ms_sim *sim, void *arg)
     ms_simdev *d = e->dev;
     ms_work_item *it = e->current;
     e->current = NULL;
+    slow_host_copies(e);
     (void)sim;
     ms_simstream *s = it->stream;
     sim_dev_finish_item(d, it);

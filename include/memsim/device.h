@@ -116,6 +116,11 @@ typedef struct ms_device_spec {
      * on the same device (NCCL/HCCL kernels take SMs/AI cores and HBM
      * bandwidth: Calculon's "processor_usage"). */
     double overlap_compute_slowdown;
+    /* Host copies move their bytes this fraction slower while a compute
+     * kernel runs on the device (both draw on HBM, and on some devices on
+     * the same DMA engines); memsim calibrate measures it with an H2D
+     * beside a long GEMM. */
+    double overlap_copy_slowdown;
     ms_gemm_model gemm;
     ms_attention_model flash;
 } ms_device_spec;

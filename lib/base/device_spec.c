@@ -98,6 +98,11 @@ static ms_status check_models(const ms_device_spec *s, ms_diag *d)
                            "device '%s': overlap.compute_slowdown must be in "
                            "[0, 10] (got %g)",
                            s->name, s->overlap_compute_slowdown);
+    if (!in_range(s->overlap_copy_slowdown, 0, 10))
+        return ms_diag_set(d, MS_ERANGE,
+                           "device '%s': overlap.copy_slowdown must be in "
+                           "[0, 10] (got %g)",
+                           s->name, s->overlap_copy_slowdown);
     return MS_OK;
 }
 

@@ -9,7 +9,8 @@
  *                      the compute-bound shapes;
  *   fused attention    a grid of (sequence, head dim) -> max and halves;
  *   host link          copies by size and direction -> latency and a
- *                      bandwidth table, and a copy beside compute;
+ *                      bandwidth table, and a copy beside a GEMM -> the
+ *                      copy slowdown;
  *   networks           collectives by size on each link -> latency, an
  *                      efficiency table, each kind relative to all-reduce;
  *   overlap            a GEMM beside a long all-reduce -> the slowdown.

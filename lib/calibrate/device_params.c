@@ -56,6 +56,7 @@ static const cal_param params[] = {
     {"collective_efficiency.broadcast", SPEC(collective_eff[MS_COMM_BROADCAST]), 1, 0, 16, false},
     {"collective_efficiency.send_recv", SPEC(collective_eff[MS_COMM_SEND]), 1, 0, 16, false},
     {"overlap.compute_slowdown", SPEC(overlap_compute_slowdown), 1, 0, 10, false},
+    {"overlap.copy_slowdown", SPEC(overlap_copy_slowdown), 1, 0, 10, false},
     {"hbm_efficiency.level", LEVEL(hbm_eff)},
     {"matmul_efficiency.level", LEVEL(matmul_eff)},
     {"attention_efficiency.level", LEVEL(attention_eff)},

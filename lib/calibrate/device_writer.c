@@ -147,9 +147,9 @@ static void put_links(FILE *f, const ms_device_spec *s)
         "collective_efficiency.all_gather", "collective_efficiency.reduce_scatter",
         "collective_efficiency.all_to_all", "collective_efficiency.broadcast",
         "collective_efficiency.send_recv"};
-    static const char *const overlap[] = {"overlap.compute_slowdown"};
+    static const char *const overlap[] = {"overlap.compute_slowdown", "overlap.copy_slowdown"};
     put_section(f, "collective_efficiency", coll, 5, s);
-    put_section(f, "overlap", overlap, 1, s);
+    put_section(f, "overlap", overlap, 2, s);
 }
 
 static void put_provenance(FILE *f, const ms_device_provenance *p)

@@ -66,6 +66,7 @@ enum dv_field {
     DV_CE_BC,
     DV_CE_P2P,
     DV_OVERLAP,
+    DV_OVERLAP_COPY,
     DV_PV_SOURCE,
     DV_PV_DATE,
     DV_PV_DEVICE,
@@ -133,6 +134,7 @@ static const st_field dv_fields[DV_COUNT] = {
     [DV_CE_BC] = {"collective_efficiency", "broadcast", ST_NUM},
     [DV_CE_P2P] = {"collective_efficiency", "send_recv", ST_NUM},
     [DV_OVERLAP] = {"overlap", "compute_slowdown", ST_NUM},
+    [DV_OVERLAP_COPY] = {"overlap", "copy_slowdown", ST_NUM},
     /* Where the values came from (memsim calibrate writes them); read for
      * their types only. */
     [DV_PV_SOURCE] = {"provenance", "source", ST_STR},
@@ -287,6 +289,7 @@ static void fill_models(const st_value *v, ms_device_spec *s)
     s->collective_eff[MS_COMM_BROADCAST] = num_or_zero(&v[DV_CE_BC]);
     s->collective_eff[MS_COMM_SEND] = num_or_zero(&v[DV_CE_P2P]);
     s->overlap_compute_slowdown = num_or_zero(&v[DV_OVERLAP]);
+    s->overlap_copy_slowdown = num_or_zero(&v[DV_OVERLAP_COPY]);
 }
 
 static void fill_spec(const st_value *v, const char *path, ms_device_spec *s)

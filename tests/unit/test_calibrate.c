@@ -75,12 +75,14 @@ static double or_one(double v)
 
 /* The calibration of the mock measures the mock's own model: every fitted
  * parameter must come back within 1% of the device file the mock ran. */
-static void round_trip(const char *device_file)
+static void round_trip(const char *device_file, double copy_slowdown)
 {
     ms_device_spec base, out;
     ms_fit_residuals res;
     ms_diag d = {0};
     load_device(device_file, &base);
+    if (copy_slowdown >= 0)
+        base.overlap_copy_slowdown = copy_slowdown;
     ms_calibrate_options opt = {.backend = "mock", .base = &base};
     ck_assert_msg(ms_calibrate(&opt, &out, &res, &d) == MS_OK, "%s", d.msg);
     const double tol = 0.01;
@@ -104,6 +106,8 @@ static void round_trip(const char *device_file)
     ASSERT_WITHIN(out.inter_node_latency_ns, base.inter_node_latency_ns, tol, "inter_node_latency");
     ASSERT_WITHIN(out.overlap_compute_slowdown, base.overlap_compute_slowdown, tol,
                   "overlap.compute_slowdown");
+    ASSERT_WITHIN(out.overlap_copy_slowdown, base.overlap_copy_slowdown, tol,
+                  "overlap.copy_slowdown");
     for (int k = MS_COMM_ALLGATHER; k < MS_COMM_COUNT; k++)
         if (k != MS_COMM_RECV && k != MS_COMM_ALLREDUCE)
             ASSERT_WITHIN(or_one(out.collective_eff[k]), or_one(base.collective_eff[k]), tol,
@@ -125,13 +129,22 @@ static void round_trip(const char *device_file)
 
 START_TEST(calibrate_mock_round_trip_a100)
 {
-    round_trip("scenarios/devices/a100-80gb.lua");
+    round_trip("scenarios/devices/a100-80gb.lua", -1);
+}
+END_TEST
+
+/* No shipped file states a copy slowdown (none was measured on hardware):
+ * the round trip sets one, a value for the test only, and must get it back
+ * from a copy beside a GEMM on the mock. */
+START_TEST(calibrate_mock_round_trip_copy_slowdown)
+{
+    round_trip("scenarios/devices/a100-80gb.lua", 0.3);
 }
 END_TEST
 
 START_TEST(calibrate_mock_round_trip_910b)
 {
-    round_trip("scenarios/devices/ascend-910b.lua");
+    round_trip("scenarios/devices/ascend-910b.lua", -1);
 }
 END_TEST
 
@@ -142,8 +155,10 @@ START_TEST(device_file_write_load)
     ms_fit_residuals res;
     ms_diag d = {0};
     load_device("scenarios/devices/a100-80gb.lua", &base);
+    base.overlap_copy_slowdown = 0.3; /* so that the file states one */
     ms_calibrate_options opt = {.backend = "mock", .base = &base, .quick = true};
     ck_assert_msg(ms_calibrate(&opt, &out, &res, &d) == MS_OK, "%s", d.msg);
+    ck_assert_double_gt(out.overlap_copy_slowdown, 0.29);
     make_tmpdir();
     char path[512];
     snprintf(path, sizeof path, "%s/dev.lua", tmpdir);
@@ -160,6 +175,7 @@ START_TEST(device_file_write_load)
     ASSERT_WITHIN(back.gemm.max[MS_DTYPE_BF16], out.gemm.max[MS_DTYPE_BF16], 1e-12, "gemm");
     ASSERT_WITHIN(back.flash.seq_half, out.flash.seq_half, 1e-12, "flash seq_half");
     ASSERT_WITHIN(back.overlap_compute_slowdown, out.overlap_compute_slowdown, 1e-12, "overlap");
+    ASSERT_WITHIN(back.overlap_copy_slowdown, out.overlap_copy_slowdown, 1e-12, "copy overlap");
     ASSERT_WITHIN(back.launch_overhead_ns, out.launch_overhead_ns, 1e-9, "launch");
     ck_assert_int_eq(back.hbm_eff.n, out.hbm_eff.n);
     for (int i = 0; i < out.hbm_eff.n; i++)
@@ -176,6 +192,20 @@ START_TEST(device_file_write_load)
     ck_assert_ptr_nonnull(strstr(buf, "provenance"));
     ck_assert_ptr_nonnull(strstr(buf, "residuals"));
     ck_assert_ptr_nonnull(strstr(buf, "2026-01-01T00:00:00Z"));
+    /* A negative copy slowdown is refused, naming the field. */
+    char *at = strstr(buf, "copy_slowdown = ");
+    ck_assert_ptr_nonnull(at);
+    at += strlen("copy_slowdown = ");
+    size_t digits = strspn(at, "0123456789.e+-");
+    char bad[65600];
+    snprintf(bad, sizeof bad, "%.*s-0.5%s", (int)(at - buf), buf, at + digits);
+    f = fopen(path, "w");
+    ck_assert_ptr_nonnull(f);
+    fputs(bad, f);
+    fclose(f);
+    ck_assert_int_eq(ms_device_load(path, &back, &d), MS_ERANGE);
+    ck_assert_msg(strstr(d.msg, "overlap.copy_slowdown must be in [0, 10] (got -0.5)") != NULL,
+                  "%s", d.msg);
     remove_tmpdir();
 }
 END_TEST
@@ -466,6 +496,7 @@ static Suite *suite(void)
     TCase *tc = tcase_create("calibrate");
     tcase_add_test(tc, calibrate_mock_round_trip_a100);
     tcase_add_test(tc, calibrate_mock_round_trip_910b);
+    tcase_add_test(tc, calibrate_mock_round_trip_copy_slowdown);
     tcase_add_test(tc, device_file_write_load);
     tcase_add_test(tc, calibrate_unknown_backend);
     suite_add_tcase(s, tc);

@@ -755,6 +755,39 @@ START_TEST(collectives_share_link_and_slow_compute)
 }
 END_TEST
 
+/* With overlap_copy_slowdown a host copy moves its bytes 1 + slow times
+ * slower while a compute kernel runs, and only then; its latency and the
+ * kernel are unchanged. */
+START_TEST(host_copies_slow_beside_compute)
+{
+    ms_device_spec s = spec_base();
+    s.overlap_copy_slowdown = 0.5;
+    rig r;
+    rig_open(&r, &s);
+    ms_simstream *a = stream(&r, 0), *c = stream(&r, 0);
+    /* Alone: 2000 ns latency + 1e6 B at 10 GB/s (100000 ns). */
+    sim_stream_copy(a, MS_COPY_H2D, 1000000, 0, 1);
+    sim_run(r.sim);
+    assert_span(&r.tr, 1, 0, 102000);
+    /* Beside a 2 ms matmul that outlasts it: the 100000 ns of transfer
+     * take 150000 -> [200000, 352000]; the matmul keeps its 2 ms. */
+    launch(c, matmul(2e12), 200000, 2);
+    sim_stream_copy(a, MS_COPY_D2H, 1000000, 200000, 3);
+    sim_run(r.sim);
+    assert_span(&r.tr, 2, 200000, 2200000);
+    assert_span(&r.tr, 3, 200000, 352000);
+    /* A 50 us matmul (5e10 FLOPs) from 3000000: the copy's transfer starts
+     * at 3002000, moves 48000 / 1.5 = 32000 ns of its work by 3050000,
+     * then the other 68000 alone: ends 3118000. */
+    launch(c, matmul(5e10), 3000000, 4);
+    sim_stream_copy(a, MS_COPY_H2D, 1000000, 3000000, 5);
+    sim_run(r.sim);
+    assert_span(&r.tr, 4, 3000000, 3050000);
+    assert_span(&r.tr, 5, 3000000, 3118000);
+    rig_close(&r);
+}
+END_TEST
+
 START_TEST(opposite_directions_are_independent)
 {
     ms_device_spec s = spec_base();
@@ -1264,6 +1297,7 @@ static Suite *sim_suite(void)
     tcase_add_test(tc, same_instant_readiness_respects_priority);
     tcase_add_test(tc, concurrent_d2h_copies_share_bandwidth);
     tcase_add_test(tc, collectives_share_link_and_slow_compute);
+    tcase_add_test(tc, host_copies_slow_beside_compute);
     tcase_add_test(tc, opposite_directions_are_independent);
     tcase_add_test(tc, hbm_capacity_accounting);
     tcase_add_test(tc, p2p_recv_waits_for_matching_send);
