@@ -43,6 +43,10 @@ typedef enum ms_norm { MS_NORM_RMSNORM = 0, MS_NORM_LAYERNORM } ms_norm;
 /* Megatron's --position-embedding-type: rotary (llama) or learned absolute
  * position embeddings added after the word embeddings (gpt). */
 typedef enum ms_pos_embed { MS_POS_ROPE = 0, MS_POS_LEARNED_ABSOLUTE } ms_pos_embed;
+/* Megatron's --fp8-format: the transformer layers' linear layers run as
+ * Transformer Engine's FP8 GEMMs (e4m3: every tensor E4M3; hybrid: E4M3
+ * forward, E5M2 grads; one byte an element either way). */
+typedef enum ms_fp8_format { MS_FP8_NONE = 0, MS_FP8_E4M3, MS_FP8_HYBRID } ms_fp8_format;
 
 typedef struct ms_model_config {
     ms_arch arch;
@@ -60,6 +64,7 @@ typedef struct ms_model_config {
     double hidden_dropout;     /* > 0 adds dropout masks (gpt) */
     double attention_dropout;
     ms_dtype dtype;            /* activations and low-precision weights */
+    ms_fp8_format fp8;         /* MS_FP8_NONE: the linear layers run in dtype */
     bool add_bias_linear;      /* biases on the linear layers (gpt; llama: none) */
     ms_pos_embed position_embedding_type;
     /* Mixture of experts (Megatron names); num_experts == 0: dense MLP. */

@@ -37,6 +37,7 @@ static const st_field fields[SC_COUNT] = {
     [SC_HDROP] = {"model", "hidden_dropout", ST_NUM},
     [SC_ADROP] = {"model", "attention_dropout", ST_NUM},
     [SC_DTYPE] = {"model", "dtype", ST_STR},
+    [SC_FP8] = {"model", "fp8", ST_STR},
     [SC_BIAS] = {"model", "add_bias_linear", ST_BOOL},
     [SC_POS] = {"model", "position_embedding_type", ST_STR},
     [SC_EXPERTS] = {"model", "num_experts", ST_INT},

@@ -138,18 +138,21 @@ static ms_status model_kinds(const vctx *c, ms_model_config *m)
     static const char *const pos[] = {"rope", "learned_absolute"};
     static const char *const dtypes[] = {"bf16", "fp16", "fp32"};
     static const ms_dtype dtype_of[] = {MS_DTYPE_BF16, MS_DTYPE_FP16, MS_DTYPE_FP32};
+    static const char *const fp8s[] = {"none", "e4m3", "hybrid"};
     bool llama = m->arch == MS_ARCH_LLAMA;
-    int norm, pe, dt;
+    int norm, pe, dt, fp8;
     ms_status st;
     if ((st = choice(c, SC_NORM, llama ? 0 : 1, norms, 2, &norm)) != MS_OK ||
         (st = choice(c, SC_POS, llama ? 0 : 1, pos, 2, &pe)) != MS_OK ||
         (st = choice(c, SC_DTYPE, 0, dtypes, 3, &dt)) != MS_OK ||
+        (st = choice(c, SC_FP8, 0, fp8s, 3, &fp8)) != MS_OK ||
         (st = fraction(c, SC_HDROP, llama ? 0 : 0.1, &m->hidden_dropout)) != MS_OK ||
         (st = fraction(c, SC_ADROP, llama ? 0 : 0.1, &m->attention_dropout)) != MS_OK)
         return st;
     m->normalization = norm == 0 ? MS_NORM_RMSNORM : MS_NORM_LAYERNORM;
     m->position_embedding_type = pe == 0 ? MS_POS_ROPE : MS_POS_LEARNED_ABSOLUTE;
     m->dtype = dtype_of[dt];
+    m->fp8 = (ms_fp8_format)fp8;
     m->untie_embeddings = bool_field(c, SC_UNTIE, llama);
     m->use_flash_attn = bool_field(c, SC_FLASH, false);
     m->add_bias_linear = bool_field(c, SC_BIAS, !llama);

@@ -167,6 +167,24 @@ static void check_experts(check *c, const ms_scenario *sc)
 
 /* Guard the builder's integer sizes: the largest tensor (scores or fp32
  * logits), the number of ops and the p2p tags must stay inside their types. */
+/* FP8 GEMMs need a device that runs them; TE's fp8 experts (GroupedLinear)
+ * are not modelled, and FP8 mixed precision starts from 16-bit weights. */
+static void check_fp8(check *c, const ms_scenario *sc)
+{
+    const ms_model_config *md = &sc->model;
+    if (md->fp8 == MS_FP8_NONE || c->st != MS_OK)
+        return;
+    if (!(sc->device.peak_flops[MS_DTYPE_FP8] > 0))
+        bad(c, MS_EUNSUPPORTED,
+            "model.fp8: device '%s' states no FP8 peak (peak_tflops.fp8 in its device file)",
+            sc->device.name);
+    else if (md->num_experts > 0)
+        bad(c, MS_EUNSUPPORTED, "model.fp8 with model.num_experts > 0: FP8 experts are not "
+                                "modelled (dense layers only)");
+    else if (md->dtype == MS_DTYPE_FP32)
+        bad(c, MS_EINVAL, "model.fp8 needs model.dtype \"bf16\" or \"fp16\" (got \"fp32\")");
+}
+
 static void check_limits(check *c, const ms_scenario *sc)
 {
     const ms_model_config *md = &sc->model;
@@ -198,6 +216,7 @@ ms_status wl_check_scenario(const ms_scenario *sc, int stage, ms_diag *d)
     check_tensor_parallel(&c, sc);
     check_pipeline(&c, sc, stage);
     check_experts(&c, sc);
+    check_fp8(&c, sc);
     check_limits(&c, sc);
     return c.st;
 }

@@ -35,7 +35,7 @@ static bool gathered(const wm *m)
 static uint32_t norm_fwd(wm *m, const char *mod, const char *op, uint32_t x, const wm_param *w)
 {
     wl_build_seg_begin_layer(m->b, mod);
-    uint32_t y = wl_norm(m, op, x, w);
+    uint32_t y = m->moe ? wl_norm(m, op, x, w) : wl_norm_to_linear(m, op, x, w);
     wl_build_seg_end(m->b);
     return y;
 }
@@ -282,8 +282,9 @@ static void attention_fwd(wm *m, const wm_layer_params *p, wm_saved *sv)
         wl_cp_core_fwd(m, sv);
     else
         core_fwd(m, sv);
+    sv->ctx8 = wl_fp8_input(m, nm->proj, sv->ctx);
     uint32_t o =
-        wl_matmul(m, wl_name(m, nm->proj_op, ""), sv->ctx, &p->proj, m->rows, m->h, q_width(m));
+        wl_matmul(m, wl_name(m, nm->proj_op, ""), sv->ctx8, &p->proj, m->rows, m->h, q_width(m));
     o = wl_reduce_out(m, nm->proj, o);
     sv->res1 = wl_residual_fwd(m, nm->res1, o, sv->x, &sv->mask1);
 }
@@ -295,7 +296,7 @@ static uint32_t attention_bwd(wm *m, const wm_layer_params *p, const wm_saved *s
     const wm_names *nm = &m->nm;
     uint32_t g = wl_residual_bwd(m, nm->res1, d_res1, sv->mask1);
     g = wl_gather_out_grad(m, nm->proj, g);
-    uint32_t d_ctx = wl_matmul_bwd(m, wl_name(m, nm->proj_op, ".backward"), g, sv->ctx, &p->proj,
+    uint32_t d_ctx = wl_matmul_bwd(m, wl_name(m, nm->proj_op, ".backward"), g, sv->ctx8, &p->proj,
                                    m->rows, m->h, q_width(m), WB_NO_TENSOR);
     core_grads cg = {.src = {sv->q, sv->k, sv->v},
                      .grad = {WB_NO_TENSOR, WB_NO_TENSOR, WB_NO_TENSOR}};
@@ -424,8 +425,9 @@ static void mlp_fwd(wm *m, const wm_layer_params *p, wm_saved *sv)
         fs->fc3 =
             wl_matmul(m, wl_name(m, fn->fc3_op, ""), in, &p->fc3, m->rows, ffn_width(m), m->h);
     wl_ffn_act_fwd(m, fn, m->rows, ffn_width(m), fs);
+    fs->act8 = wl_fp8_input(m, fn->fc2, fs->act);
     uint32_t y =
-        wl_matmul(m, wl_name(m, fn->fc2_op, ""), fs->act, &p->fc2, m->rows, m->h, ffn_width(m));
+        wl_matmul(m, wl_name(m, fn->fc2_op, ""), fs->act8, &p->fc2, m->rows, m->h, ffn_width(m));
     y = wl_reduce_out(m, nm->fc2, y);
     sv->out = wl_residual_fwd(m, nm->res2, y, sv->res1, &sv->mask2);
 }
@@ -442,7 +444,7 @@ static uint32_t mlp_bwd(wm *m, const wm_layer_params *p, const wm_saved *sv, uin
         return wl_norm_bwd(m, nm->norm2_op, sv->res1, &p->norm2, dx, d_out);
     }
     g = wl_gather_out_grad(m, nm->fc2, g);
-    uint32_t d_act = wl_matmul_bwd(m, wl_name(m, fn->fc2_op, ".backward"), g, fs->act, &p->fc2,
+    uint32_t d_act = wl_matmul_bwd(m, wl_name(m, fn->fc2_op, ".backward"), g, fs->act8, &p->fc2,
                                    m->rows, m->h, ffn_width(m), WB_NO_TENSOR);
     uint32_t d_fc1, d_fc3;
     wl_ffn_act_bwd(m, fn, m->rows, ffn_width(m), fs, d_act, &d_fc1, &d_fc3);

@@ -183,6 +183,7 @@ static void init_shapes(wm *m, const ms_scenario *sc, int stage)
     m->rms = md->normalization == MS_NORM_RMSNORM;
     m->rope = md->position_embedding_type == MS_POS_ROPE;
     m->bias = md->add_bias_linear;
+    m->fp8 = md->fp8 != MS_FP8_NONE;
     m->attn_drop = md->attention_dropout > 0;
     m->hidden_drop = md->hidden_dropout > 0;
     wl_ffn_names_init(m, &m->ffn, m->llama ? "feed_forward." : "mlp.");
@@ -390,7 +391,8 @@ static uint32_t moved(const wm_move *mv, uint32_t t)
 
 static void move_ffn(wm_ffn_saved *d, const wm_ffn_saved *s, const wm_move *mv)
 {
-    *d = (wm_ffn_saved){moved(mv, s->fc1), moved(mv, s->fc3), moved(mv, s->so), moved(mv, s->act)};
+    *d = (wm_ffn_saved){moved(mv, s->fc1), moved(mv, s->fc3), moved(mv, s->so), moved(mv, s->act),
+                        moved(mv, s->act8)};
 }
 
 static void move_saved(const wm *m, wm_saved *d, const wm_saved *s, const wm_move *mv)
@@ -401,7 +403,8 @@ static void move_saved(const wm *m, wm_saved *d, const wm_saved *s, const wm_mov
         .q = moved(mv, s->q), .k = moved(mv, s->k), .v = moved(mv, s->v),
         .qr = moved(mv, s->qr), .kr = moved(mv, s->kr), .probs = moved(mv, s->probs),
         .mask_a = moved(mv, s->mask_a), .probs_d = moved(mv, s->probs_d),
-        .ctx = moved(mv, s->ctx), .lse = moved(mv, s->lse), .mask1 = moved(mv, s->mask1),
+        .ctx = moved(mv, s->ctx), .ctx8 = moved(mv, s->ctx8), .lse = moved(mv, s->lse),
+        .mask1 = moved(mv, s->mask1),
         .res1 = moved(mv, s->res1), .n2 = moved(mv, s->n2), .mask2 = moved(mv, s->mask2),
         .out = moved(mv, s->out), .rprobs = moved(mv, s->rprobs), .rmap = moved(mv, s->rmap),
         .xin = moved(mv, s->xin), .comb = moved(mv, s->comb), .ex = ex};

@@ -48,11 +48,15 @@ typedef struct wm_ffn_names {
 /* What one MLP's activation keeps for backward. */
 typedef struct wm_ffn_saved {
     uint32_t fc1, fc3, so, act;
+    uint32_t act8; /* what fc2 reads and keeps: act, or its FP8 copy */
 } wm_ffn_saved;
 
-/* A weight with its fp32 main grad (Megatron's grad buffer). */
+/* A weight with its fp32 main grad (Megatron's grad buffer); with FP8, a
+ * linear layer's weight also has its FP8 copy and that copy's transpose
+ * (w8, one tensor: Transformer Engine keeps both for Hopper's FP8 GEMMs,
+ * which read only the "TN" layout), else w8 is WB_NO_TENSOR. */
 typedef struct wm_param {
-    uint32_t w, g;
+    uint32_t w, g, w8;
     uint64_t params; /* on this rank */
 } wm_param;
 
@@ -104,6 +108,7 @@ typedef struct wm_layer_params {
 /* What a layer's forward leaves for its backward. */
 typedef struct wm_saved {
     uint32_t x, n1, qkv, q, k, v, qr, kr, probs, mask_a, probs_d, ctx, lse;
+    uint32_t ctx8; /* what the output projection reads and keeps: ctx, or its FP8 copy */
     uint32_t mask1, res1, n2, mask2, out;
     wm_ffn_saved ffn;     /* the dense MLP */
     /* MoE: router probabilities and routing map, the tokens the local
@@ -129,6 +134,7 @@ typedef struct wm {
     ms_dtype dt;
     bool llama, sp, flash, swiglu, rms, rope, bias;
     bool attn_drop, hidden_drop;
+    bool fp8;          /* the layers' linear layers run FP8 GEMMs (model.fp8) */
     int tp_group, dp_group, cp_group;
     ms_link_kind tp_link, dp_link, cp_link;
     /* Pipeline: chunk c of this stage holds chunk_count[c] layers from
@@ -191,6 +197,13 @@ int wl_ranks_per_node(const wm *m, wl_group group, ms_link_kind link);
 uint64_t wl_bytes(const wm *m, uint32_t t);
 uint64_t wl_act_bytes(const wm *m); /* one [rows_act x h] activation */
 uint32_t wl_norm(wm *m, const char *op, uint32_t x, const wm_param *w);
+/* A norm in front of a linear layer: with FP8 it writes the FP8 input of
+ * the GEMM (TE's LayerNormLinear fuses the cast). */
+uint32_t wl_norm_to_linear(wm *m, const char *op, uint32_t x, const wm_param *w);
+/* The input of a linear layer as its GEMM reads it and its backward keeps
+ * it: x, or with FP8 a cast kernel's one-byte copy (TE casts the input of
+ * a row-parallel linear layer itself). */
+uint32_t wl_fp8_input(wm *m, const char *module, uint32_t x);
 uint32_t wl_norm_bwd(wm *m, const char *op, uint32_t x, const wm_param *w, uint32_t dy,
                      uint32_t d_residual);
 uint32_t wl_dropout_bwd(wm *m, const char *name, uint32_t dy, uint32_t mask);

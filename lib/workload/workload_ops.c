@@ -4,6 +4,8 @@
  * (inputs + outputs) unless an op moves less than it names. */
 #include "workload_model.h"
 
+#include <stdio.h>
+
 /* Joined, not formatted: every op of a layer is named here. */
 const char *wl_name(wm *m, const char *module, const char *suffix)
 {
@@ -21,19 +23,43 @@ static ms_kernel kernel(const char *kname, ms_kernel_class cls, ms_dtype dt, dou
                        .comm = MS_COMM_NONE, .peer = -1};
 }
 
-/* y[M x N] = x[M x K] . w[K x N] */
-uint32_t wl_matmul(wm *m, const char *name, uint32_t x, const wm_param *w, uint64_t M, uint64_t N,
-                   uint64_t K)
+static bool fp8_linear(const wm *m, const wm_param *w)
 {
-    double flops = 2.0 * (double)M * (double)N * (double)K;
-    ms_kernel k = kernel("matmul", MS_KC_MATMUL, m->dt, flops);
+    return m->fp8 && w->w8 != WB_NO_TENSOR;
+}
+
+static ms_kernel gemm(const char *kname, ms_dtype dt, double flops, uint64_t M, uint64_t N,
+                      uint64_t K)
+{
+    ms_kernel k = kernel(kname, MS_KC_MATMUL, dt, flops);
     k.shape[0] = (int64_t)M;
     k.shape[1] = (int64_t)N;
     k.shape[2] = (int64_t)K;
     k.shape[3] = 1;
-    uint32_t in[2] = {x, w->w};
+    return k;
+}
+
+/* y[M x N] = x[M x K] . w[K x N]; an FP8 linear layer reads the FP8 copy
+ * of its weight (x is already FP8: wl_fp8_input) and writes 16 bits. */
+uint32_t wl_matmul(wm *m, const char *name, uint32_t x, const wm_param *w, uint64_t M, uint64_t N,
+                   uint64_t K)
+{
+    double flops = 2.0 * (double)M * (double)N * (double)K;
+    bool fp8 = fp8_linear(m, w);
+    ms_kernel k = gemm("matmul", fp8 ? MS_DTYPE_FP8 : m->dt, flops, M, N, K);
+    uint32_t in[2] = {x, fp8 ? w->w8 : w->w};
     wl_build_op_add(m->b, &k, flops, in, 2, "%s", name);
     return wl_build_out(m->b, "out", M * N * m->es, m->dt, MS_TK_ACTIVATION);
+}
+
+/* TE's backward of an FP8 linear layer casts the output grad to FP8 (E5M2
+ * under the hybrid format) together with its transpose, one kernel, for
+ * the input-grad and the weight-grad GEMMs: a temporary of 2 M N bytes. */
+static uint32_t fp8_grad_input(wm *m, const char *name, uint32_t dy, uint64_t M, uint64_t N)
+{
+    ms_kernel k = kernel("cast_transpose_to_fp8", MS_KC_ELEMENTWISE, m->dt, (double)(M * N));
+    wl_build_op_add(m->b, &k, 0, &dy, 1, "%s.cast_transpose_to_fp8", name);
+    return wl_build_out(m->b, "grad_fp8", 2 * M * N, MS_DTYPE_FP8, MS_TK_TEMP);
 }
 
 /* dX = dY . w^T and dW += X^T . dY: twice the forward FLOPs in one op, the
@@ -44,12 +70,15 @@ uint32_t wl_matmul_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, const w
                        uint64_t M, uint64_t N, uint64_t K, uint32_t acc)
 {
     double flops = 4.0 * (double)M * (double)N * (double)K;
-    ms_kernel k = kernel("matmul_backward", MS_KC_MATMUL, m->dt, flops);
-    k.shape[0] = (int64_t)M;
-    k.shape[1] = (int64_t)N;
-    k.shape[2] = (int64_t)K;
-    k.shape[3] = 1;
-    uint32_t in[5] = {dy, x, w->w, w->g, acc};
+    bool fp8 = fp8_linear(m, w);
+    char own[sizeof m->name];
+    if (fp8) { /* name may be m->name, which the cast's name would overwrite */
+        snprintf(own, sizeof own, "%s", name);
+        name = own;
+        dy = fp8_grad_input(m, name, dy, M, N);
+    }
+    ms_kernel k = gemm("matmul_backward", fp8 ? MS_DTYPE_FP8 : m->dt, flops, M, N, K);
+    uint32_t in[5] = {dy, x, fp8 ? w->w8 : w->w, w->g, acc};
     wl_build_op_add(m->b, &k, flops, in, acc == WB_NO_TENSOR ? 4 : 5, "%s", name);
     wl_build_inplace(m->b, w->g);
     if (acc != WB_NO_TENSOR) {
@@ -162,11 +191,32 @@ uint64_t wl_act_bytes(const wm *m)
     return m->rows_act * m->h * m->es;
 }
 
+static uint32_t norm_out(wm *m, const char *op, uint32_t x, const wm_param *w, ms_dtype dt)
+{
+    uint64_t n = m->rows_act * m->h;
+    wl_elementwise(m, wl_name(m, op, ""), m->rms ? "rms_norm" : "layer_norm", MS_KC_NORM,
+                   WM_IN(x, w->w), (double)n, m->rms ? 4 : 8);
+    return wl_build_out(m->b, "out", n * ms_dtype_size(dt), dt, MS_TK_ACTIVATION);
+}
+
 uint32_t wl_norm(wm *m, const char *op, uint32_t x, const wm_param *w)
 {
-    wl_elementwise(m, wl_name(m, op, ""), m->rms ? "rms_norm" : "layer_norm", MS_KC_NORM,
-                   WM_IN(x, w->w), (double)(m->rows_act * m->h), m->rms ? 4 : 8);
-    return wl_build_out(m->b, "out", wl_act_bytes(m), m->dt, MS_TK_ACTIVATION);
+    return norm_out(m, op, x, w, m->dt);
+}
+
+uint32_t wl_norm_to_linear(wm *m, const char *op, uint32_t x, const wm_param *w)
+{
+    return norm_out(m, op, x, w, m->fp8 ? MS_DTYPE_FP8 : m->dt);
+}
+
+uint32_t wl_fp8_input(wm *m, const char *module, uint32_t x)
+{
+    if (!m->fp8 || m->b->err != MS_OK || m->b->tensors[x].dtype == MS_DTYPE_FP8)
+        return x;
+    uint64_t n = wl_bytes(m, x) / m->es;
+    wl_elementwise(m, wl_name(m, module, ".cast_to_fp8"), "cast_to_fp8", MS_KC_ELEMENTWISE,
+                   WM_IN(x), (double)n, 1);
+    return wl_build_out(m->b, "out", n, MS_DTYPE_FP8, MS_TK_ACTIVATION);
 }
 
 /* The norm's input grad; with a residual grad (pre-norm layers) the sum of
@@ -199,10 +249,18 @@ static bool gathered(const wm *m)
 }
 
 /* The s/t shard -> all s tokens (sequence parallelism). */
+/* The shard x of [rows_act x h] gathered to [rows x h] in its own dtype
+ * (TE gathers an FP8 norm output as FP8). */
 uint32_t wl_gather(wm *m, const char *name, uint32_t x, ms_tensor_kind kind)
 {
-    return wl_collective(m, name, MS_COMM_ALLGATHER, wl_tp_group(m), m->tp_link, x,
-                         m->rows * m->h * m->es, kind);
+    if (m->b->err != MS_OK)
+        return x;
+    ms_dtype dt = m->b->tensors[x].dtype;
+    uint64_t bytes = m->rows * m->h * ms_dtype_size(dt);
+    ms_kernel k = comm_kernel(m, "all_gather", MS_COMM_ALLGATHER, wl_tp_group(m), m->tp_link, dt,
+                              (double)bytes);
+    wl_build_op_add(m->b, &k, 0, &x, 1, "%s", name);
+    return wl_build_out(m->b, "out", bytes, dt, kind);
 }
 
 /* Before a column-parallel block.  Without SP its input is already whole

@@ -32,7 +32,7 @@ static wm_group *group_new(wm *m, const char *name, int32_t layer)
 /* A weight of `params` parameters on this rank, with its main grad. */
 static wm_param param_new(wm *m, wm_group *g, const char *module, uint64_t params)
 {
-    wm_param p = {.params = params};
+    wm_param p = {.params = params, .w8 = WB_NO_TENSOR};
     if (g->n >= WM_GROUP_MAX) {
         m->b->err = MS_EINTERNAL;
         return p;
@@ -45,6 +45,21 @@ static wm_param param_new(wm *m, wm_group *g, const char *module, uint64_t param
                               "%s%s%s.main_grad", pre, dot, module);
     g->p[g->n++] = p;
     g->params += params;
+    return p;
+}
+
+/* A linear layer's weight (+ bias_elems of bias on this rank); with FP8
+ * also the persistent FP8 copy and transpose of its weight matrix, which
+ * Transformer Engine keeps between micro-batches (is_first_microbatch) and
+ * refreshes after each optimizer step. */
+static wm_param linear_new(wm *m, wm_group *g, const char *module, uint64_t params,
+                           uint64_t bias_elems)
+{
+    wm_param p = param_new(m, g, module, params);
+    if (m->fp8 && g->n > 0)
+        g->p[g->n - 1].w8 = p.w8 =
+            wl_build_persistent(m->b, 2 * (params - bias_elems), MS_DTYPE_FP8, MS_TK_WEIGHT,
+                                g->layer, "%s.%s.weight_fp8", g->name, module);
     return p;
 }
 
@@ -107,26 +122,28 @@ static void layer_params(wm *m, int local, const wm_counts *c)
     wm_group *g = group_new(m, name, layer);
     const wm_names *nm = &m->nm;
     wm_layer_params *lp = &m->lp[local];
-    uint64_t t = m->t, hb = m->bias ? m->h : 0;
+    uint64_t t = m->t, hb = m->bias ? m->h : 0, b = m->bias ? 1 : 0;
+    uint64_t qw = m->h / t, kvw = m->g * m->d / t, fw = m->f / t;
     lp->norm1 = param_new(m, g, nm->norm1, c->norm);
     if (m->llama) {
-        lp->q = param_new(m, g, nm->q, c->q / t);
-        lp->k = param_new(m, g, nm->k, c->kv / t);
-        lp->v = param_new(m, g, nm->v, c->kv / t);
+        lp->q = linear_new(m, g, nm->q, c->q / t, b * qw);
+        lp->k = linear_new(m, g, nm->k, c->kv / t, b * kvw);
+        lp->v = linear_new(m, g, nm->v, c->kv / t, b * kvw);
     } else {
-        lp->qkv = param_new(m, g, nm->qkv, (c->q + 2 * c->kv) / t);
+        lp->qkv = linear_new(m, g, nm->qkv, (c->q + 2 * c->kv) / t, b * (qw + 2 * kvw));
     }
-    lp->proj = param_new(m, g, nm->proj, (c->proj - hb) / t + hb);
+    lp->proj = linear_new(m, g, nm->proj, (c->proj - hb) / t + hb, hb);
     lp->norm2 = param_new(m, g, nm->norm2, c->norm);
     if (m->moe) {
         lp->router = param_new(m, g, m->llama ? "feed_forward.router" : "mlp.router", c->router);
     } else if (m->llama && m->swiglu) {
-        lp->fc1 = param_new(m, g, nm->fc1, c->fc1 / 2 / t);
-        lp->fc3 = param_new(m, g, nm->fc3, c->fc1 / 2 / t);
-        lp->fc2 = param_new(m, g, nm->fc2, (c->fc2 - hb) / t + hb);
+        lp->fc1 = linear_new(m, g, nm->fc1, c->fc1 / 2 / t, b * fw);
+        lp->fc3 = linear_new(m, g, nm->fc3, c->fc1 / 2 / t, b * fw);
+        lp->fc2 = linear_new(m, g, nm->fc2, (c->fc2 - hb) / t + hb, hb);
     } else {
-        lp->fc1 = param_new(m, g, nm->fc1, c->fc1 / t);
-        lp->fc2 = param_new(m, g, nm->fc2, (c->fc2 - hb) / t + hb);
+        uint64_t up = m->swiglu ? 2 * fw : fw;
+        lp->fc1 = linear_new(m, g, nm->fc1, c->fc1 / t, b * up);
+        lp->fc2 = linear_new(m, g, nm->fc2, (c->fc2 - hb) / t + hb, hb);
     }
     group_state(m, g);
     for (int e = 0; m->moe && e < (int)m->n_local; e++)
@@ -361,6 +378,32 @@ static void adam(wm *m, const wm_group *g)
     }
 }
 
+/* With FP8 the updated weights are cast (and transposed) once for the next
+ * step's micro-batches: one kernel per layer, reading the 16-bit weights
+ * and writing their FP8 copies (Megatron's fp8 param path does it after
+ * the optimizer; TE without it on the first micro-batch's forward, the
+ * same work one step later). */
+static void fp8_weight_cast(wm *m, const wm_group *g)
+{
+    uint32_t in[2 * WM_GROUP_MAX], n = 0, out[WM_GROUP_MAX], n_out = 0;
+    double elems = 0;
+    for (int i = 0; i < g->n; i++)
+        if (g->p[i].w8 != WB_NO_TENSOR) {
+            in[n++] = g->p[i].w;
+            out[n_out++] = g->p[i].w8;
+            elems += (double)wl_bytes(m, g->p[i].w8) / 2;
+        }
+    if (n_out == 0)
+        return;
+    for (uint32_t i = 0; i < n_out; i++)
+        in[n++] = out[i];
+    ms_kernel k = {.name = "fp8_cast_transpose", .cls = MS_KC_ELEMENTWISE, .dtype = m->dt,
+                   .flops = elems, .bytes = elems * ((double)m->es + 2), .peer = -1};
+    wl_build_op_add(m->b, &k, 0, in, n, "optimizer.%s.fp8_cast_transpose", g->name);
+    for (uint32_t i = 0; i < n_out; i++)
+        wl_build_inplace(m->b, out[i]);
+}
+
 static void zero_grads(wm *m)
 {
     uint32_t n = 0;
@@ -403,6 +446,7 @@ void wl_optimizer(wm *m)
     for (int gi = 0; gi < m->n_groups; gi++) {
         m->b->layer = m->group[gi].layer;
         adam(m, &m->group[gi]);
+        fp8_weight_cast(m, &m->group[gi]);
     }
     m->b->layer = MS_NONE;
     zero_grads(m);

@@ -113,6 +113,7 @@ START_TEST(gpt_22b_defaults)
     ck_assert(sc->parallel.overlap_grad_reduce); /* memsim's default: overlapped */
     ck_assert(!sc->parallel.batch_p2p_sync);     /* memsim's default: overlapped */
     ck_assert(!sc->parallel.scatter_gather_tensors_in_pipeline); /* gone from Megatron-core */
+    ck_assert_int_eq(sc->model.fp8, MS_FP8_NONE);
     ms_scenario_free(sc);
 }
 END_TEST
@@ -125,8 +126,10 @@ START_TEST(overrides_apply)
                                      "model.hidden_dropout=0.25", "parallel.global_batch_size=32",
                                      "report.detail=last", "parallel.overlap_grad_reduce=false",
                                      "parallel.batch_p2p_sync=true",
-                                     "parallel.scatter_gather_tensors_in_pipeline=true"};
-    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 10);
+                                     "parallel.scatter_gather_tensors_in_pipeline=true",
+                                     "model.fp8=hybrid"};
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 11);
+    ck_assert_int_eq(sc->model.fp8, MS_FP8_HYBRID);
     ck_assert(!sc->parallel.overlap_grad_reduce);
     ck_assert(sc->parallel.batch_p2p_sync);
     ck_assert(sc->parallel.scatter_gather_tensors_in_pipeline);
@@ -168,6 +171,10 @@ START_TEST(overrides_checked)
     load_bad("scenarios/llama2-7b.lua", detail, 1, &d);
     ASSERT_MSG_HAS(d, "llama2-7b.lua: field 'report.detail' must be one of \"all\", \"last\", "
                       "\"none\" (got \"every\")");
+    static const char *const fp4[] = {"model.fp8=fp4"};
+    load_bad("scenarios/llama2-7b.lua", fp4, 1, &d);
+    ASSERT_MSG_HAS(d, "llama2-7b.lua: field 'model.fp8' must be one of \"none\", \"e4m3\", "
+                      "\"hybrid\" (got \"fp4\")");
     static const char *const tp3[] = {"parallel.tensor_model_parallel_size=3",
                                       "parallel.world_size=3"};
     load_bad("scenarios/llama2-7b.lua", tp3, 2, &d);

@@ -179,6 +179,68 @@ START_TEST(flash_removes_score_term)
 }
 END_TEST
 
+static const ms_op *op_named(const ms_program_view *v, const char *name)
+{
+    for (uint32_t i = 0; i < v->n_ops; i++)
+        if (strcmp(v->ops[i].name, name) == 0)
+            return &v->ops[i];
+    ck_abort_msg("no op %s", name);
+    return NULL;
+}
+
+/* FP8 (Transformer Engine's layers in Megatron-core, hybrid format): the
+ * norms write the GEMMs' inputs in one byte (TE fuses the cast), the
+ * row-parallel layers cast theirs and keep the one-byte copy.  Per layer
+ * with SP and flash, from (34 s b h + 4 a s b) / t: the two norm outputs
+ * take 1 byte instead of 2 (-2 s b h / t), linear_proj keeps an FP8 copy of
+ * the attention output, which flash attention keeps too (+s b h / t), and
+ * linear_fc2's 4h-wide input takes 1 byte instead of 2 (-4 s b h / t):
+ * (29 s b h + 4 a s b) / t. */
+START_TEST(fp8_linear_layers)
+{
+    uint64_t s = 512, b = 2, h = 1024, a = 16, t = 2;
+    ms_scenario sc = gpt((int)s, (int)b, (int)h, (int)a, (int)t, true, true, 2);
+    sc.model.fp8 = MS_FP8_HYBRID;
+    sc.device.peak_flops[MS_DTYPE_FP8] = 1e15;
+    ms_program_view v;
+    ms_program *p = build(&sc, 0, &v);
+    for (int l = 0; l < 2; l++)
+        ck_assert_uint_eq(saved_bytes(&v, l), (29 * s * b * h + 4 * a * s * b) / t);
+    /* The weights' FP8 copies with their transposes: 2 bytes for each of
+     * the 12 h^2 / t weights of a layer (the biases stay 16-bit). */
+    uint64_t w8 = 0;
+    for (uint32_t i = 0; i < v.n_tensors; i++)
+        if (v.tensors[i].persistent && v.tensors[i].dtype == MS_DTYPE_FP8 &&
+            v.tensors[i].layer == 0)
+            w8 += v.tensors[i].bytes;
+    ck_assert_uint_eq(w8, 24 * h * h / t);
+    /* The layers' GEMMs run in FP8, the output layer's in bf16. */
+    ck_assert_int_eq(op_named(&v, "layers.0.self_attention.linear_qkv")->kernel.dtype,
+                     MS_DTYPE_FP8);
+    ck_assert_int_eq(op_named(&v, "layers.1.mlp.linear_fc2")->kernel.dtype, MS_DTYPE_FP8);
+    ck_assert_int_eq(op_named(&v, "output_layer")->kernel.dtype, MS_DTYPE_BF16);
+    /* A backward GEMM reads its output grad cast to FP8 with its transpose
+     * (2 M N bytes); the SP all-gather in front of linear_qkv moves the FP8
+     * norm output (s b h bytes, not 2 s b h). */
+    const ms_op *pb = op_named(&v, "layers.0.self_attention.linear_proj.backward");
+    ck_assert_int_eq(pb->kernel.dtype, MS_DTYPE_FP8);
+    const ms_tensor *g8 = &v.tensors[pb->inputs[0]];
+    ck_assert_int_eq(g8->dtype, MS_DTYPE_FP8);
+    ck_assert_uint_eq(g8->bytes, 2 * s * b * h);
+    ck_assert_double_eq(
+        op_named(&v, "layers.0.self_attention.linear_qkv.all_gather")->kernel.comm_bytes,
+        (double)(s * b * h));
+    ms_program_free(p);
+    /* A device without an FP8 peak cannot run it: an error naming the field. */
+    sc.device.peak_flops[MS_DTYPE_FP8] = 0;
+    ms_program *q = NULL;
+    ms_diag d = {0};
+    ck_assert_int_eq(ms_program_build(&sc, 0, &q, &d), MS_EUNSUPPORTED);
+    ck_assert_ptr_nonnull(strstr(d.msg, "model.fp8"));
+    ck_assert_ptr_null(q);
+}
+END_TEST
+
 /* Non-persistent inputs of the layer segments. */
 static uint64_t layer_segment_input_bytes(const ms_program_view *v, uint32_t seg)
 {
@@ -797,6 +859,7 @@ static Suite *workload_suite(void)
     tcase_add_test(tc, korthikanti_sp);
     tcase_add_test(tc, korthikanti_no_sp);
     tcase_add_test(tc, flash_removes_score_term);
+    tcase_add_test(tc, fp8_linear_layers);
     tcase_add_test(tc, full_recompute_keeps_layer_input);
     tcase_add_test(tc, segments_nest);
     tcase_add_test(tc, flops_match_narayanan);

@@ -216,7 +216,8 @@ typedef struct variant {
 
 /* What changes a unit: interleaving with an uneven warm-up, context
  * parallelism, the DP reduction in the last backward or after it, MoE with
- * expert parallelism, selective recompute, one micro-batch. */
+ * expert parallelism, selective recompute, one micro-batch, FP8 (the
+ * casts' copies the row-parallel layers keep). */
 static const variant variants[] = {
     {"llama2-7b", {"parallel.world_size=32", "parallel.pipeline_model_parallel_size=4",
                    "parallel.global_batch_size=32",
@@ -229,6 +230,8 @@ static const variant variants[] = {
     {"mixtral-8x7b", {"parallel.global_batch_size=8"}},
     {"gpt-22b", {"recompute.recompute_granularity=selective", "parallel.global_batch_size=4"}},
     {"llama2-7b", {"parallel.global_batch_size=4"}},
+    {"llama2-7b", {"device=h100-80gb", "model.fp8=hybrid", "parallel.world_size=16",
+                   "parallel.pipeline_model_parallel_size=2", "parallel.global_batch_size=8"}},
 };
 
 START_TEST(variants_of_units)
