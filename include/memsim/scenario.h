@@ -93,6 +93,13 @@ typedef struct ms_parallel_config {
      * host calls torch.cuda.synchronize() after each batch of pipeline sends
      * and receives, so the transfers do not overlap compute. */
     bool batch_p2p_sync;
+    /* Megatron-core DDP's grad_reduce_in_fp32 (Megatron-LM's
+     * --accumulate-allreduce-grads-in-fp32, which it turns on for bf16; NeMo
+     * turns it off with grad_sync_dtype bf16) is the negation: the main
+     * grads, accumulated and reduced over DP, are fp32 unless this is set
+     * (then in the model's dtype; false, a zeroed config's, is Megatron-LM's
+     * bf16 default). */
+    bool grads_in_model_dtype;
     /* Megatron 2021-2022's --scatter-gather-tensors-in-pipeline (removed
      * from Megatron-core): without SP each TP rank sends 1/t of a pipeline
      * boundary's activation and the receiver all-gathers it over TP. */

@@ -30,6 +30,17 @@ static wm_group *group_new(wm *m, const char *name, int32_t layer)
 }
 
 /* A weight of `params` parameters on this rank, with its main grad. */
+/* The main grads: fp32, or the model's dtype without grad_reduce_in_fp32. */
+static ms_dtype grad_dtype(const wm *m)
+{
+    return m->sc->parallel.grads_in_model_dtype ? m->dt : MS_DTYPE_FP32;
+}
+
+static uint64_t grad_size(const wm *m)
+{
+    return ms_dtype_size(grad_dtype(m));
+}
+
 static wm_param param_new(wm *m, wm_group *g, const char *module, uint64_t params)
 {
     wm_param p = {.params = params, .w8 = WB_NO_TENSOR};
@@ -41,7 +52,7 @@ static wm_param param_new(wm *m, wm_group *g, const char *module, uint64_t param
     const char *dot = g->layer != MS_NONE ? "." : "";
     p.w = wl_build_persistent(m->b, params * m->es, m->dt, MS_TK_WEIGHT, g->layer, "%s%s%s.weight",
                               pre, dot, module);
-    p.g = wl_build_persistent(m->b, params * 4, MS_DTYPE_FP32, MS_TK_GRAD, g->layer,
+    p.g = wl_build_persistent(m->b, params * grad_size(m), grad_dtype(m), MS_TK_GRAD, g->layer,
                               "%s%s%s.main_grad", pre, dot, module);
     g->p[g->n++] = p;
     g->params += params;
@@ -230,7 +241,7 @@ void wl_grad_reduce(wm *m, int gi)
     snprintf(name, sizeof name, "%s.grads.%s", g->name, dist ? "reduce_scatter" : "all_reduce");
     wl_collective_inplace(m, name, dist ? MS_COMM_REDUCE_SCATTER : MS_COMM_ALLREDUCE,
                           (wl_group){(int)g->dp, g->dp_kind}, g->dp_link, ids, (uint32_t)g->n,
-                          (double)(g->params * 4));
+                          (double)(g->params * grad_size(m)));
 }
 
 void wl_layer_grad_reduce(wm *m, int local)
@@ -254,7 +265,7 @@ static void embedding_group_reduce(wm *m)
              m->first ? m->nm.embed : m->nm.head);
     wl_collective_inplace(m, name, MS_COMM_ALLREDUCE, (wl_group){2, WL_GROUP_OTHER},
                           wl_stage_link(m->sc, 0, m->n_stages - 1), &p->g, 1,
-                          (double)(p->params * 4));
+                          (double)(p->params * grad_size(m)));
 }
 
 /* A scalar of the grads (their norm, the found-inf flag) is summed over
@@ -321,7 +332,7 @@ static void unscale_grads(wm *m)
                    .cls = MS_KC_ELEMENTWISE,
                    .dtype = MS_DTYPE_FP32,
                    .flops = params,
-                   .bytes = 8 * params,
+                   .bytes = 2.0 * (double)grad_size(m) * params,
                    .peer = -1};
     wl_build_op_add(m->b, &k, 0, ids, n, "optimizer.unscale_grads");
     for (uint32_t i = 0; i < n; i++)
@@ -339,7 +350,7 @@ static void grad_norm(wm *m)
         return;
     double params = shard_params(m);
     ms_kernel kn = {.name = "l2norm", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
-                    .flops = 2 * params, .bytes = 4 * params, .peer = -1};
+                    .flops = 2 * params, .bytes = (double)grad_size(m) * params, .peer = -1};
     wl_build_op_add(m->b, &kn, 0, ids, n, "optimizer.grad_norm");
     m->grad_norm = wl_build_out(m->b, "out", 4, MS_DTYPE_FP32, MS_TK_TEMP);
     stats_reduce(m, "optimizer.grad_norm.all_reduce", m->grad_norm);
@@ -363,7 +374,7 @@ static void adam(wm *m, const wm_group *g)
     double state = g->master != WB_NO_TENSOR ? 3 : 2;
     ms_kernel k = {.name = "adam", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
                    .flops = ADAM_FLOPS_PER_PARAM * p,
-                   .bytes = p * (4 + state * 8 + (double)m->es), .peer = -1};
+                   .bytes = p * ((double)grad_size(m) + state * 8 + (double)m->es), .peer = -1};
     wl_build_op_add(m->b, &k, 0, in, n, "optimizer.%s.adam", g->name);
     for (uint32_t i = (uint32_t)g->n; i < n - 1; i++)
         wl_build_inplace(m->b, in[i]); /* weights, master, moments */
@@ -414,7 +425,7 @@ static void zero_grads(wm *m)
     ms_kernel kz = {.name = "memset", .cls = MS_KC_ELEMENTWISE, .dtype = MS_DTYPE_FP32,
                     .flops = 0, .bytes = 0, .peer = -1};
     for (int gi = 0; gi < m->n_groups; gi++)
-        kz.bytes += 4.0 * (double)m->group[gi].params;
+        kz.bytes += (double)grad_size(m) * (double)m->group[gi].params;
     wl_build_op_add(m->b, &kz, 0, ids, n, "optimizer.zero_grad_buffer");
     for (uint32_t i = 0; i < n; i++)
         wl_build_inplace(m->b, ids[i]);

@@ -313,23 +313,24 @@ START_TEST(shipped_tables_load)
 {
     static const char *const names[] = {"validation/megatron-ptdp-a100.csv",
                                         "validation/korthikanti-a100.csv",
-                                        "validation/mindspeed-910b.csv"};
-    char paths[3][4096];
-    const char *tables[3];
-    for (int i = 0; i < 3; i++) {
+                                        "validation/mindspeed-910b.csv",
+                                        "validation/nemo-h100-fp8.csv"};
+    char paths[4][4096];
+    const char *tables[4];
+    for (int i = 0; i < 4; i++) {
         snprintf(paths[i], sizeof paths[i], "%s/%s", srcdir(), names[i]);
         tables[i] = paths[i];
     }
     ms_validation *v = NULL;
     ms_diag d = {0};
-    ck_assert_msg(ms_validation_load(tables, 3, &v, &d) == MS_OK, "%s", d.msg);
-    ck_assert_int_eq((int)v->n_rows, 10 + 8 + 6);
+    ck_assert_msg(ms_validation_load(tables, 4, &v, &d) == MS_OK, "%s", d.msg);
+    ck_assert_int_eq((int)v->n_rows, 10 + 8 + 6 + 9);
     size_t train = 0;
     for (size_t i = 0; i < v->n_rows; i++) {
         ck_assert_msg(strlen(v->rows[i].source) > 20, "row %s names no source", v->rows[i].id);
         train += v->rows[i].train;
     }
-    ck_assert_int_eq((int)train, 5 + 4 + 3);
+    ck_assert_int_eq((int)train, 5 + 4 + 3 + 4);
     ms_validation_free(v);
 }
 END_TEST

@@ -114,6 +114,7 @@ START_TEST(gpt_22b_defaults)
     ck_assert(!sc->parallel.batch_p2p_sync);     /* memsim's default: overlapped */
     ck_assert(!sc->parallel.scatter_gather_tensors_in_pipeline); /* gone from Megatron-core */
     ck_assert_int_eq(sc->model.fp8, MS_FP8_NONE);
+    ck_assert(!sc->parallel.grads_in_model_dtype); /* Megatron-LM's bf16 default: fp32 grads */
     ms_scenario_free(sc);
 }
 END_TEST
@@ -127,9 +128,10 @@ START_TEST(overrides_apply)
                                      "report.detail=last", "parallel.overlap_grad_reduce=false",
                                      "parallel.batch_p2p_sync=true",
                                      "parallel.scatter_gather_tensors_in_pipeline=true",
-                                     "model.fp8=hybrid"};
-    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 11);
+                                     "model.fp8=hybrid", "parallel.grad_reduce_in_fp32=false"};
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 12);
     ck_assert_int_eq(sc->model.fp8, MS_FP8_HYBRID);
+    ck_assert(sc->parallel.grads_in_model_dtype);
     ck_assert(!sc->parallel.overlap_grad_reduce);
     ck_assert(sc->parallel.batch_p2p_sync);
     ck_assert(sc->parallel.scatter_gather_tensors_in_pipeline);

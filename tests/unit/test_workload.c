@@ -62,6 +62,8 @@ static ms_program *build(const ms_scenario *sc, int stage, ms_program_view *v)
     return p;
 }
 
+static const ms_op *op_named(const ms_program_view *v, const char *name);
+
 /* Bytes of the tensors layer `layer` makes in micro-batch 0 and keeps for
  * backward. */
 static uint64_t saved_bytes(const ms_program_view *v, int layer)
@@ -575,6 +577,23 @@ START_TEST(persistent_bytes_per_param)
         }
         ck_assert_uint_eq(w, 2 * P);
         ck_assert_uint_eq(g, 4 * P);
+        /* Without grad_reduce_in_fp32 the grads are bf16, and so is what the
+         * DP reduction of layer 0's grads moves (its 12 h^2 + 13 h). */
+        sc.parallel.grads_in_model_dtype = true;
+        ms_program_view v2;
+        ms_program *p2 = build(&sc, 0, &v2);
+        uint64_t g2 = 0;
+        for (uint32_t i = 0; i < v2.n_tensors; i++)
+            if (v2.tensors[i].persistent && v2.tensors[i].kind == MS_TK_GRAD) {
+                g2 += v2.tensors[i].bytes;
+                ck_assert_int_eq(v2.tensors[i].dtype, MS_DTYPE_BF16);
+            }
+        ck_assert_uint_eq(g2, 2 * P);
+        if (dist)
+            ck_assert_double_eq(op_named(&v2, "layers.0.grads.reduce_scatter")->kernel.comm_bytes,
+                                2.0 * (12 * 512 * 512 + 13 * 512));
+        ms_program_free(p2);
+        sc.parallel.grads_in_model_dtype = false;
         /* Each group's shard rounds up: within 3 groups x 12 bytes. */
         ck_assert_uint_ge(o, 12 * P / (dist ? 4 : 1));
         ck_assert_uint_le(o, 12 * P / (dist ? 4 : 1) + 3 * 12);
