@@ -100,6 +100,11 @@ typedef struct ms_parallel_config {
      * (then in the model's dtype; false, a zeroed config's, is Megatron-LM's
      * bf16 default). */
     bool grads_in_model_dtype;
+    /* Megatron's --overlap-param-gather (NeMo's overlap_param_sync): the
+     * distributed optimizer's parameter all-gathers run in the next step's
+     * first forward, each layer's before its first use, beside the compute
+     * of the layers before it, instead of after the optimizer step. */
+    bool overlap_param_gather;
     /* Megatron 2021-2022's --scatter-gather-tensors-in-pipeline (removed
      * from Megatron-core): without SP each TP rank sends 1/t of a pipeline
      * boundary's activation and the receiver all-gathers it over TP. */

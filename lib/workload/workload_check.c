@@ -169,6 +169,14 @@ static void check_experts(check *c, const ms_scenario *sc)
  * logits), the number of ops and the p2p tags must stay inside their types. */
 /* FP8 GEMMs need a device that runs them; TE's fp8 experts (GroupedLinear)
  * are not modelled, and FP8 mixed precision starts from 16-bit weights. */
+/* Megatron: "--overlap-param-gather only supported with distributed optimizer". */
+static void check_param_gather(check *c, const ms_scenario *sc)
+{
+    if (sc->parallel.overlap_param_gather && !sc->parallel.use_distributed_optimizer)
+        bad(c, MS_EINVAL, "parallel.overlap_param_gather needs "
+                          "parallel.use_distributed_optimizer (Megatron's rule)");
+}
+
 static void check_fp8(check *c, const ms_scenario *sc)
 {
     const ms_model_config *md = &sc->model;
@@ -217,6 +225,7 @@ ms_status wl_check_scenario(const ms_scenario *sc, int stage, ms_diag *d)
     check_pipeline(&c, sc, stage);
     check_experts(&c, sc);
     check_fp8(&c, sc);
+    check_param_gather(&c, sc);
     check_limits(&c, sc);
     return c.st;
 }

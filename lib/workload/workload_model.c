@@ -289,21 +289,44 @@ static bool heads(const wm *m, int chunk)
     return m->last && chunk == m->chunks - 1;
 }
 
+/* The first micro-batch's forward is where overlapped parameter gathers
+ * run (wl_param_refresh). */
+static bool gathers_params(const wm *m, const wm_step *st)
+{
+    return st->micro_batch == 0 && m->sc->parallel.overlap_param_gather;
+}
+
+static void refresh_layer(wm *m, int local)
+{
+    wl_param_refresh(m, m->g_layer[local]);
+    for (int e = 0; m->moe && e < (int)m->n_local; e++)
+        wl_param_refresh(m, m->g_layer[local] + 1 + e);
+}
+
 static void forward_unit(wm *m, const wm_step *st, wm_saved *sv, wm_ends *e)
 {
     wb *b = m->b;
+    bool refresh = gathers_params(m, st);
     *e = (wm_ends){WB_NO_TENSOR, WB_NO_TENSOR, WB_NO_TENSOR, WB_NO_TENSOR};
     b->micro_batch = st->micro_batch;
     b->chunk = st->chunk;
     b->phase = MS_PHASE_FORWARD;
     b->layer = MS_NONE;
+    if (refresh && embeds(m, st->chunk))
+        wl_param_refresh(m, m->g_embed);
     uint32_t x = embeds(m, st->chunk) ? embedding_fwd(m, e) : wl_p2p(m, false, true, WB_NO_TENSOR);
     for (int i = 0; i < m->chunk_count[st->chunk]; i++) {
         int local = m->chunk_local0[st->chunk] + i;
         b->layer = m->chunk_first[st->chunk] + i;
+        if (refresh)
+            refresh_layer(m, local);
         x = wl_layer_forward(m, local, x, &sv[i]);
     }
     b->layer = MS_NONE;
+    if (refresh && heads(m, st->chunk)) {
+        wl_param_refresh(m, m->g_final);
+        wl_param_refresh(m, m->g_head);
+    }
     if (heads(m, st->chunk))
         head_fwd(m, x, e);
     else
@@ -490,7 +513,8 @@ static void forward_step(wm *m, const wm_step *st, wm_units *u, wm_repeats *r)
     }
     forward_unit(m, st, saved_of(m, u, unit), &u->ends[unit]);
     wl_build_mark(m->b, &at->to);
-    keep_first(m, first, at);
+    if (!gathers_params(m, st)) /* other ops: never copied from */
+        keep_first(m, first, at);
 }
 
 static void backward_step(wm *m, const wm_step *st, wm_units *u, wm_repeats *r)

@@ -269,6 +269,9 @@ ms_status wl_check_scenario(const ms_scenario *sc, int stage, ms_diag *d);
 ms_status wl_params_create(wm *m);
 void wl_params_release(wm *m);
 void wl_grad_reduce(wm *m, int group);
+/* With parallel.overlap_param_gather, group gi's parameter all-gather (and
+ * FP8 weight cast) where its first forward reads it; else nothing. */
+void wl_param_refresh(wm *m, int gi);
 /* The grad collectives of local layer `local` (its dense group and its experts). */
 void wl_layer_grad_reduce(wm *m, int local);
 void wl_optimizer(wm *m);

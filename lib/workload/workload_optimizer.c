@@ -378,15 +378,22 @@ static void adam(wm *m, const wm_group *g)
     wl_build_op_add(m->b, &k, 0, in, n, "optimizer.%s.adam", g->name);
     for (uint32_t i = (uint32_t)g->n; i < n - 1; i++)
         wl_build_inplace(m->b, in[i]); /* weights, master, moments */
-    if (m->sc->parallel.use_distributed_optimizer && g->dp > 1) {
-        char name[160];
-        snprintf(name, sizeof name, "optimizer.%s.all_gather", g->name);
-        uint32_t w[WM_GROUP_MAX];
-        group_ids(g, w, false);
-        /* The gathered buffer, every rank's shard: the cost model's B. */
-        wl_collective_inplace(m, name, MS_COMM_ALLGATHER, (wl_group){(int)g->dp, g->dp_kind},
-                              g->dp_link, w, (uint32_t)g->n, p * (double)g->dp * (double)m->es);
-    }
+}
+
+/* The distributed optimizer's all-gather of the updated shards into the
+ * whole 16-bit weights. */
+static void param_all_gather(wm *m, const wm_group *g, const char *prefix)
+{
+    if (!m->sc->parallel.use_distributed_optimizer || g->dp <= 1)
+        return;
+    char name[160];
+    snprintf(name, sizeof name, "%s%s.all_gather", prefix, g->name);
+    uint32_t w[WM_GROUP_MAX];
+    group_ids(g, w, false);
+    /* The gathered buffer, every rank's shard: the cost model's B. */
+    wl_collective_inplace(m, name, MS_COMM_ALLGATHER, (wl_group){(int)g->dp, g->dp_kind},
+                          g->dp_link, w, (uint32_t)g->n,
+                          (double)shard(m, g) * (double)g->dp * (double)m->es);
 }
 
 /* With FP8 the updated weights are cast (and transposed) once for the next
@@ -394,7 +401,7 @@ static void adam(wm *m, const wm_group *g)
  * and writing their FP8 copies (Megatron's fp8 param path does it after
  * the optimizer; TE without it on the first micro-batch's forward, the
  * same work one step later). */
-static void fp8_weight_cast(wm *m, const wm_group *g)
+static void fp8_weight_cast(wm *m, const wm_group *g, const char *prefix)
 {
     uint32_t in[2 * WM_GROUP_MAX], n = 0, out[WM_GROUP_MAX], n_out = 0;
     double elems = 0;
@@ -410,7 +417,7 @@ static void fp8_weight_cast(wm *m, const wm_group *g)
         in[n++] = out[i];
     ms_kernel k = {.name = "fp8_cast_transpose", .cls = MS_KC_ELEMENTWISE, .dtype = m->dt,
                    .flops = elems, .bytes = elems * ((double)m->es + 2), .peer = -1};
-    wl_build_op_add(m->b, &k, 0, in, n, "optimizer.%s.fp8_cast_transpose", g->name);
+    wl_build_op_add(m->b, &k, 0, in, n, "%s%s.fp8_cast_transpose", prefix, g->name);
     for (uint32_t i = 0; i < n_out; i++)
         wl_build_inplace(m->b, out[i]);
 }
@@ -444,6 +451,17 @@ static void reduce_after_backward(wm *m)
     m->b->layer = MS_NONE;
 }
 
+/* With overlap_param_gather: group gi's weights made whole (and cast to
+ * FP8) in the first forward, before their first reader, as Megatron's
+ * forward pre-hooks do; the compute waits for each layer's own gather only. */
+void wl_param_refresh(wm *m, int gi)
+{
+    if (gi < 0 || !m->sc->parallel.overlap_param_gather || m->b->err != MS_OK)
+        return;
+    param_all_gather(m, &m->group[gi], "");
+    fp8_weight_cast(m, &m->group[gi], "");
+}
+
 void wl_optimizer(wm *m)
 {
     m->b->phase = MS_PHASE_OPTIMIZER;
@@ -457,7 +475,10 @@ void wl_optimizer(wm *m)
     for (int gi = 0; gi < m->n_groups; gi++) {
         m->b->layer = m->group[gi].layer;
         adam(m, &m->group[gi]);
-        fp8_weight_cast(m, &m->group[gi]);
+        if (!m->sc->parallel.overlap_param_gather) {
+            param_all_gather(m, &m->group[gi], "optimizer.");
+            fp8_weight_cast(m, &m->group[gi], "optimizer.");
+        }
     }
     m->b->layer = MS_NONE;
     zero_grads(m);

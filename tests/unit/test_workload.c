@@ -243,6 +243,53 @@ START_TEST(fp8_linear_layers)
 }
 END_TEST
 
+/* Megatron's --overlap-param-gather: the distributed optimizer's all-gather
+ * of each layer's weights leaves the optimizer for the first micro-batch's
+ * forward, right before the layer (once a step, not per micro-batch), and
+ * the FP8 weight cast follows it there.  Without the distributed optimizer
+ * it is an error, as in Megatron. */
+START_TEST(overlap_param_gather_in_first_forward)
+{
+    ms_scenario sc = gpt(512, 1, 1024, 16, 1, false, true, 2);
+    sc.parallel.use_distributed_optimizer = true;
+    sc.parallel.data_parallel_size = 4;
+    sc.parallel.world_size = 4;
+    sc.parallel.global_batch_size = 12; /* 3 micro-batches a rank */
+    sc.parallel.num_micro_batches = 3;
+    sc.parallel.overlap_param_gather = true;
+    sc.model.fp8 = MS_FP8_HYBRID;
+    sc.device.peak_flops[MS_DTYPE_FP8] = 1e15;
+    ms_program_view v;
+    ms_program *p = build(&sc, 0, &v);
+    int gathers = 0, in_optimizer = 0;
+    uint32_t gather = 0, cast = 0, first_reader = UINT32_MAX;
+    for (uint32_t i = 0; i < v.n_ops; i++) {
+        const ms_op *o = &v.ops[i];
+        if (strcmp(o->name, "layers.1.all_gather") == 0) {
+            gathers++;
+            gather = i;
+            ck_assert_int_eq(o->phase, MS_PHASE_FORWARD);
+            ck_assert_int_eq(o->micro_batch, 0);
+        }
+        if (strcmp(o->name, "layers.1.fp8_cast_transpose") == 0)
+            cast = i;
+        in_optimizer += strstr(o->name, "optimizer.") == o->name && strstr(o->name, "all_gather");
+        if (strcmp(o->name, "layers.1.self_attention.linear_qkv") == 0 && first_reader == UINT32_MAX)
+            first_reader = i;
+    }
+    ck_assert_int_eq(gathers, 1);
+    ck_assert_int_eq(in_optimizer, 0);
+    ck_assert_uint_lt(gather, cast);
+    ck_assert_uint_lt(cast, first_reader);
+    ms_program_free(p);
+    sc.parallel.use_distributed_optimizer = false;
+    ms_program *q = NULL;
+    ms_diag d = {0};
+    ck_assert_int_eq(ms_program_build(&sc, 0, &q, &d), MS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(d.msg, "parallel.overlap_param_gather"));
+}
+END_TEST
+
 /* Non-persistent inputs of the layer segments. */
 static uint64_t layer_segment_input_bytes(const ms_program_view *v, uint32_t seg)
 {
@@ -879,6 +926,7 @@ static Suite *workload_suite(void)
     tcase_add_test(tc, korthikanti_no_sp);
     tcase_add_test(tc, flash_removes_score_term);
     tcase_add_test(tc, fp8_linear_layers);
+    tcase_add_test(tc, overlap_param_gather_in_first_forward);
     tcase_add_test(tc, full_recompute_keeps_layer_input);
     tcase_add_test(tc, segments_nest);
     tcase_add_test(tc, flops_match_narayanan);

@@ -161,9 +161,10 @@ static const ms_op *first_forward(const ms_program_view *v, int32_t mb)
 }
 
 /* Every stage of sc built both ways is the same program; returns how many
- * stages had micro-batch 1 copied (its first op's name is micro-batch 0's,
- * shared, where the model code writes a name of its own). */
-static int compare_stages(const char *name, const ms_scenario *sc)
+ * stages had micro-batch t + 1 copied from micro-batch t, the template (its
+ * first op's name is the template's, shared, where the model code writes a
+ * name of its own). */
+static int compare_stages_from(const char *name, const ms_scenario *sc, int t)
 {
     int copied = 0;
     for (int s = 0; s < sc->parallel.pipeline_model_parallel_size; s++) {
@@ -172,8 +173,8 @@ static int compare_stages(const char *name, const ms_scenario *sc)
         ms_program *plain = build(sc, s, false), *rep = build(sc, s, true);
         ms_program_view a = ms_program_get_view(plain), b = ms_program_get_view(rep);
         same_program(where, &a, &b);
-        const ms_op *a0 = first_forward(&a, 0), *a1 = first_forward(&a, 1);
-        const ms_op *b0 = first_forward(&b, 0), *b1 = first_forward(&b, 1);
+        const ms_op *a0 = first_forward(&a, t), *a1 = first_forward(&a, t + 1);
+        const ms_op *b0 = first_forward(&b, t), *b1 = first_forward(&b, t + 1);
         if (a1 != NULL) {
             ck_assert_msg(a0->name != a1->name, "%s: the model code shares a name", where);
             copied += b0->name == b1->name;
@@ -182,6 +183,11 @@ static int compare_stages(const char *name, const ms_scenario *sc)
         ms_program_free(rep);
     }
     return copied;
+}
+
+static int compare_stages(const char *name, const ms_scenario *sc)
+{
+    return compare_stages_from(name, sc, 0);
 }
 
 START_TEST(shipped_scenarios)
@@ -211,41 +217,48 @@ END_TEST
 
 typedef struct variant {
     const char *scenario;
-    const char *ov[6];
+    const char *ov[8];
+    int template_mb; /* the micro-batch later ones copy */
 } variant;
 
 /* What changes a unit: interleaving with an uneven warm-up, context
  * parallelism, the DP reduction in the last backward or after it, MoE with
  * expert parallelism, selective recompute, one micro-batch, FP8 (the
- * casts' copies the row-parallel layers keep). */
+ * casts' copies the row-parallel layers keep), the parameter gathers of an
+ * overlapped distributed optimizer (in the first micro-batch only). */
 static const variant variants[] = {
     {"llama2-7b", {"parallel.world_size=32", "parallel.pipeline_model_parallel_size=4",
                    "parallel.global_batch_size=32",
                    "parallel.num_layers_per_virtual_pipeline_stage=2",
-                   "parallel.overlap_grad_reduce=true"}},
+                   "parallel.overlap_grad_reduce=true"}, 0},
     {"llama2-7b", {"parallel.world_size=16", "parallel.pipeline_model_parallel_size=2",
-                   "parallel.global_batch_size=20", "parallel.overlap_grad_reduce=false"}},
+                   "parallel.global_batch_size=20", "parallel.overlap_grad_reduce=false"}, 0},
     {"llama2-7b", {"parallel.world_size=32", "parallel.context_parallel_size=2",
-                   "parallel.pipeline_model_parallel_size=2", "parallel.global_batch_size=12"}},
-    {"mixtral-8x7b", {"parallel.global_batch_size=8"}},
-    {"gpt-22b", {"recompute.recompute_granularity=selective", "parallel.global_batch_size=4"}},
-    {"llama2-7b", {"parallel.global_batch_size=4"}},
+                   "parallel.pipeline_model_parallel_size=2", "parallel.global_batch_size=12"}, 0},
+    {"mixtral-8x7b", {"parallel.global_batch_size=8"}, 0},
+    {"gpt-22b", {"recompute.recompute_granularity=selective", "parallel.global_batch_size=4"}, 0},
+    {"llama2-7b", {"parallel.global_batch_size=4"}, 0},
     {"llama2-7b", {"device=h100-80gb", "model.fp8=hybrid", "parallel.world_size=16",
-                   "parallel.pipeline_model_parallel_size=2", "parallel.global_batch_size=8"}},
+                   "parallel.pipeline_model_parallel_size=2", "parallel.global_batch_size=8"}, 0},
+    {"llama2-7b", {"device=h100-80gb", "model.fp8=hybrid", "parallel.world_size=32",
+                   "parallel.pipeline_model_parallel_size=2", "parallel.global_batch_size=24",
+                   "parallel.use_distributed_optimizer=true",
+                   "parallel.overlap_param_gather=true"},
+     1},
 };
 
 START_TEST(variants_of_units)
 {
     const variant *v = &variants[_i];
     size_t n_ov = 0;
-    while (n_ov < 6 && v->ov[n_ov] != NULL)
+    while (n_ov < 8 && v->ov[n_ov] != NULL)
         n_ov++;
     char path[4096];
     snprintf(path, sizeof path, "%s/scenarios/%s.lua", srcdir(), v->scenario);
     const ms_scenario *sc = load(path, v->ov, n_ov);
-    int copied = compare_stages(v->scenario, sc);
+    int copied = compare_stages_from(v->scenario, sc, v->template_mb);
     /* One micro-batch has nothing to copy; the others copy on every stage. */
-    ck_assert_int_eq(copied, sc->parallel.num_micro_batches > 1
+    ck_assert_int_eq(copied, sc->parallel.num_micro_batches > v->template_mb + 1
                                  ? sc->parallel.pipeline_model_parallel_size
                                  : 0);
     ms_scenario_free(sc);

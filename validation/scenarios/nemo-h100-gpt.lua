@@ -60,8 +60,10 @@
 -- pipeline tensors (removed from Megatron-core).
 -- Grads in bf16: the example scripts' optim.grad_sync_dtype=bf16 (NeMo
 -- then keeps and reduces bf16 main grads: grad_reduce_in_fp32 = false).
--- Not modelled: the
--- overlapped parameter all-gather (overlap_param_sync), Transformer
+-- The parameter all-gather overlapped with the next forward: optim
+-- overlap_param_sync: true (gpt3/5b.yaml 00af8f26, llama2_70b.yaml 0446d2c0,
+-- llama3_70b.yaml 3dd35614) = parallel.overlap_param_gather.
+-- Not modelled: Transformer
 -- Engine's tensor-parallel communication overlap (ub_tp_comm_overlap, on in
 -- some 175B/20B config versions).
 return {
@@ -95,6 +97,7 @@ return {
     use_distributed_optimizer = true,
     overlap_grad_reduce = true,
     grad_reduce_in_fp32 = false,
+    overlap_param_gather = true,
     batch_p2p_sync = false,
     scatter_gather_tensors_in_pipeline = false,
     micro_batch_size = 4,
