@@ -312,12 +312,32 @@ static ms_status compute_ns(const ms_cost_model *cm, const ms_kernel *k, double 
     return MS_OK;
 }
 
+/* A GEMM that overlaps a tensor-parallel collective in t chunks (TE's
+ * userbuffers ring exchange: chunk i's GEMM runs while chunk i + 1 moves):
+ * the longer of the two, plus one chunk of the shorter that nothing hides. */
+static ms_status overlapped_gemm_ns(const ms_cost_model *cm, const ms_kernel *k, double *ns)
+{
+    ms_kernel c = *k;
+    c.cls = MS_KC_COMM;
+    double gemm = 0, comm = 0;
+    ms_status st = compute_ns(cm, k, &gemm);
+    if (st == MS_OK)
+        st = comm_ns(cm, &c, &comm);
+    if (st != MS_OK)
+        return st;
+    int n = k->group_size > 1 ? k->group_size : 1;
+    *ns = fmax(gemm, comm) + fmin(gemm, comm) / n;
+    return MS_OK;
+}
+
 ms_status sim_cost_kernel_ns(const ms_cost_model *cm, const ms_kernel *k, int64_t *ns)
 {
     if (cm == NULL || k == NULL || ns == NULL || (unsigned)k->cls >= MS_KC_COUNT)
         return MS_EINVAL;
     double t = 0;
-    ms_status st = k->cls == MS_KC_COMM ? comm_ns(cm, k, &t) : compute_ns(cm, k, &t);
+    ms_status st = k->cls == MS_KC_COMM                                  ? comm_ns(cm, k, &t)
+                   : k->cls == MS_KC_MATMUL && k->comm != MS_COMM_NONE ? overlapped_gemm_ns(cm, k, &t)
+                                                                       : compute_ns(cm, k, &t);
     if (st != MS_OK)
         return st;
     if (!(t < 9e18))

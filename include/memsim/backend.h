@@ -62,7 +62,9 @@ typedef struct ms_kernel {
     double flops;         /* floating-point operations */
     double bytes;         /* HBM bytes read + written */
     int64_t shape[4];     /* informational (m, n, k, batch for a matmul) */
-    /* Collectives and p2p (cls == MS_KC_COMM). */
+    /* Collectives and p2p (cls == MS_KC_COMM); on a matmul, the tensor-
+     * parallel collective it overlaps chunk by chunk (Megatron's
+     * --tp-comm-overlap, Transformer Engine's userbuffers), or NONE. */
     ms_comm_kind comm;
     int group_size;       /* ranks in the collective */
     ms_link_kind link;

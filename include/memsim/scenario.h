@@ -105,6 +105,11 @@ typedef struct ms_parallel_config {
      * first forward, each layer's before its first use, beside the compute
      * of the layers before it, instead of after the optimizer step. */
     bool overlap_param_gather;
+    /* Megatron's --tp-comm-overlap (NeMo's ub_tp_comm_overlap; needs SP):
+     * the sequence-parallel all-gathers and reduce-scatters around the
+     * transformer layers' linear layers run inside their GEMMs, chunk by
+     * chunk (Transformer Engine's userbuffers). */
+    bool tp_comm_overlap;
     /* Megatron 2021-2022's --scatter-gather-tensors-in-pipeline (removed
      * from Megatron-core): without SP each TP rank sends 1/t of a pipeline
      * boundary's activation and the receiver all-gathers it over TP. */

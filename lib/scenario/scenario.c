@@ -60,6 +60,7 @@ static const st_field fields[SC_COUNT] = {
     [SC_P2P_SPLIT] = {"parallel", "scatter_gather_tensors_in_pipeline", ST_BOOL},
     [SC_GRAD_FP32] = {"parallel", "grad_reduce_in_fp32", ST_BOOL},
     [SC_PARAM_GATHER] = {"parallel", "overlap_param_gather", ST_BOOL},
+    [SC_TP_OVERLAP] = {"parallel", "tp_comm_overlap", ST_BOOL},
     [SC_MBS] = {"parallel", "micro_batch_size", ST_INT},
     [SC_GBS] = {"parallel", "global_batch_size", ST_INT},
     [SC_EP] = {"parallel", "expert_model_parallel_size", ST_INT},

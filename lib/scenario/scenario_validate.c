@@ -194,6 +194,7 @@ static ms_status parallel_sizes(const vctx *c, ms_parallel_config *p)
     p->scatter_gather_tensors_in_pipeline = bool_field(c, SC_P2P_SPLIT, false);
     p->grads_in_model_dtype = !bool_field(c, SC_GRAD_FP32, true);
     p->overlap_param_gather = bool_field(c, SC_PARAM_GATHER, false);
+    p->tp_comm_overlap = bool_field(c, SC_TP_OVERLAP, false);
     return MS_OK;
 }
 

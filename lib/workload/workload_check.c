@@ -177,6 +177,21 @@ static void check_param_gather(check *c, const ms_scenario *sc)
                           "parallel.use_distributed_optimizer (Megatron's rule)");
 }
 
+/* Megatron: tensor-parallel communication overlap needs sequence
+ * parallelism; TE's grouped expert GEMMs do not take part (not modelled). */
+static void check_tp_overlap(check *c, const ms_scenario *sc)
+{
+    const ms_parallel_config *pc = &sc->parallel;
+    if (!pc->tp_comm_overlap || c->st != MS_OK)
+        return;
+    if (!pc->sequence_parallel || pc->tensor_model_parallel_size < 2)
+        bad(c, MS_EINVAL, "parallel.tp_comm_overlap needs parallel.sequence_parallel and "
+                          "parallel.tensor_model_parallel_size > 1 (Megatron's rule)");
+    else if (sc->model.num_experts > 0)
+        bad(c, MS_EUNSUPPORTED, "parallel.tp_comm_overlap with model.num_experts > 0 is not "
+                                "modelled (dense layers only)");
+}
+
 static void check_fp8(check *c, const ms_scenario *sc)
 {
     const ms_model_config *md = &sc->model;
@@ -226,6 +241,7 @@ ms_status wl_check_scenario(const ms_scenario *sc, int stage, ms_diag *d)
     check_experts(&c, sc);
     check_fp8(&c, sc);
     check_param_gather(&c, sc);
+    check_tp_overlap(&c, sc);
     check_limits(&c, sc);
     return c.st;
 }

@@ -27,11 +27,6 @@
  * FlashAttention, Appendix B.4, Algorithm 4).  Model FLOPs still count 2x. */
 #define FLASH_BWD_FACTOR 2.5
 
-static bool gathered(const wm *m)
-{
-    return m->sp && m->t > 1;
-}
-
 static uint32_t norm_fwd(wm *m, const char *mod, const char *op, uint32_t x, const wm_param *w)
 {
     wl_build_seg_begin_layer(m->b, mod);
@@ -307,9 +302,7 @@ static uint32_t attention_bwd(wm *m, const wm_layer_params *p, const wm_saved *s
     uint32_t gq = cg.grad[0], gk = cg.grad[1], gv = cg.grad[2];
     if (m->rope)
         rope_bwd(m, gq, gk, m->llama ? WB_NO_TENSOR : gv, &gq, &gk);
-    uint32_t in = gathered(m) ? wl_gather(m, wl_name(m, nm->attn_in, ".backward.all_gather"),
-                                          sv->n1, MS_TK_COMM_BUFFER)
-                              : sv->n1;
+    uint32_t in = wl_regather_in(m, nm->attn_in, sv->n1);
     uint32_t dx;
     if (!m->llama) {
         dx = wl_matmul_bwd(m, wl_name(m, nm->qkv_op, ".backward"), gv, in, &p->qkv, m->rows,
@@ -448,9 +441,7 @@ static uint32_t mlp_bwd(wm *m, const wm_layer_params *p, const wm_saved *sv, uin
                                    m->rows, m->h, ffn_width(m), WB_NO_TENSOR);
     uint32_t d_fc1, d_fc3;
     wl_ffn_act_bwd(m, fn, m->rows, ffn_width(m), fs, d_act, &d_fc1, &d_fc3);
-    uint32_t in = gathered(m) ? wl_gather(m, wl_name(m, nm->mlp_in, ".backward.all_gather"), sv->n2,
-                                          MS_TK_COMM_BUFFER)
-                              : sv->n2;
+    uint32_t in = wl_regather_in(m, nm->mlp_in, sv->n2);
     uint64_t up = m->swiglu && !m->llama ? 2 * ffn_width(m) : ffn_width(m);
     dx = WB_NO_TENSOR;
     if (d_fc3 != WB_NO_TENSOR)

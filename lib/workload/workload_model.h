@@ -135,6 +135,10 @@ typedef struct wm {
     bool llama, sp, flash, swiglu, rms, rope, bias;
     bool attn_drop, hidden_drop;
     bool fp8;          /* the layers' linear layers run FP8 GEMMs (model.fp8) */
+    /* parallel.tp_comm_overlap: a gather held for the next GEMM (NONE: none). */
+    bool tp_overlap;
+    ms_comm_kind held;
+    double held_bytes;
     int tp_group, dp_group, cp_group;
     ms_link_kind tp_link, dp_link, cp_link;
     /* Pipeline: chunk c of this stage holds chunk_count[c] layers from
@@ -211,6 +215,9 @@ uint32_t wl_dropout_bwd(wm *m, const char *name, uint32_t dy, uint32_t mask);
  * workload_ops.c); each is the identity where it does not apply. */
 uint32_t wl_gather(wm *m, const char *name, uint32_t x, ms_tensor_kind kind);
 uint32_t wl_gather_in(wm *m, const char *module, uint32_t x);
+/* Backward of a column-parallel block: its saved input shard gathered
+ * again for the weight grad. */
+uint32_t wl_regather_in(wm *m, const char *module, uint32_t x);
 uint32_t wl_reduce_in_grad(wm *m, const char *module, uint32_t dx);
 uint32_t wl_reduce_out(wm *m, const char *module, uint32_t y);
 uint32_t wl_gather_out_grad(wm *m, const char *module, uint32_t dy);

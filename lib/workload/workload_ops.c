@@ -23,6 +23,55 @@ static ms_kernel kernel(const char *kname, ms_kernel_class cls, ms_dtype dt, dou
                        .comm = MS_COMM_NONE, .peer = -1};
 }
 
+/* --tp-comm-overlap: the TP collective next to a linear layer's GEMM runs
+ * inside it, chunk by chunk (the cost model's overlapped GEMM), as
+ * Transformer Engine's userbuffers do, and its buffers are TE's, not the
+ * caching allocator's.  A gather in front of a GEMM is held until that
+ * GEMM is emitted; a reduce-scatter after it joins the GEMM just emitted. */
+static void overlap_fields(const wm *m, ms_kernel *k, ms_comm_kind kind, double bytes)
+{
+    k->comm = kind;
+    k->comm_bytes = bytes;
+    k->group_size = (int)m->t;
+    k->link = m->tp_link;
+    k->ranks_per_node = wl_ranks_per_node(m, wl_tp_group(m), m->tp_link);
+}
+
+/* Only the transformer layers' linear layers are TE modules that overlap;
+ * the embedding and the output layer keep their collectives. */
+static bool overlaps(const wm *m)
+{
+    return m->tp_overlap && m->b->layer != MS_NONE;
+}
+
+static void hold_gather(wm *m, double bytes)
+{
+    m->held = MS_COMM_ALLGATHER;
+    m->held_bytes = bytes;
+}
+
+static void take_held(wm *m, ms_kernel *k)
+{
+    if (m->held == MS_COMM_NONE)
+        return;
+    overlap_fields(m, k, m->held, m->held_bytes);
+    m->held = MS_COMM_NONE;
+}
+
+/* Ring all-gathers and reduce-scatters cost the same per byte, so a GEMM
+ * overlapping both (a column-parallel layer's backward) carries their sum. */
+static bool join_last_gemm(wm *m, ms_comm_kind kind, double bytes)
+{
+    ms_op *op = wl_build_last_op(m->b);
+    if (!overlaps(m) || op == NULL || op->kernel.cls != MS_KC_MATMUL)
+        return false;
+    if (op->kernel.comm == MS_COMM_NONE)
+        overlap_fields(m, &op->kernel, kind, bytes);
+    else
+        op->kernel.comm_bytes += bytes;
+    return true;
+}
+
 static bool fp8_linear(const wm *m, const wm_param *w)
 {
     return m->fp8 && w->w8 != WB_NO_TENSOR;
@@ -47,6 +96,7 @@ uint32_t wl_matmul(wm *m, const char *name, uint32_t x, const wm_param *w, uint6
     double flops = 2.0 * (double)M * (double)N * (double)K;
     bool fp8 = fp8_linear(m, w);
     ms_kernel k = gemm("matmul", fp8 ? MS_DTYPE_FP8 : m->dt, flops, M, N, K);
+    take_held(m, &k);
     uint32_t in[2] = {x, fp8 ? w->w8 : w->w};
     wl_build_op_add(m->b, &k, flops, in, 2, "%s", name);
     return wl_build_out(m->b, "out", M * N * m->es, m->dt, MS_TK_ACTIVATION);
@@ -78,6 +128,7 @@ uint32_t wl_matmul_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, const w
         dy = fp8_grad_input(m, name, dy, M, N);
     }
     ms_kernel k = gemm("matmul_backward", fp8 ? MS_DTYPE_FP8 : m->dt, flops, M, N, K);
+    take_held(m, &k);
     uint32_t in[5] = {dy, x, fp8 ? w->w8 : w->w, w->g, acc};
     wl_build_op_add(m->b, &k, flops, in, acc == WB_NO_TENSOR ? 4 : 5, "%s", name);
     wl_build_inplace(m->b, w->g);
@@ -265,9 +316,30 @@ uint32_t wl_gather(wm *m, const char *name, uint32_t x, ms_tensor_kind kind)
 
 /* Before a column-parallel block.  Without SP its input is already whole
  * (Megatron's copy_to_tensor_model_parallel_region is the identity). */
+static double gathered_bytes(const wm *m, uint32_t x)
+{
+    return m->b->err == MS_OK ? (double)(m->rows * m->h * ms_dtype_size(m->b->tensors[x].dtype))
+                              : 0;
+}
+
 uint32_t wl_gather_in(wm *m, const char *module, uint32_t x)
 {
+    if (gathered(m) && overlaps(m)) {
+        hold_gather(m, gathered_bytes(m, x));
+        return x;
+    }
     return gathered(m) ? wl_gather(m, wl_name(m, module, ".all_gather"), x, MS_TK_COMM_BUFFER) : x;
+}
+
+uint32_t wl_regather_in(wm *m, const char *module, uint32_t x)
+{
+    if (gathered(m) && overlaps(m)) {
+        hold_gather(m, gathered_bytes(m, x));
+        return x;
+    }
+    return gathered(m) ? wl_gather(m, wl_name(m, module, ".backward.all_gather"), x,
+                                   MS_TK_COMM_BUFFER)
+                       : x;
 }
 
 /* Backward of a column-parallel block's input side: the partial input grad
@@ -276,6 +348,8 @@ uint32_t wl_reduce_in_grad(wm *m, const char *module, uint32_t dx)
 {
     if (m->t == 1)
         return dx;
+    if (gathered(m) && join_last_gemm(m, MS_COMM_REDUCE_SCATTER, (double)wl_bytes(m, dx)))
+        return wl_build_out(m->b, "grad_in", wl_act_bytes(m), m->dt, MS_TK_TEMP);
     if (gathered(m))
         return wl_collective(m, wl_name(m, module, ".all_gather.backward"), MS_COMM_REDUCE_SCATTER,
                              wl_tp_group(m), m->tp_link, dx, wl_act_bytes(m), MS_TK_TEMP);
@@ -289,6 +363,8 @@ uint32_t wl_reduce_out(wm *m, const char *module, uint32_t y)
 {
     if (m->t == 1)
         return y;
+    if (gathered(m) && join_last_gemm(m, MS_COMM_REDUCE_SCATTER, (double)wl_bytes(m, y)))
+        return wl_build_out(m->b, "out", wl_act_bytes(m), m->dt, MS_TK_ACTIVATION);
     if (gathered(m))
         return wl_collective(m, wl_name(m, module, ".reduce_scatter"), MS_COMM_REDUCE_SCATTER,
                              wl_tp_group(m), m->tp_link, y, wl_act_bytes(m), MS_TK_ACTIVATION);
@@ -301,6 +377,10 @@ uint32_t wl_reduce_out(wm *m, const char *module, uint32_t y)
  * all-reduce's backward is the identity. */
 uint32_t wl_gather_out_grad(wm *m, const char *module, uint32_t dy)
 {
+    if (gathered(m) && overlaps(m)) {
+        hold_gather(m, gathered_bytes(m, dy));
+        return dy;
+    }
     return gathered(m)
                ? wl_gather(m, wl_name(m, module, ".reduce_scatter.backward"), dy, MS_TK_TEMP)
                : dy;

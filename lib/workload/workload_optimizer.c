@@ -161,6 +161,21 @@ static void layer_params(wm *m, int local, const wm_counts *c)
         expert_params(m, local, e, c);
 }
 
+/* --tp-comm-overlap's buffers: Transformer Engine's initialize_ub makes one
+ * [tokens x hidden] buffer (a micro-batch's tokens on the rank's context-
+ * parallel slice) for each of its ten overlapped GEMM sides (qkv/fc1
+ * fprop, dgrad, wgrad; proj/fc2 fprop and dgrad), kept for the whole run;
+ * counted here in 16 bits. */
+#define TE_USERBUFFERS 10
+
+static void userbuffers(wm *m)
+{
+    if (!m->tp_overlap)
+        return;
+    wl_build_persistent(m->b, TE_USERBUFFERS * m->rows * m->h * m->es, m->dt, MS_TK_COMM_BUFFER,
+                        MS_NONE, "transformer_engine.userbuffers");
+}
+
 ms_status wl_params_create(wm *m)
 {
     wm_counts c;
@@ -204,6 +219,7 @@ ms_status wl_params_create(wm *m)
             m->head = m->word;
         }
     }
+    userbuffers(m);
     return m->b->err;
 }
 

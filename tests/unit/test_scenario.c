@@ -115,6 +115,7 @@ START_TEST(gpt_22b_defaults)
     ck_assert(!sc->parallel.scatter_gather_tensors_in_pipeline); /* gone from Megatron-core */
     ck_assert_int_eq(sc->model.fp8, MS_FP8_NONE);
     ck_assert(!sc->parallel.grads_in_model_dtype); /* Megatron-LM's bf16 default: fp32 grads */
+    ck_assert(!sc->parallel.tp_comm_overlap && !sc->parallel.overlap_param_gather);
     ms_scenario_free(sc);
 }
 END_TEST
@@ -128,8 +129,11 @@ START_TEST(overrides_apply)
                                      "report.detail=last", "parallel.overlap_grad_reduce=false",
                                      "parallel.batch_p2p_sync=true",
                                      "parallel.scatter_gather_tensors_in_pipeline=true",
-                                     "model.fp8=hybrid", "parallel.grad_reduce_in_fp32=false"};
-    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 12);
+                                     "model.fp8=hybrid", "parallel.grad_reduce_in_fp32=false",
+                                     "parallel.tp_comm_overlap=true",
+                                     "parallel.overlap_param_gather=true"};
+    const ms_scenario *sc = load_ok("scenarios/llama2-7b.lua", ov, 14);
+    ck_assert(sc->parallel.tp_comm_overlap && sc->parallel.overlap_param_gather);
     ck_assert_int_eq(sc->model.fp8, MS_FP8_HYBRID);
     ck_assert(sc->parallel.grads_in_model_dtype);
     ck_assert(!sc->parallel.overlap_grad_reduce);

@@ -249,6 +249,28 @@ START_TEST(cost_matmul_at_known_efficiency)
 }
 END_TEST
 
+/* A GEMM that overlaps a TP all-gather chunk by chunk (--tp-comm-overlap):
+ * the longer of the two plus one of n chunks of the shorter.  All-gather
+ * of 8e7 B among 4 ranks at 100 GB/s with 5 us latency: 0.75 x 8e7 / 1e11
+ * = 600 us + 3 x 5 us = 615000 ns. */
+START_TEST(cost_gemm_overlapping_a_collective)
+{
+    ms_device_spec s = spec_base();
+    ms_cost_model *cm = model(&s);
+    ms_kernel ag = comm(MS_COMM_ALLGATHER, 4, MS_LINK_INTRA_NODE, 8e7);
+    ck_assert_int_eq(kernel_ns(cm, ag), 615000);
+    ms_kernel k = matmul(2e12); /* 2 ms alone */
+    k.comm = MS_COMM_ALLGATHER;
+    k.group_size = 4;
+    k.link = MS_LINK_INTRA_NODE;
+    k.comm_bytes = 8e7;
+    ck_assert_int_eq(kernel_ns(cm, k), 2000000 + 615000 / 4);
+    k.flops = 2e11; /* 200 us: the transfer is the longer */
+    ck_assert_int_eq(kernel_ns(cm, k), 615000 + 200000 / 4);
+    sim_cost_model_destroy(cm);
+}
+END_TEST
+
 START_TEST(cost_efficiency_curves_interpolate_and_clamp)
 {
     ms_device_spec s = spec_base();
@@ -1281,6 +1303,7 @@ static Suite *sim_suite(void)
     suite_add_tcase(s, tc);
     tc = tcase_create("cost_model");
     tcase_add_test(tc, cost_matmul_at_known_efficiency);
+    tcase_add_test(tc, cost_gemm_overlapping_a_collective);
     tcase_add_test(tc, cost_efficiency_curves_interpolate_and_clamp);
     tcase_add_test(tc, cost_elementwise_is_hbm_bound);
     tcase_add_test(tc, cost_collectives_alpha_beta);

@@ -290,6 +290,57 @@ START_TEST(overlap_param_gather_in_first_forward)
 }
 END_TEST
 
+/* Megatron's --tp-comm-overlap (TE userbuffers): SP's all-gathers and
+ * reduce-scatters around the layers' linear layers become part of their
+ * GEMMs.  Per layer, with B = 2 s b h (one 16-bit [s x h] buffer): the QKV
+ * GEMM gathers B, the projection reduce-scatters B, the projection's
+ * backward gathers its output grad (B), the QKV backward gathers the saved
+ * input again and reduce-scatters the input grad (2 B).  No separate
+ * collective is left in a layer, what the forward keeps is unchanged, and
+ * TE's ten [s b x h] userbuffers (10 B) are kept for the run. */
+START_TEST(tp_comm_overlap_in_gemms)
+{
+    uint64_t s = 512, b = 2, h = 1024, a = 16, t = 2, B = 2 * s * b * h;
+    ms_scenario sc = gpt((int)s, (int)b, (int)h, (int)a, (int)t, true, true, 2);
+    sc.parallel.tp_comm_overlap = true;
+    ms_program_view v;
+    ms_program *p = build(&sc, 0, &v);
+    const struct {
+        const char *op;
+        ms_comm_kind kind;
+        double bytes;
+    } want[] = {
+        {"layers.0.self_attention.linear_qkv", MS_COMM_ALLGATHER, (double)B},
+        {"layers.0.self_attention.linear_proj", MS_COMM_REDUCE_SCATTER, (double)B},
+        {"layers.0.mlp.linear_fc1", MS_COMM_ALLGATHER, (double)B},
+        {"layers.0.mlp.linear_fc2", MS_COMM_REDUCE_SCATTER, (double)B},
+        {"layers.0.self_attention.linear_proj.backward", MS_COMM_ALLGATHER, (double)B},
+        {"layers.0.self_attention.linear_qkv.backward", MS_COMM_ALLGATHER, 2.0 * (double)B},
+    };
+    for (size_t i = 0; i < sizeof want / sizeof want[0]; i++) {
+        const ms_kernel *k = &op_named(&v, want[i].op)->kernel;
+        ck_assert_msg(k->cls == MS_KC_MATMUL && k->comm == want[i].kind, "%s", want[i].op);
+        ck_assert_double_eq(k->comm_bytes, want[i].bytes);
+        ck_assert_int_eq(k->group_size, (int)t);
+    }
+    uint64_t ub = 0;
+    for (uint32_t i = 0; i < v.n_ops; i++)
+        ck_assert_msg(v.ops[i].layer == MS_NONE || v.ops[i].kernel.cls != MS_KC_COMM,
+                      "%s is still a collective", v.ops[i].name);
+    for (uint32_t i = 0; i < v.n_tensors; i++)
+        if (v.tensors[i].persistent && v.tensors[i].kind == MS_TK_COMM_BUFFER)
+            ub += v.tensors[i].bytes;
+    ck_assert_uint_eq(ub, 10 * B);
+    ck_assert_uint_eq(saved_bytes(&v, 0), (34 * s * b * h + 4 * a * s * b) / t);
+    ms_program_free(p);
+    sc.parallel.sequence_parallel = false;
+    ms_program *q = NULL;
+    ms_diag d = {0};
+    ck_assert_int_eq(ms_program_build(&sc, 0, &q, &d), MS_EINVAL);
+    ck_assert_ptr_nonnull(strstr(d.msg, "parallel.tp_comm_overlap"));
+}
+END_TEST
+
 /* Non-persistent inputs of the layer segments. */
 static uint64_t layer_segment_input_bytes(const ms_program_view *v, uint32_t seg)
 {
@@ -927,6 +978,7 @@ static Suite *workload_suite(void)
     tcase_add_test(tc, flash_removes_score_term);
     tcase_add_test(tc, fp8_linear_layers);
     tcase_add_test(tc, overlap_param_gather_in_first_forward);
+    tcase_add_test(tc, tp_comm_overlap_in_gemms);
     tcase_add_test(tc, full_recompute_keeps_layer_input);
     tcase_add_test(tc, segments_nest);
     tcase_add_test(tc, flops_match_narayanan);

@@ -225,7 +225,8 @@ typedef struct variant {
  * parallelism, the DP reduction in the last backward or after it, MoE with
  * expert parallelism, selective recompute, one micro-batch, FP8 (the
  * casts' copies the row-parallel layers keep), the parameter gathers of an
- * overlapped distributed optimizer (in the first micro-batch only). */
+ * overlapped distributed optimizer (in the first micro-batch only), TP
+ * collectives inside the GEMMs. */
 static const variant variants[] = {
     {"llama2-7b", {"parallel.world_size=32", "parallel.pipeline_model_parallel_size=4",
                    "parallel.global_batch_size=32",
@@ -245,6 +246,7 @@ static const variant variants[] = {
                    "parallel.use_distributed_optimizer=true",
                    "parallel.overlap_param_gather=true"},
      1},
+    {"llama2-7b", {"parallel.tp_comm_overlap=true", "parallel.global_batch_size=12"}, 0},
 };
 
 START_TEST(variants_of_units)
