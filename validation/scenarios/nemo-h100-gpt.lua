@@ -61,7 +61,8 @@
 -- Grads in bf16: the example scripts' optim.grad_sync_dtype=bf16 (NeMo
 -- then keeps and reduces bf16 main grads: grad_reduce_in_fp32 = false).
 -- The parameter all-gather overlapped with the next forward: optim
--- overlap_param_sync: true (gpt3/5b.yaml 00af8f26, llama2_70b.yaml 0446d2c0,
+-- overlap_param_sync: true (gpt3/5b.yaml 00af8f26, gpt3/20b.yaml 056a90ed,
+-- llama2_70b.yaml 0446d2c0,
 -- llama3_70b.yaml 3dd35614) = parallel.overlap_param_gather.
 -- Not modelled: Transformer
 -- Engine's tensor-parallel communication overlap (ub_tp_comm_overlap, on in
