@@ -161,13 +161,17 @@ end
 -- layer's forward time.
 local function swap_units(profile, m, fwd_time, d2h)
   local seg = m.layer_seg
-  local leaves = {}
+  local leaves, seen = {}, {}
   for o = seg.first_op, seg.last_op do
     for _, t in ipairs(profile.ops[o + 1].outputs) do
       local tn = profile.tensors[t + 1]
+      -- A name can repeat in a layer (each ring step of context-parallel
+      -- attention makes its own "out"): the nth of a name is the tensor.
+      local nth = (seen[tn.name] or 0) + 1
+      if tn.kind == "activation" then seen[tn.name] = nth end
       if tn.saved and not tn.persistent and tn.kind == "activation"
           and tn.last_forward_use ~= nil and tn.first_backward_use ~= nil then
-        leaves[#leaves + 1] = { name = tn.name, bytes = tn.bytes, producer = o,
+        leaves[#leaves + 1] = { name = tn.name, nth = nth, bytes = tn.bytes, producer = o,
                                 path = path_below_layer(tn.name) }
       end
     end
@@ -340,12 +344,15 @@ local function solve(order, budget)
   return picks
 end
 
--- Tensors of a layer and micro-batch by name (names repeat across them).
+-- Tensors of a layer and micro-batch by name and occurrence (names repeat
+-- across layers and micro-batches, and within a layer: swap_units' nth).
 local function tensor_index(profile)
-  local index = {}
+  local index, count = {}, {}
   for _, t in ipairs(profile.tensors:select({ kind = "activation" })) do
     if t.layer ~= nil and t.micro_batch ~= nil then
-      index[t.layer .. ":" .. t.micro_batch .. ":" .. t.name] = t.id
+      local key = t.layer .. ":" .. t.micro_batch .. ":" .. t.name
+      count[key] = (count[key] or 0) + 1
+      index[key .. ":" .. count[key]] = t.id
     end
   end
   return index
@@ -369,7 +376,7 @@ local function decisions(profile, order, picks, index)
         end
         for _, u in ipairs(c.units or {}) do
           for _, leaf in ipairs(u.members) do
-            local id = index[L.layer .. ":" .. mb .. ":" .. leaf.name]
+            local id = index[L.layer .. ":" .. mb .. ":" .. leaf.name .. ":" .. leaf.nth]
             if id ~= nil then list[#list + 1] = { kind = "swap", tensor = id } end
           end
         end

@@ -916,6 +916,25 @@ START_TEST(adaptive_memory_beats_full_recompute)
 }
 END_TEST
 
+/* Context parallelism repeats tensor names inside a layer (each ring step of
+ * attention makes its own "out"); adaptive_memory names a swap candidate by
+ * the nth tensor of its name, so no plan swaps one tensor twice (it did:
+ * "decisions 4 and 5 both swap tensor 1225").  llama2-7b with CP 2 in 20
+ * GiB fits only with swaps. */
+START_TEST(adaptive_memory_with_context_parallelism)
+{
+    static const char *const sets[] = {"parallel.context_parallel_size=2",
+                                       "parallel.world_size=16", "device_memory=20GiB", "steps=2"};
+    const ms_scenario *sc;
+    ms_run *ad = run_policy("scenarios/llama2-7b.lua", "adaptive_memory", sets, 4, &sc);
+    const ms_run_summary *a = ms_run_summary_get(ad);
+    ck_assert_msg(!a->oom, "%s", a->oom_message);
+    ck_assert_uint_gt(a->swapped_bytes, 0);
+    ms_run_free(ad);
+    ms_scenario_free(sc);
+}
+END_TEST
+
 /* ---- plots: memory on the timeline's axis --------------------------- */
 
 /* The d attribute of the element with this id (malloc'd), or NULL. */
@@ -1495,6 +1514,7 @@ static Suite *run_suite(void)
     tcase_add_test(tc, segments_at_step_end_and_at_oom);
     tcase_add_test(tc, select_recompute_of_one_op);
     tcase_add_test(tc, adaptive_memory_beats_full_recompute);
+    tcase_add_test(tc, adaptive_memory_with_context_parallelism);
     tcase_add_test(tc, adaptive_memory_refuses_what_the_seed_refuses);
     tcase_add_test(tc, mindformers_swap_does_not_raise_reserved);
     tcase_add_test(tc, fragmentation_pools_lower_reserved);
