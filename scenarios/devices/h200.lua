@@ -14,8 +14,9 @@
 -- GEMM/attention shape models, the latencies and overheads).
 --
 -- MODELING ASSUMPTIONS TO CALIBRATE (not measurements): the efficiency and
--- bandwidth curves, the latencies and overheads (taken from the H100 file;
--- the larger HBM bandwidth makes memory-bound kernels relatively faster).
+-- bandwidth curves, the latencies and overheads, the FP8 GEMM ceiling
+-- (taken from the H100 file; the larger HBM bandwidth makes memory-bound
+-- kernels relatively faster).
 return {
   name = "h200",
   hbm_bytes = 143771 * 1048576,
@@ -28,6 +29,11 @@ return {
   attention_efficiency = {
     {1e8, 0.18}, {1e9, 0.32}, {1e10, 0.48}, {1e11, 0.58}, {1e12, 0.62},
   },
+  -- FP8 GEMMs: the H100 file's fitted ceiling (validation/nemo-h100-fp8.csv;
+  -- docs/validation.md), carried over because the H200 has the H100's
+  -- compute (the same GH100 tensor cores and clocks); an assumption for
+  -- the H200, not a fit on it.  The half sizes are the A100 file's.
+  gemm = { fp8 = 0.5547, m_half = 128, n_half = 128, k_half = 64 },
   hbm_efficiency = {
     {65536, 0.06}, {1048576, 0.35}, {16777216, 0.75}, {268435456, 0.88},
   },
