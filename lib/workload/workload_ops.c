@@ -113,7 +113,7 @@ static uint32_t fp8_grad_input(wm *m, const char *name, uint32_t dy, uint64_t M,
 }
 
 /* dX = dY . w^T and dW += X^T . dY: twice the forward FLOPs in one op, the
- * weight grad accumulated straight into the fp32 main grad (Megatron's
+ * weight grad accumulated straight into the main grad (Megatron's
  * gradient_accumulation_fusion).  acc != WB_NO_TENSOR: dX is added into acc
  * (the other projections of the same input) instead of a new tensor. */
 uint32_t wl_matmul_bwd(wm *m, const char *name, uint32_t dy, uint32_t x, const wm_param *w,
