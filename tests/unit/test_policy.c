@@ -187,6 +187,16 @@ static ms_policy *load_fixture(const char *name, const ms_policy_limits *lim)
     return p;
 }
 
+/* A fixture whose print() goes to a fresh temporary file, *log. */
+static ms_policy *load_logged(const char *name, FILE **log)
+{
+    *log = tmpfile();
+    ck_assert_ptr_nonnull(*log);
+    ms_policy *p = load_fixture(name, NULL);
+    ms_policy_set_log(p, *log);
+    return p;
+}
+
 static ms_status load_status(const char *name, ms_diag *d)
 {
     char path[2300];
@@ -385,9 +395,8 @@ static char *run_inspect(ms_policy *p, FILE *log)
 
 START_TEST(test_profile_view)
 {
-    FILE *log = tmpfile();
-    ms_policy *p = load_fixture("inspect", NULL);
-    ms_policy_set_log(p, log);
+    FILE *log;
+    ms_policy *p = load_logged("inspect", &log);
     char *out = run_inspect(p, log);
     assert_has(out, "[policy inspect] counts ops=11 tensors=17 segments=3 step=0 "
                     "measured=false stage=0 capacity=68719476736\n");
@@ -483,9 +492,8 @@ END_TEST
  * stage's plan in between), a new one for a new program. */
 START_TEST(test_profile_program_id)
 {
-    FILE *log = tmpfile();
-    ms_policy *p = load_fixture("program_id", NULL);
-    ms_policy_set_log(p, log);
+    FILE *log;
+    ms_policy *p = load_logged("program_id", &log);
     ms_plan plan;
     ms_plan_init(&plan);
     ms_diag d = {0};
@@ -516,9 +524,8 @@ END_TEST
  * refills its arrays: revision 1, then 2, in the fixture's own arrays). */
 START_TEST(test_profile_view_per_program)
 {
-    FILE *log = tmpfile();
-    ms_policy *p = load_fixture("view_kept", NULL);
-    ms_policy_set_log(p, log);
+    FILE *log;
+    ms_policy *p = load_logged("view_kept", &log);
     ms_plan plan;
     ms_plan_init(&plan);
     ms_diag d = {0};
@@ -563,9 +570,8 @@ END_TEST
  * (each kept entry took ~150 bytes: 300 kB over the 2000 steps measured). */
 START_TEST(test_programs_forgotten_when_retired)
 {
-    FILE *log = tmpfile();
-    ms_policy *p = load_fixture("program_id", NULL);
-    ms_policy_set_log(p, log);
+    FILE *log;
+    ms_policy *p = load_logged("program_id", &log);
     ms_plan plan;
     ms_plan_init(&plan);
     ms_diag d = {0};
@@ -593,9 +599,8 @@ END_TEST
 
 START_TEST(test_profile_measured_and_cache)
 {
-    FILE *log = tmpfile();
-    ms_policy *p = load_fixture("inspect", NULL);
-    ms_policy_set_log(p, log);
+    FILE *log;
+    ms_policy *p = load_logged("inspect", &log);
     free(run_inspect(p, log));
     /* The cached op tables take the figures of the next measured step... */
     ms_op_profile ops[N_OPS] = {0};
@@ -657,9 +662,8 @@ START_TEST(test_profile_names)
     fx.segments[1].name = NULL;
     fx.segments[2].name = long_name;
     fx.ops[2].kernel.name = NULL;
-    FILE *log = tmpfile();
-    ms_policy *p = load_fixture("inspect", NULL);
-    ms_policy_set_log(p, log);
+    FILE *log;
+    ms_policy *p = load_logged("inspect", &log);
     char *out = run_inspect(p, log);
     assert_has(out, "t3 id=3 name=layers.0.attention.qkv.out bytes=4096 ");
     assert_has(out, "seg 1 nil parent=0 ");
@@ -810,9 +814,8 @@ END_TEST
 
 START_TEST(test_ctx_stable_readonly_log)
 {
-    FILE *log = tmpfile();
-    ms_policy *p = load_fixture("cases", NULL);
-    ms_policy_set_log(p, log);
+    FILE *log;
+    ms_policy *p = load_logged("cases", &log);
     ms_plan plan;
     ms_plan_init(&plan);
     ms_diag d = {0};
@@ -896,9 +899,8 @@ static ms_status spy_simulate(void *user, const ms_plan *plan, const ms_sim_opti
 
 START_TEST(test_ctx_simulate)
 {
-    FILE *log = tmpfile();
-    ms_policy *p = load_fixture("simulate", NULL);
-    ms_policy_set_log(p, log);
+    FILE *log;
+    ms_policy *p = load_logged("simulate", &log);
     sim_spy spy;
     spy_open(&spy, p);
     ms_plan plan;
@@ -1046,9 +1048,8 @@ static void assert_same_decision(const ms_decision *a, const ms_decision *b)
 
 START_TEST(test_ctx_pack_apply)
 {
-    FILE *log = tmpfile();
-    ms_policy *p = load_fixture("cases", NULL);
-    ms_policy_set_log(p, log);
+    FILE *log;
+    ms_policy *p = load_logged("cases", &log);
     ms_plan plan;
     ms_plan_init(&plan);
     ms_diag d = {0};
@@ -1363,9 +1364,8 @@ START_TEST(test_determinism)
     }
     char *text[2];
     for (int round = 0; round < 2; round++) {
-        FILE *log = tmpfile();
-        ms_policy *p = load_fixture("inspect", NULL);
-        ms_policy_set_log(p, log);
+        FILE *log;
+        ms_policy *p = load_logged("inspect", &log);
         text[round] = run_inspect(p, log);
         ms_policy_free(p);
         fclose(log);
