@@ -335,9 +335,13 @@ ms_status sim_cost_kernel_ns(const ms_cost_model *cm, const ms_kernel *k, int64_
     if (cm == NULL || k == NULL || ns == NULL || (unsigned)k->cls >= MS_KC_COUNT)
         return MS_EINVAL;
     double t = 0;
-    ms_status st = k->cls == MS_KC_COMM                                  ? comm_ns(cm, k, &t)
-                   : k->cls == MS_KC_MATMUL && k->comm != MS_COMM_NONE ? overlapped_gemm_ns(cm, k, &t)
-                                                                       : compute_ns(cm, k, &t);
+    ms_status st;
+    if (k->cls == MS_KC_COMM)
+        st = comm_ns(cm, k, &t);
+    else if (k->cls == MS_KC_MATMUL && k->comm != MS_COMM_NONE)
+        st = overlapped_gemm_ns(cm, k, &t);
+    else
+        st = compute_ns(cm, k, &t);
     if (st != MS_OK)
         return st;
     if (!(t < 9e18))

@@ -86,10 +86,10 @@ typedef struct ms_link_engine {
     int64_t last_update_ns;
     int64_t wake_at;
     bool wake_pending;
-    /* Bytes move 1 + slow times slower than the cost model's rate: a host
-     * copy beside compute (overlap_copy_slowdown while the compute engine
-     * runs; 0 otherwise and on the network links). */
-    double slow;
+    /* A byte takes this many times the cost model's time: 1 + the device's
+     * overlap_copy_slowdown for a host copy while the compute engine runs;
+     * 1 otherwise and on the network links. */
+    double stretch;
 } ms_link_engine;
 
 struct ms_simstream {

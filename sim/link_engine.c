@@ -20,7 +20,7 @@
 
 void sim_link_engine_init(ms_link_engine *ce, ms_simdev *d)
 {
-    *ce = (ms_link_engine){.dev = d};
+    *ce = (ms_link_engine){.dev = d, .stretch = 1};
 }
 
 static void reschedule(ms_link_engine *ce)
@@ -35,7 +35,7 @@ static void reschedule(ms_link_engine *ce)
                 min_rem = it->remaining_ns;
         if (min_rem < 0)
             min_rem = 0;
-        int64_t dep = ce->last_update_ns + sim_ceil_ns(min_rem * ce->n_active * (1 + ce->slow));
+        int64_t dep = ce->last_update_ns + sim_ceil_ns(min_rem * ce->n_active * ce->stretch);
         if (dep < next)
             next = dep;
     }
@@ -72,9 +72,9 @@ int64_t sim_link_engine_busy_until(const ms_link_engine *ce)
     for (const ms_work_item *it = ce->act_head; it != NULL; it = it->link)
         work += it->remaining_ns > 0 ? it->remaining_ns : 0;
     int64_t t =
-        ce->n_active > 0 ? ce->last_update_ns + sim_ceil_ns(work * (1 + ce->slow)) : INT64_MIN;
+        ce->n_active > 0 ? ce->last_update_ns + sim_ceil_ns(work * ce->stretch) : INT64_MIN;
     for (const ms_work_item *it = ce->lat_head; it != NULL; it = it->link) {
-        int64_t end = it->lat_end_ns + sim_ceil_ns(it->remaining_ns * (1 + ce->slow));
+        int64_t end = it->lat_end_ns + sim_ceil_ns(it->remaining_ns * ce->stretch);
         if (end > t)
             t = end;
     }
@@ -85,7 +85,7 @@ int64_t sim_link_engine_busy_until(const ms_link_engine *ce)
 static void advance(ms_link_engine *ce, int64_t now)
 {
     if (ce->n_active > 0 && now > ce->last_update_ns) {
-        double share = (double)(now - ce->last_update_ns) / (ce->n_active * (1 + ce->slow));
+        double share = (double)(now - ce->last_update_ns) / (ce->n_active * ce->stretch);
         for (ms_work_item *it = ce->act_head; it != NULL; it = it->link)
             it->remaining_ns -= share;
     }
@@ -96,10 +96,10 @@ static void advance(ms_link_engine *ce, int64_t now)
  * now moved at the old rate. */
 void sim_link_engine_set_slowdown(ms_link_engine *ce, int64_t now, double slow)
 {
-    if (ce->slow == slow)
+    if (ce->stretch == 1 + slow)
         return;
     advance(ce, now);
-    ce->slow = slow;
+    ce->stretch = 1 + slow;
     reschedule(ce);
 }
 

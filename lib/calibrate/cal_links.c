@@ -1,8 +1,8 @@
 /* Calibrating the links: host copies by size and direction, collectives by
  * size and kind on each network, and the slowdown of compute beside a
- * collective and of host copies beside compute (calibrate.c).  A backend without collectives on one device
- * (no communicator) keeps the base's network values: reported, not an
- * error. */
+ * collective and of host copies beside compute (calibrate.c).  A backend
+ * without collectives on one device (no communicator) keeps the base's
+ * network values: reported, not an error. */
 #include "calibrate_parts.h"
 
 #include <math.h>

@@ -165,10 +165,6 @@ static void check_experts(check *c, const ms_scenario *sc)
             pc->tensor_model_parallel_size);
 }
 
-/* Guard the builder's integer sizes: the largest tensor (scores or fp32
- * logits), the number of ops and the p2p tags must stay inside their types. */
-/* FP8 GEMMs need a device that runs them; TE's fp8 experts (GroupedLinear)
- * are not modelled, and FP8 mixed precision starts from 16-bit weights. */
 /* Megatron: "--overlap-param-gather only supported with distributed optimizer". */
 static void check_param_gather(check *c, const ms_scenario *sc)
 {
@@ -192,6 +188,8 @@ static void check_tp_overlap(check *c, const ms_scenario *sc)
                                 "modelled (dense layers only)");
 }
 
+/* FP8 GEMMs need a device that runs them; TE's fp8 experts (GroupedLinear)
+ * are not modelled, and FP8 mixed precision starts from 16-bit weights. */
 static void check_fp8(check *c, const ms_scenario *sc)
 {
     const ms_model_config *md = &sc->model;
@@ -208,6 +206,8 @@ static void check_fp8(check *c, const ms_scenario *sc)
         bad(c, MS_EINVAL, "model.fp8 needs model.dtype \"bf16\" or \"fp16\" (got \"fp32\")");
 }
 
+/* Guard the builder's integer sizes: the largest tensor (scores or fp32
+ * logits), the number of ops and the p2p tags must stay inside their types. */
 static void check_limits(check *c, const ms_scenario *sc)
 {
     const ms_model_config *md = &sc->model;

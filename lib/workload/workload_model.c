@@ -139,7 +139,6 @@ static void init_parallel(wm *m, const ms_scenario *sc, int stage)
     m->dp = (uint64_t)dp * m->c;
     m->sp = pc->sequence_parallel;
     m->tp_overlap = pc->tp_comm_overlap;
-    m->held = MS_COMM_NONE;
     m->tp_group = pc->tensor_model_parallel_size;
     m->cp_group = (int)m->c;
     m->dp_group = (int)m->dp;

@@ -51,7 +51,7 @@ typedef struct wm_ffn_saved {
     uint32_t act8; /* what fc2 reads and keeps: act, or its FP8 copy */
 } wm_ffn_saved;
 
-/* A weight with its fp32 main grad (Megatron's grad buffer); with FP8, a
+/* A weight with its main grad (Megatron's grad buffer); with FP8, a
  * linear layer's weight also has its FP8 copy and that copy's transpose
  * (w8, one tensor: Transformer Engine keeps both for Hopper's FP8 GEMMs,
  * which read only the "TN" layout), else w8 is WB_NO_TENSOR. */
@@ -135,10 +135,10 @@ typedef struct wm {
     bool llama, sp, flash, swiglu, rms, rope, bias;
     bool attn_drop, hidden_drop;
     bool fp8;          /* the layers' linear layers run FP8 GEMMs (model.fp8) */
-    /* parallel.tp_comm_overlap: a gather held for the next GEMM (NONE: none). */
+    /* parallel.tp_comm_overlap: the bytes of an all-gather held for the next
+     * GEMM (0: none). */
     bool tp_overlap;
-    ms_comm_kind held;
-    double held_bytes;
+    double held_gather;
     int tp_group, dp_group, cp_group;
     ms_link_kind tp_link, dp_link, cp_link;
     /* Pipeline: chunk c of this stage holds chunk_count[c] layers from

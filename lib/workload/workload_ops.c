@@ -44,18 +44,11 @@ static bool overlaps(const wm *m)
     return m->tp_overlap && m->b->layer != MS_NONE;
 }
 
-static void hold_gather(wm *m, double bytes)
-{
-    m->held = MS_COMM_ALLGATHER;
-    m->held_bytes = bytes;
-}
-
 static void take_held(wm *m, ms_kernel *k)
 {
-    if (m->held == MS_COMM_NONE)
-        return;
-    overlap_fields(m, k, m->held, m->held_bytes);
-    m->held = MS_COMM_NONE;
+    if (m->held_gather > 0)
+        overlap_fields(m, k, MS_COMM_ALLGATHER, m->held_gather);
+    m->held_gather = 0;
 }
 
 /* Ring all-gathers and reduce-scatters cost the same per byte, so a GEMM
@@ -299,47 +292,49 @@ static bool gathered(const wm *m)
     return m->sp && m->t > 1;
 }
 
-/* The s/t shard -> all s tokens (sequence parallelism). */
-/* The shard x of [rows_act x h] gathered to [rows x h] in its own dtype
- * (TE gathers an FP8 norm output as FP8). */
+/* The s/t shard x of [rows_act x h] gathered to [rows x h] (sequence
+ * parallelism) in its own dtype (TE gathers an FP8 norm output as FP8). */
+static uint64_t gathered_bytes(const wm *m, uint32_t x)
+{
+    return m->rows * m->h * ms_dtype_size(m->b->tensors[x].dtype);
+}
+
 uint32_t wl_gather(wm *m, const char *name, uint32_t x, ms_tensor_kind kind)
 {
     if (m->b->err != MS_OK)
         return x;
     ms_dtype dt = m->b->tensors[x].dtype;
-    uint64_t bytes = m->rows * m->h * ms_dtype_size(dt);
+    uint64_t bytes = gathered_bytes(m, x);
     ms_kernel k = comm_kernel(m, "all_gather", MS_COMM_ALLGATHER, wl_tp_group(m), m->tp_link, dt,
                               (double)bytes);
     wl_build_op_add(m->b, &k, 0, &x, 1, "%s", name);
     return wl_build_out(m->b, "out", bytes, dt, kind);
 }
 
-/* Before a column-parallel block.  Without SP its input is already whole
- * (Megatron's copy_to_tensor_model_parallel_region is the identity). */
-static double gathered_bytes(const wm *m, uint32_t x)
+/* The gather in front of a GEMM: an op of its own, or with
+ * --tp-comm-overlap held for the GEMM (take_held); nothing without SP. */
+static uint32_t gather_for_gemm(wm *m, const char *module, const char *suffix, uint32_t x,
+                                ms_tensor_kind kind)
 {
-    return m->b->err == MS_OK ? (double)(m->rows * m->h * ms_dtype_size(m->b->tensors[x].dtype))
-                              : 0;
-}
-
-uint32_t wl_gather_in(wm *m, const char *module, uint32_t x)
-{
-    if (gathered(m) && overlaps(m)) {
-        hold_gather(m, gathered_bytes(m, x));
+    if (!gathered(m) || m->b->err != MS_OK)
+        return x;
+    if (overlaps(m)) {
+        m->held_gather = (double)gathered_bytes(m, x);
         return x;
     }
-    return gathered(m) ? wl_gather(m, wl_name(m, module, ".all_gather"), x, MS_TK_COMM_BUFFER) : x;
+    return wl_gather(m, wl_name(m, module, suffix), x, kind);
+}
+
+/* Before a column-parallel block.  Without SP its input is already whole
+ * (Megatron's copy_to_tensor_model_parallel_region is the identity). */
+uint32_t wl_gather_in(wm *m, const char *module, uint32_t x)
+{
+    return gather_for_gemm(m, module, ".all_gather", x, MS_TK_COMM_BUFFER);
 }
 
 uint32_t wl_regather_in(wm *m, const char *module, uint32_t x)
 {
-    if (gathered(m) && overlaps(m)) {
-        hold_gather(m, gathered_bytes(m, x));
-        return x;
-    }
-    return gathered(m) ? wl_gather(m, wl_name(m, module, ".backward.all_gather"), x,
-                                   MS_TK_COMM_BUFFER)
-                       : x;
+    return gather_for_gemm(m, module, ".backward.all_gather", x, MS_TK_COMM_BUFFER);
 }
 
 /* Backward of a column-parallel block's input side: the partial input grad
@@ -377,11 +372,5 @@ uint32_t wl_reduce_out(wm *m, const char *module, uint32_t y)
  * all-reduce's backward is the identity. */
 uint32_t wl_gather_out_grad(wm *m, const char *module, uint32_t dy)
 {
-    if (gathered(m) && overlaps(m)) {
-        hold_gather(m, gathered_bytes(m, dy));
-        return dy;
-    }
-    return gathered(m)
-               ? wl_gather(m, wl_name(m, module, ".reduce_scatter.backward"), dy, MS_TK_TEMP)
-               : dy;
+    return gather_for_gemm(m, module, ".reduce_scatter.backward", dy, MS_TK_TEMP);
 }

@@ -29,7 +29,6 @@ static wm_group *group_new(wm *m, const char *name, int32_t layer)
     return g;
 }
 
-/* A weight of `params` parameters on this rank, with its main grad. */
 /* The main grads: fp32, or the model's dtype without grad_reduce_in_fp32. */
 static ms_dtype grad_dtype(const wm *m)
 {
@@ -41,6 +40,7 @@ static uint64_t grad_size(const wm *m)
     return ms_dtype_size(grad_dtype(m));
 }
 
+/* A weight of `params` parameters on this rank, with its main grad. */
 static wm_param param_new(wm *m, wm_group *g, const char *module, uint64_t params)
 {
     wm_param p = {.params = params, .w8 = WB_NO_TENSOR};

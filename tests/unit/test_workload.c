@@ -280,7 +280,8 @@ START_TEST(overlap_param_gather_in_first_forward)
         if (strcmp(o->name, "layers.1.fp8_cast_transpose") == 0)
             cast = i;
         in_optimizer += strstr(o->name, "optimizer.") == o->name && strstr(o->name, "all_gather");
-        if (strcmp(o->name, "layers.1.self_attention.linear_qkv") == 0 && first_reader == UINT32_MAX)
+        bool qkv = strcmp(o->name, "layers.1.self_attention.linear_qkv") == 0;
+        if (qkv && first_reader == UINT32_MAX)
             first_reader = i;
     }
     ck_assert_int_eq(gathers, 1);
