@@ -480,6 +480,12 @@ static ms_status w_event_state(void *inst, const ms_event *e, ms_state_sig *sig)
     return ops->event_state != NULL ? ops->event_state(w->real->inst, e, sig) : MS_EUNSUPPORTED;
 }
 
+static ms_status w_matmul_dtype(void *inst, const ms_kernel *k, ms_dtype *runs_as)
+{
+    ms_cohost_proxy *w = inst;
+    return ms_backend_matmul_dtype(w->real, k, runs_as);
+}
+
 static ms_status w_destroy(void *inst)
 {
     free(inst); /* the real backend belongs to the caller */
@@ -516,6 +522,7 @@ static const ms_backend_ops wrap_ops = {
     .set_tracer = w_set_tracer,
     .last_error = w_last_error,
     .event_state = w_event_state,
+    .matmul_dtype = w_matmul_dtype,
 };
 
 ms_status mock_cohost_wrap(ms_cohost *c, int host, ms_backend *real, ms_backend **wrapped)

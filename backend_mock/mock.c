@@ -468,6 +468,14 @@ static ms_status mock_memcpy_async(void *inst, uint64_t dst, uint64_t src, uint6
     return sim_host_advance(m->host, m->launch_overhead_ns);
 }
 
+/* The mock prices every dtype from its device file (sim/cost_model.c). */
+static ms_status mock_matmul_dtype(void *inst, const ms_kernel *k, ms_dtype *runs_as)
+{
+    (void)inst;
+    *runs_as = k->dtype;
+    return MS_OK;
+}
+
 static const ms_backend_ops mock_ops = {
     .name = "mock",
     .destroy = mock_destroy,
@@ -498,6 +506,7 @@ static const ms_backend_ops mock_ops = {
     .set_tracer = mock_set_tracer,
     .last_error = mock_last_error,
     .event_state = mock_event_state,
+    .matmul_dtype = mock_matmul_dtype,
 };
 
 ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, uint64_t seed,

@@ -256,6 +256,14 @@ static ms_status gemm_workspace(acl_ctx *c, const npu_gemm *g, uint64_t need, ui
     return MS_OK;
 }
 
+/* aclnn's matmuls on the 910B take fp32, fp16 and bf16; the 910B has no
+ * FP8 (the proxies run it as fp16). */
+static bool acl_gemm_takes(void *ctx, const npu_gemm *g)
+{
+    (void)ctx;
+    return g->dtype == MS_DTYPE_FP32 || g->dtype == MS_DTYPE_FP16 || g->dtype == MS_DTYPE_BF16;
+}
+
 /* cubeMathType 1 (ALLOW_FP32_DOWN_PRECISION): fp16 and bf16 run as they
  * are; fp32 may use HF32, as torch_npu allows by default for matmul. */
 static ms_status acl_gemm(void *ctx, const npu_gemm *g, void *s)
@@ -313,6 +321,7 @@ const npu_runtime npu_runtime_acl = {
     .stream_wait_event = acl_stream_wait_event,
     .memcpy_async = acl_memcpy_async,
     .gemm = acl_gemm,
+    .gemm_takes = acl_gemm_takes,
     .device_synchronize = acl_device_synchronize,
 };
 

@@ -1,50 +1,23 @@
-/* The runtime layer on CUDA (runtime.h): the CUDA runtime API and cuBLAS,
- * called from C; no device code of our own (the proxies are cuBLAS GEMMs
- * and copies), so nothing here needs nvcc.
+/* The runtime layer on CUDA (runtime.h): the CUDA runtime API, cuBLAS and,
+ * for FP8 GEMMs, cuBLASLt (cuda_fp8.c), called from C; no device code of our
+ * own (the proxies are cuBLAS GEMMs and copies), so nothing here needs nvcc.
  *
- * libcudart and libcublas are not linked: they are loaded with dlopen the
+ * libcudart, libcublas and libcublasLt are not linked: they are loaded with dlopen the
  * first time a process asks for --backend cuda (as PyTorch's lazy CUDA
  * stubs, NCCL's cudart loader and TensorFlow's dso_loader do), so that the
  * mock, --help and every other command start without loading them
  * (~77 M instructions of loading and initialisers at every start,
  * bench/README.md) and run on a machine where they are not installed.  The calls are typed from the toolkit's
  * own headers (__typeof__), so the compiler checks each one as if linked. */
-#include <cublas_v2.h>
-#include <cuda_runtime_api.h>
+#include "cuda_private.h"
+
 #include <dlfcn.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h" /* MS_CUDART_SONAME, MS_CUBLAS_SONAME, MS_CUDA_LIBDIR */
-#include "runtime.h"
-
-/* Every entry point this file calls.  A name the headers turn into another
- * symbol (cublasCreate is cublasCreate_v2; cudaMemcpyAsync is
- * cudaMemcpyAsync_ptsz under per-thread default streams) is looked up
- * under that symbol.  (Kept from clang-format, which would stair-step
- * the lists.) */
-// clang-format off
-#define CUDART_CALLS(X)                                                                        \
-    X(cudaGetDeviceCount) X(cudaGetLastError) X(cudaGetErrorString) X(cudaGetErrorName)        \
-    X(cudaSetDevice) X(cudaDeviceGetStreamPriorityRange) X(cudaGetDeviceProperties)            \
-    X(cudaMemGetInfo) X(cudaMalloc) X(cudaFree) X(cudaMemset) X(cudaDeviceSynchronize)         \
-    X(cudaHostAlloc) X(cudaFreeHost) X(cudaStreamCreateWithPriority) X(cudaStreamDestroy)      \
-    X(cudaStreamSynchronize) X(cudaEventCreate) X(cudaEventDestroy) X(cudaEventRecord)         \
-    X(cudaEventQuery) X(cudaEventSynchronize) X(cudaEventElapsedTime) X(cudaStreamWaitEvent)   \
-    X(cudaMemcpyAsync)
-#define CUBLAS_CALLS(X)                                                                        \
-    X(cublasCreate) X(cublasDestroy) X(cublasGetStatusString) X(cublasSetStream)               \
-    X(cublasSetWorkspace) X(cublasGemmStridedBatchedEx)
-// clang-format on
-
-typedef struct cuda_api {
-#define CUDA_API_FIELD(fn) __typeof__(&fn) fn;
-    CUDART_CALLS(CUDA_API_FIELD)
-    CUBLAS_CALLS(CUDA_API_FIELD)
-#undef CUDA_API_FIELD
-} cuda_api;
+#include "config.h" /* MS_CUDART_SONAME, MS_CUBLAS_SONAME, MS_CUBLASLT_SONAME, MS_CUDA_LIBDIR */
 
 /* The libraries as loaded, or why they could not be.  The only writable
  * state of this file (with its once flag), written once under
@@ -67,6 +40,7 @@ static cuda_loaded cuda_lib;
  * path, loaded as given and nothing else tried. */
 #define CUDA_CUDART_ENV "MEMSIM_CUDART"
 #define CUDA_CUBLAS_ENV "MEMSIM_CUBLAS"
+#define CUDA_CUBLASLT_ENV "MEMSIM_CUBLASLT"
 
 /* dlopen one library: the override in $env if set, else SONAME in the
  * toolkit configure found (what a linked build's rpath named), else SONAME
@@ -134,6 +108,13 @@ static bool cuda_resolve_cublas(void *h, cuda_api *api, char *why, size_t n_why)
     CUBLAS_CALLS(CUDA_API_LOAD)
     return ok;
 }
+static bool cuda_resolve_cublaslt(void *h, cuda_api *api, char *why, size_t n_why)
+{
+    const char *soname = MS_CUBLASLT_SONAME;
+    bool ok = true;
+    CUBLASLT_CALLS(CUDA_API_LOAD)
+    return ok;
+}
 #undef CUDA_API_LOAD
 
 /* pthread_once's routine.  A library that loads but lacks a symbol stays
@@ -148,6 +129,10 @@ static void cuda_load_libraries(void)
         return;
     void *blas = cuda_dlopen(CUDA_CUBLAS_ENV, MS_CUBLAS_SONAME, l->why, sizeof l->why);
     if (blas == NULL || !cuda_resolve_cublas(blas, &l->api, l->why, sizeof l->why))
+        return;
+    /* Every cuBLAS since CUDA 10.1 ships (and itself loads) cuBLASLt. */
+    void *lt = cuda_dlopen(CUDA_CUBLASLT_ENV, MS_CUBLASLT_SONAME, l->why, sizeof l->why);
+    if (lt == NULL || !cuda_resolve_cublaslt(lt, &l->api, l->why, sizeof l->why))
         return;
     l->status = MS_OK;
 }
@@ -170,18 +155,7 @@ static ms_status cuda_load(char *why, size_t n_why)
     return cuda_api_get(&api, why, n_why);
 }
 
-typedef struct cuda_ctx {
-    const cuda_api *api;
-    int ordinal;
-    cublasHandle_t blas;
-    int least_priority, greatest_priority; /* numerically: least >= greatest */
-    char err[256];
-} cuda_ctx;
-
-/* Record the runtime's message and turn the error into an ms_status.  The
- * error is also cleared from the runtime's sticky "last error" slot (an
- * out-of-memory is not sticky: the next call may succeed). */
-static ms_status cuda_fail(cuda_ctx *c, cudaError_t e, const char *call)
+ms_status cuda_fail(cuda_ctx *c, cudaError_t e, const char *call)
 {
     if (e == cudaSuccess)
         return MS_OK;
@@ -197,11 +171,7 @@ static ms_status cuda_fail(cuda_ctx *c, cudaError_t e, const char *call)
     }
 }
 
-/* CU(c, cudaMalloc, &p, bytes): the call through c's table, its error
- * recorded under the name and arguments as written. */
-#define CU(c, fn, ...) cuda_fail((c), (c)->api->fn(__VA_ARGS__), #fn "(" #__VA_ARGS__ ")")
-
-static ms_status blas_fail(cuda_ctx *c, cublasStatus_t s, const char *call)
+ms_status cuda_blas_fail(cuda_ctx *c, cublasStatus_t s, const char *call)
 {
     if (s == CUBLAS_STATUS_SUCCESS)
         return MS_OK;
@@ -229,6 +199,15 @@ static ms_status cuda_device_count(int *n, char *why, size_t n_why)
     return MS_OK;
 }
 
+static void cuda_close(void *ctx)
+{
+    cuda_ctx *c = ctx;
+    cuda_fp8_close(c);
+    if (c->blas != NULL)
+        c->api->cublasDestroy(c->blas);
+    free(c);
+}
+
 static ms_status cuda_open(int ordinal, void **out, ms_diag *d)
 {
     char why[sizeof cuda_lib.why];
@@ -245,22 +224,16 @@ static ms_status cuda_open(int ordinal, void **out, ms_diag *d)
     if (st == MS_OK)
         st = CU(c, cudaDeviceGetStreamPriorityRange, &c->least_priority, &c->greatest_priority);
     if (st == MS_OK)
-        st = blas_fail(c, api->cublasCreate(&c->blas), "cublasCreate");
+        st = cuda_blas_fail(c, api->cublasCreate(&c->blas), "cublasCreate");
+    if (st == MS_OK)
+        st = cuda_fp8_open(c);
     if (st != MS_OK) {
         ms_diag_set(d, st, "cuda:%d: %s", ordinal, c->err);
-        free(c);
+        cuda_close(c);
         return st;
     }
     *out = c;
     return MS_OK;
-}
-
-static void cuda_close(void *ctx)
-{
-    cuda_ctx *c = ctx;
-    if (c->blas != NULL)
-        c->api->cublasDestroy(c->blas);
-    free(c);
 }
 
 static const char *cuda_last_error(void *ctx)
@@ -413,6 +386,14 @@ static ms_status cuda_memcpy_async(void *ctx, uint64_t dst, uint64_t src, uint64
               s);
 }
 
+static bool cuda_gemm_takes(void *ctx, const npu_gemm *g)
+{
+    const cuda_ctx *c = ctx;
+    if (g->dtype == MS_DTYPE_FP8)
+        return cuda_fp8_takes(c, g);
+    return g->dtype == MS_DTYPE_FP32 || g->dtype == MS_DTYPE_FP16 || g->dtype == MS_DTYPE_BF16;
+}
+
 static cudaDataType cuda_type(ms_dtype t)
 {
     return t == MS_DTYPE_FP32 ? CUDA_R_32F : t == MS_DTYPE_BF16 ? CUDA_R_16BF : CUDA_R_16F;
@@ -427,11 +408,13 @@ static ms_status cuda_gemm(void *ctx, const npu_gemm *g, void *s)
     const cuda_api *api = c->api;
     if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX || g->batch > INT32_MAX)
         return MS_ERANGE;
-    ms_status st = blas_fail(c, api->cublasSetStream(c->blas, s), "cublasSetStream");
+    if (g->dtype == MS_DTYPE_FP8)
+        return cuda_fp8_gemm(c, g, s);
+    ms_status st = cuda_blas_fail(c, api->cublasSetStream(c->blas, s), "cublasSetStream");
     /* cublasSetStream resets the workspace: give it ours again, so cuBLAS
      * allocates none outside the proxy workspace. */
     if (st == MS_OK)
-        st = blas_fail(
+        st = cuda_blas_fail(
             c, api->cublasSetWorkspace(c->blas, (void *)(uintptr_t)g->scratch, g->scratch_bytes),
             "cublasSetWorkspace");
     if (st != MS_OK)
@@ -443,7 +426,7 @@ static ms_status cuda_gemm(void *ctx, const npu_gemm *g, void *s)
         (const void *)(uintptr_t)g->b, t, (int)g->n, g->k * g->n, (const void *)(uintptr_t)g->a, t,
         (int)g->k, g->m * g->k, &beta, (void *)(uintptr_t)g->c, t, (int)g->n, g->m * g->n,
         (int)g->batch, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-    return blas_fail(c, r, "cublasGemmStridedBatchedEx");
+    return cuda_blas_fail(c, r, "cublasGemmStridedBatchedEx");
 }
 
 static ms_status cuda_device_synchronize(void *ctx)
@@ -480,6 +463,7 @@ const npu_runtime npu_runtime_cuda = {
     .stream_wait_event = cuda_stream_wait_event,
     .memcpy_async = cuda_memcpy_async,
     .gemm = cuda_gemm,
+    .gemm_takes = cuda_gemm_takes,
     .device_synchronize = cuda_device_synchronize,
 };
 

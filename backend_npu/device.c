@@ -443,6 +443,15 @@ static ms_status npu_launch(void *inst, const ms_kernel *k, ms_stream *s, uint64
     return timed_issue(d, s, t, issue_kernel, k);
 }
 
+static ms_status npu_matmul_dtype(void *inst, const ms_kernel *k, ms_dtype *runs_as)
+{
+    npu_dev *d = inst;
+    if (d == NULL || k == NULL || runs_as == NULL)
+        return MS_EINVAL;
+    *runs_as = npu_proxy_matmul_dtype(d->rt, d->ctx, &d->proxy, k);
+    return MS_OK;
+}
+
 static ms_status npu_device_synchronize(void *inst)
 {
     npu_dev *d = inst;
@@ -543,6 +552,7 @@ static const ms_backend_ops npu_ops = {
     .stream_wait_event = npu_stream_wait_event,
     .memcpy_async = npu_memcpy_async,
     .launch = npu_launch,
+    .matmul_dtype = npu_matmul_dtype,
     .device_synchronize = npu_device_synchronize,
     .now = npu_now,
     .set_tracer = npu_set_tracer,

@@ -4,7 +4,8 @@
  *
  * - matmul: GEMMs of the op's (M, N, K, batch) until its FLOPs are done (a
  *   backward matmul's 4MNK FLOPs are two GEMMs of the forward shape), in the
- *   op's dtype (fp8 and int8 run as fp16);
+ *   op's dtype (fp8 where the runtime has FP8 GEMMs and the shape suits
+ *   them, cuda_fp8.c; otherwise fp8, and int8 always, run as fp16);
  * - attention: its two batched GEMMs, Q.K^T (s x s x d) and P.V (s x d x s),
  *   alternated until its FLOPs are done;
  * - elementwise and norm kernels (and the optimizer): a device-to-device copy
@@ -32,7 +33,7 @@ typedef struct gemm_work {
 
 static ms_dtype gemm_dtype(ms_dtype t)
 {
-    return t == MS_DTYPE_FP32 || t == MS_DTYPE_BF16 ? t : MS_DTYPE_FP16;
+    return t == MS_DTYPE_FP32 || t == MS_DTYPE_BF16 || t == MS_DTYPE_FP8 ? t : MS_DTYPE_FP16;
 }
 
 static double shape_flops(const gemm_shape *s)
@@ -119,6 +120,36 @@ typedef struct gemm_sink {
     npu_proxy_plan *plan; /* describe only */
 } gemm_sink;
 
+/* A third of the operand area, rounded down to 256 bytes: GEMM libraries
+ * pick their vectorised kernels only for aligned operands (cuBLASLt's FP8
+ * ones need 16 bytes). */
+static uint64_t operand_region(const npu_proxy *p)
+{
+    return (p->bytes - p->scratch_bytes) / 3 / 256 * 256;
+}
+
+static npu_gemm gemm_call(const npu_proxy *p, ms_dtype dt, int64_t m, int64_t n, int64_t k,
+                          int64_t batch)
+{
+    uint64_t region = operand_region(p);
+    return (npu_gemm){.dtype = dt,
+                      .m = m,
+                      .n = n,
+                      .k = k,
+                      .batch = batch,
+                      .a = p->base,
+                      .b = p->base + region,
+                      .c = p->base + 2 * region,
+                      .scratch = p->scratch,
+                      .scratch_bytes = p->scratch_bytes};
+}
+
+/* The dtype the runtime runs `call` in: its own, or fp16 in its place. */
+static ms_dtype taken_dtype(const npu_runtime *rt, void *ctx, const npu_gemm *call)
+{
+    return rt->gemm_takes(ctx, call) ? call->dtype : MS_DTYPE_FP16;
+}
+
 static ms_status emit_gemm(gemm_sink *g, ms_dtype dt, int64_t m, int64_t n, int64_t k,
                            int64_t batch)
 {
@@ -127,25 +158,22 @@ static ms_status emit_gemm(gemm_sink *g, ms_dtype dt, int64_t m, int64_t n, int6
         g->plan->gemm_flops += 2.0 * (double)m * (double)n * (double)k * (double)batch;
         return MS_OK;
     }
-    uint64_t region = (g->p->bytes - g->p->scratch_bytes) / 3;
-    npu_gemm call = {.dtype = dt,
-                     .m = m,
-                     .n = n,
-                     .k = k,
-                     .batch = batch,
-                     .a = g->p->base,
-                     .b = g->p->base + region,
-                     .c = g->p->base + 2 * region,
-                     .scratch = g->p->scratch,
-                     .scratch_bytes = g->p->scratch_bytes};
+    npu_gemm call = gemm_call(g->p, dt, m, n, k, batch);
+    call.dtype = taken_dtype(g->rt, g->ctx, &call);
     return g->rt->gemm(g->ctx, &call, g->stream);
+}
+
+/* Tiles whose operands fit their regions (an FP8 GEMM's bf16 result is
+ * its widest operand). */
+static gemm_tiles tiles_in(const npu_proxy *p, const gemm_shape *s, ms_dtype dt)
+{
+    int64_t es = dt == MS_DTYPE_FP32 ? 4 : 2;
+    return tiles_of(s, (int64_t)operand_region(p) / es);
 }
 
 static ms_status emit_tiled(gemm_sink *g, const gemm_shape *s, ms_dtype dt)
 {
-    int64_t es = dt == MS_DTYPE_FP32 ? 4 : 2;
-    int64_t room = (int64_t)((g->p->bytes - g->p->scratch_bytes) / 3) / es;
-    gemm_tiles t = tiles_of(s, room);
+    gemm_tiles t = tiles_in(g->p, s, dt);
     ms_status st = MS_OK;
     for (int64_t b = 0; st == MS_OK && b < s->batch; b += t.bc)
         for (int64_t m = 0; st == MS_OK && m < s->m; m += t.mc)
@@ -204,6 +232,15 @@ ms_status npu_proxy_launch(const npu_runtime *rt, void *ctx, const npu_proxy *p,
         return MS_EINVAL;
     gemm_sink g = {.rt = rt, .ctx = ctx, .p = p, .stream = s};
     return emit(&g, k);
+}
+
+ms_dtype npu_proxy_matmul_dtype(const npu_runtime *rt, void *ctx, const npu_proxy *p,
+                                const ms_kernel *k)
+{
+    gemm_work w = gemm_work_of(k);
+    gemm_tiles t = tiles_in(p, &w.shapes[0], w.dtype);
+    npu_gemm call = gemm_call(p, w.dtype, t.mc, t.nc, t.kc, t.bc);
+    return taken_dtype(rt, ctx, &call);
 }
 
 ms_status npu_proxy_describe(const npu_proxy *p, const ms_kernel *k, npu_proxy_plan *out)

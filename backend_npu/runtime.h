@@ -28,7 +28,7 @@
  * memory.  scratch: device memory the runtime's GEMM library may use as its
  * workspace (cuBLAS, aclnn), so that it allocates none of its own. */
 typedef struct npu_gemm {
-    ms_dtype dtype; /* fp32, fp16 or bf16 */
+    ms_dtype dtype; /* fp32, fp16, bf16; fp8: E4M3 operands, a bf16 result */
     int64_t m, n, k, batch;
     uint64_t a, b, c;
     uint64_t scratch, scratch_bytes;
@@ -72,6 +72,10 @@ typedef struct npu_runtime {
     ms_status (*memcpy_async)(void *ctx, uint64_t dst, uint64_t src, uint64_t bytes,
                               ms_copy_kind kind, void *s);
     ms_status (*gemm)(void *ctx, const npu_gemm *g, void *s);
+    /* Whether gemm() runs g in g's own dtype at g's shape (FP8 needs the
+     * hardware and aligned shapes); the proxies run what it does not take
+     * as fp16. */
+    bool (*gemm_takes)(void *ctx, const npu_gemm *g);
     ms_status (*device_synchronize)(void *ctx);
 } npu_runtime;
 
@@ -101,6 +105,10 @@ void npu_proxy_fini(const npu_runtime *rt, void *ctx, npu_proxy *p);
  * copy of its buffer (collectives, p2p). */
 ms_status npu_proxy_launch(const npu_runtime *rt, void *ctx, const npu_proxy *p, const ms_kernel *k,
                            void *s);
+/* The dtype npu_proxy_launch runs a matmul k's GEMMs in (its first tile's:
+ * k's own where the runtime takes it, else fp16). */
+ms_dtype npu_proxy_matmul_dtype(const npu_runtime *rt, void *ctx, const npu_proxy *p,
+                                const ms_kernel *k);
 /* What npu_proxy_launch issues for k (for tests and docs): GEMM calls and
  * their FLOPs, copies and the bytes they read plus write. */
 typedef struct npu_proxy_plan {

@@ -6,7 +6,8 @@
 # configure in a scratch copy of what configure reads (a configured source
 # tree refuses a second build directory) and checks config.h for what
 # lib/backend/registry.c tests (MS_WITH_CUDA) and what backend_npu/cuda.c
-# loads (MS_CUDART_SONAME, MS_CUBLAS_SONAME from MS_CUDA_LIBDIR).
+# loads (MS_CUDART_SONAME, MS_CUBLAS_SONAME, MS_CUBLASLT_SONAME from
+# MS_CUDA_LIBDIR).
 #
 # Usage: tests/configure_cuda.sh [SRCDIR]   (SRCDIR must hold a generated
 # configure, i.e. after ./bootstrap or autoreconf).  CI runs it (.ci/run);
@@ -52,23 +53,26 @@ with_cuda() { grep -q '^#define MS_WITH_CUDA 1' "$tmp/$1/config.h"; }
 defined() { sed -n "s/^#define $2 \"\(.*\)\"\$/\1/p" "$tmp/$1/config.h"; }
 
 # loads_at_run_time NAME: the CUDA libraries are not linked (cuda.c loads
-# them with dlopen on the first --backend cuda): CUDA_LIBS has no -lcudart
-# or -lcublas, and config.h names their versioned SONAMEs, files of the lib
-# directory it records.
+# them with dlopen on the first --backend cuda): CUDA_LIBS has no -lcudart,
+# -lcublas or -lcublasLt, and config.h names their versioned SONAMEs, files
+# of the lib directory it records.
 loads_at_run_time() {
     libdir=$(defined "$1" MS_CUDA_LIBDIR)
     cudart=$(defined "$1" MS_CUDART_SONAME)
     cublas=$(defined "$1" MS_CUBLAS_SONAME)
+    cublaslt=$(defined "$1" MS_CUBLASLT_SONAME)
     ! grep -q '^CUDA_LIBS = .*-lcu' "$tmp/$1/Makefile" &&
         case $cudart in libcudart.so.[0-9]*) ;; *) false ;; esac &&
         case $cublas in libcublas.so.[0-9]*) ;; *) false ;; esac &&
-        [ -e "$libdir/$cudart" ] && [ -e "$libdir/$cublas" ]
+        case $cublaslt in libcublasLt.so.[0-9]*) ;; *) false ;; esac &&
+        [ -e "$libdir/$cudart" ] && [ -e "$libdir/$cublas" ] && [ -e "$libdir/$cublaslt" ]
 }
 
-# cppflags_hold_toolkit NAME: the include folder configure chose holds the
-# CUDA runtime's header.
+# cppflags_hold_toolkit NAME: the include folder configure chose (as a
+# system folder: its headers are not held to -Werror) holds the CUDA
+# runtime's header.
 cppflags_hold_toolkit() {
-    inc=$(sed -n 's/^CUDA_CPPFLAGS = -I\([^ ]*\).*/\1/p' "$tmp/$1/Makefile")
+    inc=$(sed -n 's/^CUDA_CPPFLAGS = -isystem \([^ ]*\).*/\1/p' "$tmp/$1/Makefile")
     [ -n "$inc" ] && [ -f "$inc/cuda_runtime_api.h" ]
 }
 
@@ -104,7 +108,7 @@ if [ -n "$toolkit" ]; then
     run_configure with_dir "$bare_path" --with-cuda="$toolkit"
     check "--with-cuda=$toolkit builds the CUDA backend with nvcc off PATH" \
         '[ "$(cat $tmp/with_dir.rc)" = 0 ] && with_cuda with_dir &&
-         grep -q "^CUDA_CPPFLAGS = -I$toolkit/include" $tmp/with_dir/Makefile &&
+         grep -q "^CUDA_CPPFLAGS = -isystem $toolkit/include" $tmp/with_dir/Makefile &&
          loads_at_run_time with_dir && defined with_dir MS_CUDA_LIBDIR | grep -q "^$toolkit/"' \
         with_dir
 else

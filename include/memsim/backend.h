@@ -182,6 +182,13 @@ typedef struct ms_backend_ops {
      * (whether it was recorded, whether that completed), for the executor's
      * part of a state (ms_state_sig).  MS_EAGAIN: its work is still in flight. */
     ms_status (*event_state)(void *inst, const ms_event *e, ms_state_sig *sig);
+    /* The dtype a matmul of k's dtype and shape (m, n, k) runs in on this
+     * device: its own on the mock, which models every dtype; on a real one
+     * what its GEMM library runs (an FP8 GEMM needs Hopper or Ada and cuBLASLt;
+     * elsewhere it runs as fp16, backend_npu/proxy.c).  May be NULL: a
+     * backend that cannot say (ms_backend_matmul_dtype answers
+     * MS_EUNSUPPORTED). */
+    ms_status (*matmul_dtype)(void *inst, const ms_kernel *k, ms_dtype *runs_as);
 } ms_backend_ops;
 
 typedef struct ms_backend {
@@ -198,6 +205,12 @@ typedef struct ms_backend {
 /* Destroy the instance and free b.  Not for a group's devices: the group
  * closes those. */
 MS_API ms_status ms_backend_close(ms_backend *b);
+/* The dtype a matmul kernel k (cls MS_KC_MATMUL) runs in on b (the
+ * backend's matmul_dtype): what calibrate asks before it times a dtype, so
+ * that an FP8 GEMM run as fp16 is never fitted as FP8.  MS_EUNSUPPORTED
+ * where the backend cannot say. */
+MS_API ms_status ms_backend_matmul_dtype(const ms_backend *b, const ms_kernel *k,
+                                         ms_dtype *runs_as);
 
 /* ---- device groups ----------------------------------------------------------
  * A run drives several devices at once (the stages of a pipeline), each from

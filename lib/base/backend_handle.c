@@ -15,6 +15,16 @@ ms_status ms_backend_close(ms_backend *b)
     return st;
 }
 
+ms_status ms_backend_matmul_dtype(const ms_backend *b, const ms_kernel *k, ms_dtype *runs_as)
+{
+    if (b == NULL || b->ops == NULL || k == NULL || runs_as == NULL || k->cls != MS_KC_MATMUL ||
+        (unsigned)k->dtype >= MS_DTYPE_COUNT)
+        return MS_EINVAL;
+    if (b->ops->matmul_dtype == NULL)
+        return MS_EUNSUPPORTED;
+    return b->ops->matmul_dtype(b->inst, k, runs_as);
+}
+
 ms_status ms_group_close(ms_device_group *g)
 {
     if (g == NULL)

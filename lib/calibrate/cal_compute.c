@@ -130,7 +130,25 @@ static ms_status gemm_residuals(const double *x, void *user, double *f)
     return MS_OK;
 }
 
-static const ms_dtype gemm_dtypes[] = {MS_DTYPE_BF16, MS_DTYPE_FP16, MS_DTYPE_FP32};
+static const ms_dtype gemm_dtypes[] = {MS_DTYPE_BF16, MS_DTYPE_FP16, MS_DTYPE_FP32, MS_DTYPE_FP8};
+#define N_GEMM_DTYPES (sizeof gemm_dtypes / sizeof gemm_dtypes[0])
+
+/* Whether the device runs GEMMs of dt as dt.  A real device without FP8
+ * tensor cores (or cuBLASLt) runs an FP8 GEMM as fp16 (backend_npu/proxy.c):
+ * timing it would fit the fp16 ceiling under FP8's name, so that dtype keeps
+ * the base file's value and says so. */
+static bool runs_natively(const cal_ctx *c, ms_dtype dt)
+{
+    ms_kernel k = cal_gemm_kernel(dt, 4096, 4096, 4096);
+    ms_dtype runs_as = dt;
+    ms_status st = ms_backend_matmul_dtype(c->cb->b, &k, &runs_as);
+    if (st == MS_OK && runs_as == dt)
+        return true;
+    cal_log(c, "GEMM %s: %s; gemm.%s not measured (kept %.4f)", ms_dtype_name(dt),
+            st == MS_OK ? "the device runs it in another dtype" : "the backend cannot say how it runs",
+            ms_dtype_name(dt), c->spec->gemm.max[dt]);
+    return false;
+}
 
 /* Time the grid; keep the shapes whose time is clearly compute's. */
 static ms_status gemm_measure(cal_ctx *c, gemm_fit *g, int *slot_dt)
@@ -139,10 +157,10 @@ static ms_status gemm_measure(cal_ctx *c, gemm_fit *g, int *slot_dt)
     static const double quick[] = {256, 1024, 4096};
     const double *sizes = c->quick ? quick : full;
     int ns = c->quick ? 3 : 6;
-    for (size_t di = 0; di < sizeof gemm_dtypes / sizeof gemm_dtypes[0]; di++) {
+    for (size_t di = 0; di < N_GEMM_DTYPES; di++) {
         ms_dtype dt = gemm_dtypes[di];
         double peak = c->spec->peak_flops[dt];
-        if (!(peak > 0))
+        if (!(peak > 0) || !runs_natively(c, dt))
             continue;
         int slot = g->n_dt++;
         slot_dt[slot] = dt;
@@ -164,14 +182,25 @@ static ms_status gemm_measure(cal_ctx *c, gemm_fit *g, int *slot_dt)
     return MS_OK;
 }
 
+static void log_gemm_fit(const cal_ctx *c, size_t n_obs, const int *slot_dt, int n_dt, double rms)
+{
+    char maxima[128] = "";
+    size_t used = 0;
+    for (int s = 0; s < n_dt && used < sizeof maxima; s++)
+        used += (size_t)snprintf(maxima + used, sizeof maxima - used, "%s %s %.4f", s ? "," : "",
+                                 ms_dtype_name((ms_dtype)slot_dt[s]), c->spec->gemm.max[slot_dt[s]]);
+    cal_log(c, "GEMM: %zu compute-bound shapes, max%s, halves %.1f %.1f %.1f, RMS %.2e", n_obs,
+            maxima, c->spec->gemm.m_half, c->spec->gemm.n_half, c->spec->gemm.k_half, rms);
+}
+
 ms_status cal_gemm(cal_ctx *c)
 {
     gemm_fit g = {.c = c, .obs = calloc(MAX_SHAPES, sizeof(gemm_obs))};
     if (g.obs == NULL)
         return MS_ENOMEM;
-    int slot_dt[3] = {0};
+    int slot_dt[N_GEMM_DTYPES] = {0};
     ms_status st = gemm_measure(c, &g, slot_dt);
-    double x[6];
+    double x[N_GEMM_DTYPES + 3];
     if (st == MS_OK && (g.n_dt == 0 || g.n_obs < (size_t)g.n_dt + 3))
         st = ms_diag_set(c->d, MS_ERANGE, "calibrate: too few compute-bound GEMM shapes (%zu)",
                          g.n_obs);
@@ -195,11 +224,7 @@ ms_status cal_gemm(cal_ctx *c)
             c->spec->gemm.n_half = exp(x[g.n_dt + 1]);
             c->spec->gemm.k_half = exp(x[g.n_dt + 2]);
             c->res->gemm = r.rms;
-            cal_log(c,
-                    "GEMM: %zu compute-bound shapes, bf16 max %.4f, halves %.1f %.1f %.1f, "
-                    "RMS %.2e",
-                    g.n_obs, c->spec->gemm.max[MS_DTYPE_BF16], c->spec->gemm.m_half,
-                    c->spec->gemm.n_half, c->spec->gemm.k_half, r.rms);
+            log_gemm_fit(c, g.n_obs, slot_dt, g.n_dt, r.rms);
         }
     }
     free(g.obs);

@@ -11,7 +11,8 @@
 --   memsim calibrate --backend cuda --device scenarios/devices/h200.lua \
 --     --out scenarios/devices/h200.lua
 -- (it keeps the data-sheet figures below and replaces the curves, the
--- GEMM/attention shape models, the latencies and overheads).
+-- GEMM/attention shape models, the latencies and overheads; FP8 GEMMs are
+-- timed on cuBLASLt, so gemm.fp8 becomes a measurement).
 --
 -- MODELING ASSUMPTIONS TO CALIBRATE (not measurements): the efficiency and
 -- bandwidth curves, the latencies and overheads, the FP8 GEMM ceiling

@@ -804,6 +804,7 @@ aclnnStatus aclnnBatchMatMul(void *workspace, uint64_t workspaceSize, aclOpExecu
                     (dbl_task){.kind = T_GEMM, .dst = x.out.data, .bytes = tensor_bytes(&x.out)});
     if (e == OK) {
         dbl.st.gemms++;
+        dbl.st.fp16_gemms += x.a.dtype == ACL_FLOAT16;
         dbl.st.gemm_flops += 2.0 * (double)x.a.dims[0] * (double)x.a.dims[1] * (double)x.a.dims[2] *
                              (double)x.b.dims[2];
     }

@@ -15,6 +15,7 @@ typedef struct acl_double_stats {
     uint64_t host_allocs_made;                /* aclrtMallocHost calls that succeeded */
     uint64_t streams, events, tensors;        /* live */
     uint64_t gemms;                           /* aclnnBatchMatMul calls run */
+    uint64_t fp16_gemms;                      /* those on ACL_FLOAT16 operands */
     double gemm_flops;                        /* 2 b m n k summed over them */
     uint64_t bytes_h2d, bytes_d2h, bytes_d2d; /* copied */
     uint64_t swept_bytes, swept_objects;      /* what aclrtResetDevice had to free */

@@ -103,6 +103,33 @@ START_TEST(launches_run_their_shapes)
 }
 END_TEST
 
+/* The 910B has no FP8: the backend says an FP8 matmul runs as fp16 (so
+ * calibrate does not fit it as FP8), and its proxy is an fp16 GEMM; a bf16
+ * one runs as itself. */
+START_TEST(fp8_matmuls_run_as_fp16)
+{
+    ms_diag d = {0};
+    ms_device_group *g = npu_open("npu", 0, &d);
+    ck_assert_msg(g != NULL, "%s", d.msg);
+    ms_backend *b = ms_group_device(g, 0);
+    ms_kernel bf16 = npu_matmul(512, 512, 512, 1), fp8 = bf16;
+    fp8.dtype = MS_DTYPE_FP8;
+    ck_assert_int_eq(npu_runs_as(b, bf16, MS_DTYPE_FP8), MS_DTYPE_FP16);
+    ck_assert_int_eq(npu_runs_as(b, bf16, MS_DTYPE_BF16), MS_DTYPE_BF16);
+    ms_stream *s = NULL;
+    NPU_OK(b->ops->stream_create(b->inst, 0, &s));
+    NPU_OK(b->ops->launch(b->inst, &fp8, s, 1));
+    NPU_OK(b->ops->launch(b->inst, &bf16, s, 2));
+    NPU_OK(b->ops->device_synchronize(b->inst));
+    acl_double_stats st = acl_double_get_stats();
+    ck_assert_uint_eq(st.gemms, 2);
+    ck_assert_uint_eq(st.fp16_gemms, 1);
+    NPU_OK(b->ops->stream_destroy(b->inst, s));
+    NPU_OK(ms_group_close(g));
+    assert_device_released();
+}
+END_TEST
+
 /* Pinned host memory is cached by size class, as PyTorch's host allocator. */
 START_TEST(pinned_memory_is_reused)
 {
@@ -311,6 +338,7 @@ static Suite *npu_acl_suite(void)
     tcase_add_test(tc, copies_and_times);
     tcase_add_test(tc, proxy_plans);
     tcase_add_test(tc, launches_run_their_shapes);
+    tcase_add_test(tc, fp8_matmuls_run_as_fp16);
     tcase_add_test(tc, pinned_memory_is_reused);
     tcase_add_test(tc, the_runtime_says_why_a_call_failed);
     suite_add_tcase(s, tc);

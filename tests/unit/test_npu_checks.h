@@ -123,6 +123,15 @@ static ms_kernel npu_matmul(int64_t m, int64_t n, int64_t k, double times)
                        .peer = -1};
 }
 
+/* The dtype b runs k in, as dt (k's shape, another dtype). */
+static ms_dtype npu_runs_as(ms_backend *b, ms_kernel k, ms_dtype dt)
+{
+    k.dtype = dt;
+    ms_dtype runs_as = MS_DTYPE_COUNT;
+    NPU_OK(ms_backend_matmul_dtype(b, &k, &runs_as));
+    return runs_as;
+}
+
 static ms_kernel npu_attention(int64_t s, int64_t dh, int64_t bh, double gemms)
 {
     return (ms_kernel){.name = "flash_attention",
