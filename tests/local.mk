@@ -153,13 +153,33 @@ tests_unit_test_npu_acl_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS) -lpthread
 else
 EXTRA_DIST += tests/unit/test_npu_acl.c $(ACL_DOUBLE)
 endif
+# The CUDA layer runs on a GPU in test_npu_cuda (it skips without one) and
+# everywhere on the test double of libcudart, cuBLAS and cuBLASLt in
+# tests/cuda_double/: one shared module, not installed, that cuda.c
+# dlopens in their place (test_npu_cuda_double sets MEMSIM_CUDART,
+# MEMSIM_CUBLAS and MEMSIM_CUBLASLT to it).  -rpath makes libtool build it
+# shared; the test does not link it.
+CUDA_DOUBLE = tests/cuda_double/cuda_double.c tests/cuda_double/cuda_double.h
 if WITH_CUDA
 check_PROGRAMS += tests/unit/test_npu_cuda
 tests_unit_test_npu_cuda_SOURCES = tests/unit/test_npu_cuda.c $(NPU_CHECKS)
 tests_unit_test_npu_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_npu_cuda_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
+check_LTLIBRARIES = tests/cuda_double/libcuda_double.la
+tests_cuda_double_libcuda_double_la_SOURCES = $(CUDA_DOUBLE)
+tests_cuda_double_libcuda_double_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_cuda_double_libcuda_double_la_CFLAGS = $(TEST_CFLAGS) -pthread
+tests_cuda_double_libcuda_double_la_LDFLAGS = -module -avoid-version -rpath /nowhere
+tests_cuda_double_libcuda_double_la_LIBADD = -lpthread
+check_PROGRAMS += tests/unit/test_npu_cuda_double
+tests_unit_test_npu_cuda_double_SOURCES = tests/unit/test_npu_cuda_double.c $(NPU_CHECKS)
+tests_unit_test_npu_cuda_double_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/cuda_double \
+	-DCUDA_DOUBLE_SO='"$(abs_top_builddir)/tests/cuda_double/.libs/libcuda_double.so"'
+tests_unit_test_npu_cuda_double_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_npu_cuda_double_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS) $(CUDA_LIBS)
+EXTRA_tests_unit_test_npu_cuda_double_DEPENDENCIES = tests/cuda_double/libcuda_double.la
 else
-EXTRA_DIST += tests/unit/test_npu_cuda.c
+EXTRA_DIST += tests/unit/test_npu_cuda.c tests/unit/test_npu_cuda_double.c $(CUDA_DOUBLE)
 endif
 
 # lib/calibrate: memsim calibrate and memsim validate.
