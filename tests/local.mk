@@ -132,10 +132,13 @@ EXTRA_tests_unit_test_verify_DEPENDENCIES = memsim$(EXEEXT)
 
 # backend_npu.  The ACL runtime layer is built against the test double in
 # tests/acl_double/ (CANN cannot be installed here), with a registry that
-# lists "npu"; the CUDA layer's test skips (77) without a GPU.
+# lists "npu"; the CUDA layer's test skips (77) without a GPU.  Both
+# runtimes' doubles are built on tests/runtime_double/ (memory, stream
+# threads, events).
+RUNTIME_DOUBLE = tests/runtime_double/runtime_double.c tests/runtime_double/runtime_double.h
 ACL_DOUBLE = tests/acl_double/acl_double.c tests/acl_double/acl_double.h \
 	tests/acl_double/include/acl/acl.h tests/acl_double/include/aclnn/acl_meta.h \
-	tests/acl_double/include/aclnnop/aclnn_batch_matmul.h
+	tests/acl_double/include/aclnnop/aclnn_batch_matmul.h $(RUNTIME_DOUBLE)
 NPU_CHECKS = tests/unit/test_npu_checks.h tests/unit/test_paths.h
 check_PROGRAMS += tests/unit/test_backend_cli
 tests_unit_test_backend_cli_SOURCES = tests/unit/test_backend_cli.c tests/unit/test_paths.h
@@ -147,7 +150,7 @@ check_PROGRAMS += tests/unit/test_npu_acl
 tests_unit_test_npu_acl_SOURCES = tests/unit/test_npu_acl.c $(NPU_CHECKS) backend_npu/acl.c \
 	lib/backend/registry.c $(ACL_DOUBLE)
 tests_unit_test_npu_acl_CPPFLAGS = $(AM_CPPFLAGS) -I$(top_srcdir)/tests/acl_double/include \
-	-I$(top_srcdir)/tests/acl_double -DMS_WITH_ASCEND
+	-I$(top_srcdir)/tests/acl_double -I$(top_srcdir)/tests/runtime_double -DMS_WITH_ASCEND
 tests_unit_test_npu_acl_CFLAGS = $(TEST_CFLAGS) -pthread
 tests_unit_test_npu_acl_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS) -lpthread
 else
@@ -159,7 +162,7 @@ endif
 # dlopens in their place (test_npu_cuda_double sets MEMSIM_CUDART,
 # MEMSIM_CUBLAS and MEMSIM_CUBLASLT to it).  -rpath makes libtool build it
 # shared; the test does not link it.
-CUDA_DOUBLE = tests/cuda_double/cuda_double.c tests/cuda_double/cuda_double.h
+CUDA_DOUBLE = tests/cuda_double/cuda_double.c tests/cuda_double/cuda_double.h $(RUNTIME_DOUBLE)
 if WITH_CUDA
 check_PROGRAMS += tests/unit/test_npu_cuda
 tests_unit_test_npu_cuda_SOURCES = tests/unit/test_npu_cuda.c $(NPU_CHECKS)
@@ -167,7 +170,8 @@ tests_unit_test_npu_cuda_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_npu_cuda_LDADD = $(TEST_ALL_PARTS) $(TEST_LIBS)
 check_LTLIBRARIES = tests/cuda_double/libcuda_double.la
 tests_cuda_double_libcuda_double_la_SOURCES = $(CUDA_DOUBLE)
-tests_cuda_double_libcuda_double_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS)
+tests_cuda_double_libcuda_double_la_CPPFLAGS = $(AM_CPPFLAGS) $(CUDA_CPPFLAGS) \
+	-I$(top_srcdir)/tests/runtime_double
 tests_cuda_double_libcuda_double_la_CFLAGS = $(TEST_CFLAGS) -pthread
 tests_cuda_double_libcuda_double_la_LDFLAGS = -module -avoid-version -rpath /nowhere
 tests_cuda_double_libcuda_double_la_LIBADD = -lpthread

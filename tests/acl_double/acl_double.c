@@ -3,7 +3,9 @@
  * memory with a capacity, each stream is a thread of its own that runs its
  * tasks in order (copies move real bytes, events stamp the host clock,
  * waits block the stream), and every handle is counted so a test can check
- * that the code under test released everything (acl_double.h).
+ * that the code under test released everything (acl_double.h).  That
+ * machinery is tests/runtime_double/'s, shared with the CUDA double; this
+ * file is ACL's calls on it.
  *
  * It is stricter than the runtime where that catches bugs: a copy or a GEMM
  * operand outside a live allocation of the right kind is refused
@@ -15,51 +17,19 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "acl/acl.h"
 #include "acl_double.h"
 #include "aclnn/acl_meta.h"
 #include "aclnnop/aclnn_batch_matmul.h"
+#include "runtime_double.h"
 
-#define DBL_MAX_DEVICES 16
 #define ACLNN_ERR_PARAM_INVALID 161002
 
-typedef struct dbl_block {
-    char *p;
-    size_t size;
-    int device; /* -1: pinned host memory */
-    struct dbl_block *next;
-} dbl_block;
-
-struct dbl_event {
-    int device;
-    uint64_t issued, done; /* records issued and completed */
-    int64_t done_ns;
-    struct dbl_event *next;
-};
-
-typedef enum { T_COPY, T_RECORD, T_WAIT, T_GEMM } dbl_task_kind;
-
-typedef struct dbl_task {
-    dbl_task_kind kind;
-    char *dst;
-    const char *src;
-    size_t bytes;
-    struct dbl_event *ev;
-    uint64_t gen;
-    unsigned delay_us; /* a copy's: acl_double_set_copy_delay */
-    struct dbl_task *next;
-} dbl_task;
-
-struct dbl_stream {
-    int device;
-    unsigned seed; /* the stream's own jitter sequence */
-    pthread_t thread;
-    dbl_task *head, *tail;
-    bool busy, quit;
-    struct dbl_stream *next;
-};
+_Static_assert(ACL_MEMCPY_HOST_TO_HOST == (int)RD_H2H && ACL_MEMCPY_HOST_TO_DEVICE == (int)RD_H2D &&
+                   ACL_MEMCPY_DEVICE_TO_HOST == (int)RD_D2H &&
+                   ACL_MEMCPY_DEVICE_TO_DEVICE == (int)RD_D2D,
+               "rd_copy_kind mirrors aclrtMemcpyKind");
 
 struct aclTensor {
     int64_t dims[3];
@@ -74,22 +44,10 @@ struct aclOpExecutor {
 };
 
 static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
+    rd_runtime rt; /* memory, streams, events and their counts */
     bool inited;
-    int n_devices;
-    uint64_t hbm;
-    uint64_t used[DBL_MAX_DEVICES];
-    dbl_block *blocks;
-    struct dbl_stream *streams;
-    struct dbl_event *events;
-    acl_double_stats st;
-    unsigned jitter_us, jitter_seed, streams_made; /* acl_double_set_jitter */
-    unsigned copy_delay_us[4];                     /* by aclrtMemcpyKind */
-} dbl = {.mu = PTHREAD_MUTEX_INITIALIZER,
-         .cv = PTHREAD_COND_INITIALIZER,
-         .n_devices = 1,
-         .hbm = 1ull << 30};
+    acl_double_stats st; /* the rest: tensors, GEMMs, sweeps, refusals */
+} dbl = {.rt = RD_RUNTIME_INIT};
 
 static _Thread_local int cur_device = -1;
 static _Thread_local char last_msg[256];
@@ -101,59 +59,30 @@ static aclError refuse(aclError e, const char *fmt, const char *what)
     return e;
 }
 
-static int64_t now_ns(void)
-{
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
-}
-
 void acl_double_configure(int n_devices, uint64_t hbm_bytes)
 {
-    pthread_mutex_lock(&dbl.mu);
-    dbl.n_devices = n_devices < DBL_MAX_DEVICES ? n_devices : DBL_MAX_DEVICES;
-    dbl.hbm = hbm_bytes;
+    pthread_mutex_lock(&dbl.rt.mu);
+    rd_configure(&dbl.rt, n_devices, hbm_bytes);
     memset(&dbl.st, 0, sizeof dbl.st);
-    memset(dbl.used, 0, sizeof dbl.used);
-    memset(dbl.copy_delay_us, 0, sizeof dbl.copy_delay_us);
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_unlock(&dbl.rt.mu);
 }
 
 void acl_double_set_jitter(unsigned max_us, unsigned seed)
 {
-    pthread_mutex_lock(&dbl.mu);
-    dbl.jitter_us = max_us;
-    dbl.jitter_seed = seed;
-    dbl.streams_made = 0;
-    pthread_mutex_unlock(&dbl.mu);
+    rd_set_jitter(&dbl.rt, max_us, seed);
 }
 
 void acl_double_set_copy_delay(aclrtMemcpyKind kind, unsigned us)
 {
-    pthread_mutex_lock(&dbl.mu);
-    if ((unsigned)kind < sizeof dbl.copy_delay_us / sizeof dbl.copy_delay_us[0])
-        dbl.copy_delay_us[kind] = us;
-    pthread_mutex_unlock(&dbl.mu);
-}
-
-/* ACL_DOUBLE_JITTER=MAX_US[:SEED] in the environment: jitter from the start. */
-static void jitter_from_env(void)
-{
-    const char *v = getenv("ACL_DOUBLE_JITTER");
-    if (v == NULL || *v == '\0')
-        return;
-    char *end = NULL;
-    unsigned long us = strtoul(v, &end, 10), seed = 1;
-    if (end != NULL && *end == ':')
-        seed = strtoul(end + 1, NULL, 10);
-    acl_double_set_jitter((unsigned)us, (unsigned)seed);
+    rd_set_copy_delay(&dbl.rt, (rd_copy_kind)kind, us);
 }
 
 acl_double_stats acl_double_get_stats(void)
 {
-    pthread_mutex_lock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
     acl_double_stats s = dbl.st;
-    pthread_mutex_unlock(&dbl.mu);
+    RD_COUNTS_INTO(s, dbl.rt.count);
+    pthread_mutex_unlock(&dbl.rt.mu);
     return s;
 }
 
@@ -162,15 +91,16 @@ const char *aclGetRecentErrMsg(void)
     return last_msg[0] ? last_msg : NULL;
 }
 
+/* ACL_DOUBLE_JITTER=MAX_US[:SEED] in the environment: jitter from the start. */
 aclError aclInit(const char *configPath)
 {
     (void)configPath;
-    pthread_mutex_lock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
     bool again = dbl.inited;
     dbl.inited = true;
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_unlock(&dbl.rt.mu);
     if (!again)
-        jitter_from_env();
+        rd_jitter_from_env(&dbl.rt, "ACL_DOUBLE_JITTER");
     return again ? ACL_ERROR_REPEAT_INITIALIZE : ACL_SUCCESS;
 }
 
@@ -178,8 +108,8 @@ aclError aclrtGetDeviceCount(uint32_t *count)
 {
     if (count == NULL)
         return ACL_ERROR_INVALID_PARAM;
-    *count = (uint32_t)dbl.n_devices;
-    if (dbl.n_devices == 0) {
+    *count = (uint32_t)dbl.rt.n_devices;
+    if (dbl.rt.n_devices == 0) {
         snprintf(last_msg, sizeof last_msg, "EE1001: no device found (acl double)");
         return ACL_ERROR_RT_NO_DEVICE;
     }
@@ -188,7 +118,7 @@ aclError aclrtGetDeviceCount(uint32_t *count)
 
 aclError aclrtSetDevice(int32_t deviceId)
 {
-    if (deviceId < 0 || deviceId >= dbl.n_devices)
+    if (!rd_device_ok(&dbl.rt, deviceId))
         return refuse(ACL_ERROR_RT_INVALID_DEVICEID, "invalid device id %s", "");
     cur_device = deviceId;
     return ACL_SUCCESS;
@@ -201,114 +131,66 @@ const char *aclrtGetSocName(void)
 
 /* ---- memory --------------------------------------------------------------- */
 
-/* The live block of the given device (-1: pinned host) holding all of
- * [p, p + n), or NULL.  Call with the lock held. */
-static dbl_block *block_holding(const void *p, size_t n, int device)
-{
-    for (dbl_block *b = dbl.blocks; b != NULL; b = b->next)
-        if (b->device == device && (const char *)p >= b->p && n <= b->size &&
-            (size_t)((const char *)p - b->p) <= b->size - n)
-            return b;
-    return NULL;
-}
-
-static aclError add_block(void **out, size_t size, int device)
-{
-    dbl_block *b = calloc(1, sizeof *b);
-    char *p = malloc(size ? size : 1);
-    if (b == NULL || p == NULL) {
-        free(b);
-        free(p);
-        return ACL_ERROR_RT_MEMORY_ALLOCATION;
-    }
-    *b = (dbl_block){.p = p, .size = size, .device = device, .next = dbl.blocks};
-    dbl.blocks = b;
-    *out = p;
-    return ACL_SUCCESS;
-}
-
-/* Unlink and free the block starting at p; its size, or 0 if none. */
-static size_t remove_block(void *p, int device)
-{
-    for (dbl_block **pp = &dbl.blocks; *pp != NULL; pp = &(*pp)->next) {
-        dbl_block *b = *pp;
-        if (b->p != p || b->device != device)
-            continue;
-        size_t size = b->size;
-        *pp = b->next;
-        free(b->p);
-        free(b);
-        return size;
-    }
-    return 0;
-}
-
 aclError aclrtMalloc(void **devPtr, size_t size, aclrtMemMallocPolicy policy)
 {
     (void)policy;
     if (devPtr == NULL || size == 0 || cur_device < 0)
         return refuse(ACL_ERROR_INVALID_PARAM, "aclrtMalloc: bad argument or no device set%s", "");
-    pthread_mutex_lock(&dbl.mu);
-    aclError e = ACL_ERROR_RT_MEMORY_ALLOCATION;
-    if (size <= dbl.hbm - dbl.used[cur_device])
-        e = add_block(devPtr, size, cur_device);
-    if (e == ACL_SUCCESS) {
-        dbl.used[cur_device] += size;
-        dbl.st.device_bytes += size;
-        dbl.st.device_allocs++;
-    } else
+    pthread_mutex_lock(&dbl.rt.mu);
+    bool ok = rd_alloc(&dbl.rt, devPtr, size, cur_device);
+    if (!ok)
         snprintf(last_msg, sizeof last_msg, "EL0004: failed to allocate memory (acl double)");
-    pthread_mutex_unlock(&dbl.mu);
-    return e;
+    pthread_mutex_unlock(&dbl.rt.mu);
+    return ok ? ACL_SUCCESS : ACL_ERROR_RT_MEMORY_ALLOCATION;
+}
+
+/* Free the live block of device (RD_HOST: pinned) that starts at p. */
+static bool free_block(void *p, int device)
+{
+    pthread_mutex_lock(&dbl.rt.mu);
+    rd_block **b = rd_block_at(&dbl.rt, p, device);
+    if (b != NULL)
+        rd_free(&dbl.rt, b);
+    pthread_mutex_unlock(&dbl.rt.mu);
+    return b != NULL;
 }
 
 aclError aclrtFree(void *devPtr)
 {
-    pthread_mutex_lock(&dbl.mu);
-    size_t size = cur_device >= 0 ? remove_block(devPtr, cur_device) : 0;
-    if (size > 0) {
-        dbl.used[cur_device] -= size;
-        dbl.st.device_bytes -= size;
-        dbl.st.device_allocs--;
-    }
-    pthread_mutex_unlock(&dbl.mu);
-    return size > 0 ? ACL_SUCCESS
-                    : refuse(ACL_ERROR_INVALID_PARAM, "aclrtFree: not a live allocation%s", "");
+    return cur_device >= 0 && free_block(devPtr, cur_device)
+               ? ACL_SUCCESS
+               : refuse(ACL_ERROR_INVALID_PARAM, "aclrtFree: not a live allocation%s", "");
 }
 
 aclError aclrtMallocHost(void **hostPtr, size_t size)
 {
     if (hostPtr == NULL || size == 0)
         return refuse(ACL_ERROR_INVALID_PARAM, "aclrtMallocHost: bad argument%s", "");
-    pthread_mutex_lock(&dbl.mu);
-    aclError e = add_block(hostPtr, size, -1);
-    if (e == ACL_SUCCESS) {
-        dbl.st.host_bytes += size;
-        dbl.st.host_allocs++;
-        dbl.st.host_allocs_made++;
-    }
-    pthread_mutex_unlock(&dbl.mu);
-    return e;
+    pthread_mutex_lock(&dbl.rt.mu);
+    bool ok = rd_alloc(&dbl.rt, hostPtr, size, RD_HOST);
+    pthread_mutex_unlock(&dbl.rt.mu);
+    return ok ? ACL_SUCCESS : ACL_ERROR_RT_MEMORY_ALLOCATION;
 }
 
 aclError aclrtFreeHost(void *hostPtr)
 {
-    pthread_mutex_lock(&dbl.mu);
-    size_t size = remove_block(hostPtr, -1);
-    if (size > 0) {
-        dbl.st.host_bytes -= size;
-        dbl.st.host_allocs--;
-    }
-    pthread_mutex_unlock(&dbl.mu);
-    return size > 0 ? ACL_SUCCESS
-                    : refuse(ACL_ERROR_INVALID_PARAM, "aclrtFreeHost: not a live allocation%s", "");
+    return free_block(hostPtr, RD_HOST)
+               ? ACL_SUCCESS
+               : refuse(ACL_ERROR_INVALID_PARAM, "aclrtFreeHost: not a live allocation%s", "");
+}
+
+/* Whether [p, p + n) lies in a live allocation of the current device (lock
+ * held). */
+static bool on_device(const void *p, size_t n)
+{
+    return rd_block_holding(&dbl.rt, p, n, cur_device) != NULL;
 }
 
 aclError aclrtMemset(void *devPtr, size_t maxCount, int32_t value, size_t count)
 {
-    pthread_mutex_lock(&dbl.mu);
-    bool ok = count <= maxCount && block_holding(devPtr, count, cur_device) != NULL;
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
+    bool ok = count <= maxCount && on_device(devPtr, count);
+    pthread_mutex_unlock(&dbl.rt.mu);
     if (!ok)
         return refuse(ACL_ERROR_INVALID_PARAM, "aclrtMemset: outside a live allocation%s", "");
     memset(devPtr, value, count);
@@ -320,228 +202,80 @@ aclError aclrtGetMemInfo(aclrtMemAttr attr, size_t *free_bytes, size_t *total)
     if (free_bytes == NULL || total == NULL || cur_device < 0)
         return refuse(ACL_ERROR_INVALID_PARAM, "aclrtGetMemInfo: bad argument%s", "");
     (void)attr;
-    pthread_mutex_lock(&dbl.mu);
-    *free_bytes = dbl.hbm - dbl.used[cur_device];
-    *total = dbl.hbm;
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
+    *free_bytes = rd_free_bytes(&dbl.rt, cur_device);
+    *total = dbl.rt.hbm;
+    pthread_mutex_unlock(&dbl.rt.mu);
     return ACL_SUCCESS;
 }
 
 /* ---- streams ---------------------------------------------------------------- */
-
-static void pause_us(unsigned us)
-{
-    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
-    while (us > 0 && nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-static void run_task(dbl_task *t)
-{
-    switch (t->kind) {
-    case T_COPY:
-        pause_us(t->delay_us);
-        memmove(t->dst, t->src, t->bytes);
-        break;
-    case T_GEMM: memset(t->dst, 0, t->bytes); break;
-    case T_RECORD:
-        pthread_mutex_lock(&dbl.mu);
-        if (t->gen > t->ev->done) {
-            t->ev->done = t->gen;
-            t->ev->done_ns = now_ns();
-        }
-        pthread_mutex_unlock(&dbl.mu);
-        break;
-    case T_WAIT:
-        pthread_mutex_lock(&dbl.mu);
-        while (t->ev->done < t->gen)
-            pthread_cond_wait(&dbl.cv, &dbl.mu);
-        pthread_mutex_unlock(&dbl.mu);
-        break;
-    }
-}
-
-/* A random pause of up to max_us before a task (acl_double_set_jitter). */
-static void jitter(struct dbl_stream *s, unsigned max_us)
-{
-    if (max_us > 0)
-        pause_us((unsigned)rand_r(&s->seed) % (max_us + 1));
-}
-
-static void *stream_thread(void *arg)
-{
-    struct dbl_stream *s = arg;
-    pthread_mutex_lock(&dbl.mu);
-    for (;;) {
-        while (s->head == NULL && !s->quit)
-            pthread_cond_wait(&dbl.cv, &dbl.mu);
-        if (s->head == NULL)
-            break;
-        dbl_task *t = s->head;
-        s->busy = true;
-        unsigned max_us = dbl.jitter_us;
-        pthread_mutex_unlock(&dbl.mu);
-        jitter(s, max_us);
-        run_task(t);
-        pthread_mutex_lock(&dbl.mu);
-        s->head = t->next;
-        if (s->head == NULL)
-            s->tail = NULL;
-        s->busy = false;
-        free(t);
-        pthread_cond_broadcast(&dbl.cv);
-    }
-    pthread_mutex_unlock(&dbl.mu);
-    return NULL;
-}
-
-static bool live_stream(const struct dbl_stream *s)
-{
-    for (const struct dbl_stream *x = dbl.streams; x != NULL; x = x->next)
-        if (x == s)
-            return true;
-    return false;
-}
-
-static bool live_event(const struct dbl_event *e)
-{
-    for (const struct dbl_event *x = dbl.events; x != NULL; x = x->next)
-        if (x == e)
-            return true;
-    return false;
-}
-
-/* Queue t on s (lock held). */
-static void push(struct dbl_stream *s, dbl_task *t)
-{
-    if (s->tail != NULL)
-        s->tail->next = t;
-    else
-        s->head = t;
-    s->tail = t;
-    pthread_cond_broadcast(&dbl.cv);
-}
 
 aclError aclrtCreateStreamWithConfig(aclrtStream *stream, uint32_t priority, uint32_t flag)
 {
     (void)flag;
     if (stream == NULL || cur_device < 0 || priority > 7)
         return refuse(ACL_ERROR_INVALID_PARAM, "aclrtCreateStreamWithConfig: bad argument%s", "");
-    struct dbl_stream *s = calloc(1, sizeof *s);
+    rd_stream *s = calloc(1, sizeof *s);
     if (s == NULL)
         return ACL_ERROR_RT_MEMORY_ALLOCATION;
-    s->device = cur_device;
-    pthread_mutex_lock(&dbl.mu);
-    s->seed = dbl.jitter_seed * 2654435761u + ++dbl.streams_made;
-    pthread_mutex_unlock(&dbl.mu);
-    if (pthread_create(&s->thread, NULL, stream_thread, s) != 0) {
+    pthread_mutex_lock(&dbl.rt.mu);
+    bool ok = rd_stream_start(&dbl.rt, s, cur_device);
+    pthread_mutex_unlock(&dbl.rt.mu);
+    if (!ok) {
         free(s);
         return ACL_ERROR_RT_MEMORY_ALLOCATION;
     }
-    pthread_mutex_lock(&dbl.mu);
-    s->next = dbl.streams;
-    dbl.streams = s;
-    dbl.st.streams++;
-    pthread_mutex_unlock(&dbl.mu);
     *stream = s;
     return ACL_SUCCESS;
 }
 
-static void wait_idle(struct dbl_stream *s)
-{
-    while (s->head != NULL || s->busy)
-        pthread_cond_wait(&dbl.cv, &dbl.mu);
-}
-
-/* Finish its work, stop its thread, free it (lock held on entry and exit). */
-static void end_stream(struct dbl_stream *s)
-{
-    for (struct dbl_stream **pp = &dbl.streams; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == s) {
-            *pp = s->next;
-            break;
-        }
-    wait_idle(s);
-    s->quit = true;
-    pthread_cond_broadcast(&dbl.cv);
-    pthread_mutex_unlock(&dbl.mu);
-    pthread_join(s->thread, NULL);
-    pthread_mutex_lock(&dbl.mu);
-    free(s);
-    dbl.st.streams--;
-}
-
 aclError aclrtDestroyStream(aclrtStream stream)
 {
-    pthread_mutex_lock(&dbl.mu);
-    bool ok = live_stream(stream);
-    if (ok)
-        end_stream(stream);
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
+    bool ok = rd_stream_live(&dbl.rt, stream);
+    if (ok) {
+        rd_stream_stop(&dbl.rt, stream);
+        free(stream);
+    }
+    pthread_mutex_unlock(&dbl.rt.mu);
     return ok ? ACL_SUCCESS
               : refuse(ACL_ERROR_INVALID_PARAM, "aclrtDestroyStream: %s", "no such stream");
 }
 
 aclError aclrtSynchronizeStream(aclrtStream stream)
 {
-    pthread_mutex_lock(&dbl.mu);
-    bool ok = live_stream(stream);
+    pthread_mutex_lock(&dbl.rt.mu);
+    bool ok = rd_stream_live(&dbl.rt, stream);
     if (ok)
-        wait_idle(stream);
-    pthread_mutex_unlock(&dbl.mu);
+        rd_stream_sync(&dbl.rt, stream);
+    pthread_mutex_unlock(&dbl.rt.mu);
     return ok ? ACL_SUCCESS
               : refuse(ACL_ERROR_INVALID_PARAM, "aclrtSynchronizeStream: %s", "no such stream");
 }
 
 aclError aclrtSynchronizeDevice(void)
 {
-    pthread_mutex_lock(&dbl.mu);
-    for (struct dbl_stream *s = dbl.streams; s != NULL; s = s->next)
-        if (s->device == cur_device)
-            wait_idle(s);
-    pthread_mutex_unlock(&dbl.mu);
-    return ACL_SUCCESS;
-}
-
-/* Queue a task on stream (NULL task: out of memory). */
-static aclError enqueue(aclrtStream stream, dbl_task t)
-{
-    dbl_task *copy = malloc(sizeof *copy);
-    if (copy == NULL)
-        return ACL_ERROR_RT_MEMORY_ALLOCATION;
-    *copy = t;
-    copy->next = NULL;
-    push(stream, copy);
+    pthread_mutex_lock(&dbl.rt.mu);
+    rd_device_sync(&dbl.rt, cur_device);
+    pthread_mutex_unlock(&dbl.rt.mu);
     return ACL_SUCCESS;
 }
 
 aclError aclrtMemcpyAsync(void *dst, size_t destMax, const void *src, size_t count,
                           aclrtMemcpyKind kind, aclrtStream stream)
 {
-    pthread_mutex_lock(&dbl.mu);
-    int dst_dev = kind == ACL_MEMCPY_DEVICE_TO_HOST ? -1 : cur_device;
-    int src_dev = kind == ACL_MEMCPY_HOST_TO_DEVICE ? -1 : cur_device;
+    pthread_mutex_lock(&dbl.rt.mu);
     aclError e = ACL_SUCCESS;
-    if (!live_stream(stream) || count > destMax || kind == ACL_MEMCPY_HOST_TO_HOST)
+    if (!rd_stream_live(&dbl.rt, stream) || count > destMax || kind == ACL_MEMCPY_HOST_TO_HOST)
         e = refuse(ACL_ERROR_INVALID_PARAM, "aclrtMemcpyAsync: %s", "bad stream, size or kind");
-    else if (block_holding(dst, count, dst_dev) == NULL ||
-             block_holding(src, count, src_dev) == NULL)
+    else if (!rd_copy_sides_live(&dbl.rt, dst, src, count, (rd_copy_kind)kind, cur_device))
         e = refuse(ACL_ERROR_INVALID_PARAM, "aclrtMemcpyAsync: %s",
                    "a side is not in a live "
                    "allocation of its kind");
-    else
-        e = enqueue(stream, (dbl_task){.kind = T_COPY,
-                                       .dst = dst,
-                                       .src = src,
-                                       .bytes = count,
-                                       .delay_us = dbl.copy_delay_us[kind]});
-    if (e == ACL_SUCCESS) {
-        uint64_t *c = kind == ACL_MEMCPY_HOST_TO_DEVICE   ? &dbl.st.bytes_h2d
-                      : kind == ACL_MEMCPY_DEVICE_TO_HOST ? &dbl.st.bytes_d2h
-                                                          : &dbl.st.bytes_d2d;
-        *c += count;
-    }
-    pthread_mutex_unlock(&dbl.mu);
+    else if (!rd_enqueue_copy(&dbl.rt, stream, dst, src, count, (rd_copy_kind)kind))
+        e = ACL_ERROR_RT_MEMORY_ALLOCATION;
+    pthread_mutex_unlock(&dbl.rt.mu);
     return e;
 }
 
@@ -551,159 +285,124 @@ aclError aclrtCreateEvent(aclrtEvent *event)
 {
     if (event == NULL || cur_device < 0)
         return refuse(ACL_ERROR_INVALID_PARAM, "aclrtCreateEvent: %s", "bad argument");
-    struct dbl_event *e = calloc(1, sizeof *e);
+    pthread_mutex_lock(&dbl.rt.mu);
+    rd_event *e = rd_event_create(&dbl.rt, cur_device);
+    pthread_mutex_unlock(&dbl.rt.mu);
     if (e == NULL)
         return ACL_ERROR_RT_MEMORY_ALLOCATION;
-    e->device = cur_device;
-    pthread_mutex_lock(&dbl.mu);
-    e->next = dbl.events;
-    dbl.events = e;
-    dbl.st.events++;
-    pthread_mutex_unlock(&dbl.mu);
     *event = e;
     return ACL_SUCCESS;
 }
 
+/* Returns at once; a record or wait still queued frees it when it runs
+ * (CANN 8.0's aclrtDestroyEvent: it does not block, and the event's
+ * resources go when it completes). */
 aclError aclrtDestroyEvent(aclrtEvent event)
 {
-    pthread_mutex_lock(&dbl.mu);
-    bool ok = false;
-    for (struct dbl_event **pp = &dbl.events; *pp != NULL; pp = &(*pp)->next)
-        if (*pp == event) {
-            *pp = ((struct dbl_event *)event)->next;
-            ok = true;
-            break;
-        }
-    if (ok) {
-        /* A record or wait may still be queued: let the streams drain. */
-        for (struct dbl_stream *s = dbl.streams; s != NULL; s = s->next)
-            wait_idle(s);
-        free(event);
-        dbl.st.events--;
-    }
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
+    bool ok = rd_event_live(&dbl.rt, event);
+    if (ok)
+        rd_event_destroy(&dbl.rt, event);
+    pthread_mutex_unlock(&dbl.rt.mu);
     return ok ? ACL_SUCCESS
               : refuse(ACL_ERROR_INVALID_PARAM, "aclrtDestroyEvent: %s", "no such event");
 }
 
 aclError aclrtRecordEvent(aclrtEvent event, aclrtStream stream)
 {
-    pthread_mutex_lock(&dbl.mu);
-    aclError e;
-    if (!live_event(event) || !live_stream(stream))
+    pthread_mutex_lock(&dbl.rt.mu);
+    aclError e = ACL_SUCCESS;
+    if (!rd_event_live(&dbl.rt, event) || !rd_stream_live(&dbl.rt, stream))
         e = refuse(ACL_ERROR_INVALID_PARAM, "aclrtRecordEvent: %s", "no such event or stream");
-    else {
-        struct dbl_event *ev = event;
-        e = enqueue(stream, (dbl_task){.kind = T_RECORD, .ev = ev, .gen = ++ev->issued});
-    }
-    pthread_mutex_unlock(&dbl.mu);
+    else if (!rd_enqueue_record(&dbl.rt, stream, event))
+        e = ACL_ERROR_RT_MEMORY_ALLOCATION;
+    pthread_mutex_unlock(&dbl.rt.mu);
     return e;
 }
 
 aclError aclrtStreamWaitEvent(aclrtStream stream, aclrtEvent event)
 {
-    pthread_mutex_lock(&dbl.mu);
-    aclError e;
-    if (!live_event(event) || !live_stream(stream))
+    pthread_mutex_lock(&dbl.rt.mu);
+    aclError e = ACL_SUCCESS;
+    if (!rd_event_live(&dbl.rt, event) || !rd_stream_live(&dbl.rt, stream))
         e = refuse(ACL_ERROR_INVALID_PARAM, "aclrtStreamWaitEvent: %s", "no such event or stream");
-    else {
-        struct dbl_event *ev = event;
-        e = enqueue(stream, (dbl_task){.kind = T_WAIT, .ev = ev, .gen = ev->issued});
-    }
-    pthread_mutex_unlock(&dbl.mu);
+    else if (!rd_enqueue_wait(&dbl.rt, stream, event))
+        e = ACL_ERROR_RT_MEMORY_ALLOCATION;
+    pthread_mutex_unlock(&dbl.rt.mu);
     return e;
 }
 
 /* Never recorded: complete, as in CUDA and ACL. */
 aclError aclrtQueryEventStatus(aclrtEvent event, aclrtEventRecordedStatus *status)
 {
-    pthread_mutex_lock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
     aclError e = ACL_SUCCESS;
-    if (!live_event(event) || status == NULL)
+    if (!rd_event_live(&dbl.rt, event) || status == NULL)
         e = refuse(ACL_ERROR_INVALID_PARAM, "aclrtQueryEventStatus: %s", "no such event");
-    else {
-        struct dbl_event *ev = event;
-        *status = ev->done >= ev->issued ? ACL_EVENT_RECORDED_STATUS_COMPLETE
-                                         : ACL_EVENT_RECORDED_STATUS_NOT_READY;
-    }
-    pthread_mutex_unlock(&dbl.mu);
+    else
+        *status = rd_event_complete(event) ? ACL_EVENT_RECORDED_STATUS_COMPLETE
+                                           : ACL_EVENT_RECORDED_STATUS_NOT_READY;
+    pthread_mutex_unlock(&dbl.rt.mu);
     return e;
 }
 
 aclError aclrtSynchronizeEvent(aclrtEvent event)
 {
-    pthread_mutex_lock(&dbl.mu);
-    bool ok = live_event(event);
-    if (ok) {
-        struct dbl_event *ev = event;
-        uint64_t target = ev->issued;
-        while (ev->done < target)
-            pthread_cond_wait(&dbl.cv, &dbl.mu);
-    }
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
+    bool ok = rd_event_live(&dbl.rt, event);
+    if (ok)
+        rd_event_sync(&dbl.rt, event);
+    pthread_mutex_unlock(&dbl.rt.mu);
     return ok ? ACL_SUCCESS
               : refuse(ACL_ERROR_INVALID_PARAM, "aclrtSynchronizeEvent: %s", "no such event");
 }
 
 aclError aclrtEventElapsedTime(float *ms, aclrtEvent startEvent, aclrtEvent endEvent)
 {
-    pthread_mutex_lock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
     aclError e = ACL_SUCCESS;
-    struct dbl_event *a = startEvent, *b = endEvent;
-    if (ms == NULL || !live_event(a) || !live_event(b) || a->issued == 0 || b->issued == 0)
+    const rd_event *a = startEvent, *b = endEvent;
+    if (ms == NULL || !rd_event_live(&dbl.rt, a) || !rd_event_live(&dbl.rt, b) || a->issued == 0 ||
+        b->issued == 0)
         e = refuse(ACL_ERROR_INVALID_PARAM, "aclrtEventElapsedTime: %s", "event not recorded");
-    else if (a->done < a->issued || b->done < b->issued)
+    else if (!rd_elapsed_ms(a, b, ms))
         e = ACL_ERROR_RT_EVENT_NOT_COMPLETE;
-    else
-        *ms = (float)((double)(b->done_ns - a->done_ns) / 1e6);
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_unlock(&dbl.rt.mu);
     return e;
 }
 
 /* ---- device reset: sweep what the caller left ------------------------------- */
 
+/* Free the device's streams, events and memory, each counted as swept
+ * (lock held). */
+static void sweep(int device)
+{
+    rd_runtime *rt = &dbl.rt;
+    rd_stream *s;
+    while ((s = rd_stream_of(rt, device)) != NULL) {
+        rd_stream_stop(rt, s);
+        free(s);
+        dbl.st.swept_objects++;
+    }
+    rd_event *e;
+    while ((e = rd_event_of(rt, device)) != NULL) {
+        rd_event_destroy(rt, e);
+        dbl.st.swept_objects++;
+    }
+    rd_block **b;
+    while ((b = rd_block_of(rt, device)) != NULL) {
+        dbl.st.swept_bytes += rd_free(rt, b);
+        dbl.st.swept_objects++;
+    }
+}
+
 aclError aclrtResetDevice(int32_t deviceId)
 {
-    if (deviceId < 0 || deviceId >= dbl.n_devices)
+    if (!rd_device_ok(&dbl.rt, deviceId))
         return refuse(ACL_ERROR_RT_INVALID_DEVICEID, "aclrtResetDevice: %s", "invalid device id");
-    pthread_mutex_lock(&dbl.mu);
-    struct dbl_stream *s = dbl.streams;
-    while (s != NULL) {
-        struct dbl_stream *next = s->next;
-        if (s->device == deviceId) {
-            end_stream(s);
-            dbl.st.swept_objects++;
-            next = dbl.streams; /* the list changed while the lock was dropped */
-        }
-        s = next;
-    }
-    for (struct dbl_event **pp = &dbl.events; *pp != NULL;) {
-        struct dbl_event *e = *pp;
-        if (e->device != deviceId) {
-            pp = &e->next;
-            continue;
-        }
-        *pp = e->next;
-        free(e);
-        dbl.st.events--;
-        dbl.st.swept_objects++;
-    }
-    for (dbl_block **pp = &dbl.blocks; *pp != NULL;) {
-        dbl_block *b = *pp;
-        if (b->device != deviceId) {
-            pp = &b->next;
-            continue;
-        }
-        *pp = b->next;
-        dbl.used[deviceId] -= b->size;
-        dbl.st.device_bytes -= b->size;
-        dbl.st.device_allocs--;
-        dbl.st.swept_bytes += b->size;
-        dbl.st.swept_objects++;
-        free(b->p);
-        free(b);
-    }
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
+    sweep(deviceId);
+    pthread_mutex_unlock(&dbl.rt.mu);
     if (cur_device == deviceId)
         cur_device = -1;
     return ACL_SUCCESS;
@@ -733,9 +432,9 @@ aclTensor *aclCreateTensor(const int64_t *viewDims, uint64_t viewDimsNum, aclDat
     t->n_dims = viewDimsNum;
     t->dtype = dataType;
     t->data = tensorData;
-    pthread_mutex_lock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
     dbl.st.tensors++;
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_unlock(&dbl.rt.mu);
     return t;
 }
 
@@ -744,9 +443,9 @@ aclnnStatus aclDestroyTensor(const aclTensor *tensor)
     if (tensor == NULL)
         return ACLNN_ERR_PARAM_INVALID;
     free((void *)tensor);
-    pthread_mutex_lock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
     dbl.st.tensors--;
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_unlock(&dbl.rt.mu);
     return OK;
 }
 
@@ -788,26 +487,23 @@ aclnnStatus aclnnBatchMatMul(void *workspace, uint64_t workspaceSize, aclOpExecu
         return ACLNN_ERR_PARAM_INVALID;
     aclOpExecutor x = *executor;
     free(executor); /* one launch per executor, as aclnn's */
-    pthread_mutex_lock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
     aclnnStatus e = OK;
-    bool ws_ok = x.workspace == 0 || (workspaceSize >= x.workspace &&
-                                      block_holding(workspace, x.workspace, cur_device) != NULL);
-    if (!live_stream(stream) || !ws_ok ||
-        block_holding(x.a.data, tensor_bytes(&x.a), cur_device) == NULL ||
-        block_holding(x.b.data, tensor_bytes(&x.b), cur_device) == NULL ||
-        block_holding(x.out.data, tensor_bytes(&x.out), cur_device) == NULL)
+    bool ws_ok =
+        x.workspace == 0 || (workspaceSize >= x.workspace && on_device(workspace, x.workspace));
+    if (!rd_stream_live(&dbl.rt, stream) || !ws_ok || !on_device(x.a.data, tensor_bytes(&x.a)) ||
+        !on_device(x.b.data, tensor_bytes(&x.b)) || !on_device(x.out.data, tensor_bytes(&x.out)))
         e = refuse(ACLNN_ERR_PARAM_INVALID, "aclnnBatchMatMul: %s",
                    "an operand or the workspace "
                    "is not in a live device allocation");
-    else
-        e = enqueue(stream,
-                    (dbl_task){.kind = T_GEMM, .dst = x.out.data, .bytes = tensor_bytes(&x.out)});
+    else if (!rd_enqueue_fill(&dbl.rt, stream, x.out.data, tensor_bytes(&x.out)))
+        e = ACL_ERROR_RT_MEMORY_ALLOCATION;
     if (e == OK) {
         dbl.st.gemms++;
         dbl.st.fp16_gemms += x.a.dtype == ACL_FLOAT16;
         dbl.st.gemm_flops += 2.0 * (double)x.a.dims[0] * (double)x.a.dims[1] * (double)x.a.dims[2] *
                              (double)x.b.dims[2];
     }
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_unlock(&dbl.rt.mu);
     return e;
 }

@@ -4,11 +4,12 @@
  * MEMSIM_CUBLAS, MEMSIM_CUBLASLT).  Each entry point is defined with the
  * toolkit header's own prototype, so the calls cross the real ABI.
  *
- * As the ACL double (tests/acl_double/): device memory is host memory with
- * a capacity, each stream is a thread of its own that runs its tasks in
- * order (copies move real bytes, events stamp the host clock, waits block
- * the stream), and every handle is counted so a test can check that the
- * code under test released everything (cuda_double.h).
+ * As the ACL double (tests/acl_double/), on the machinery they share
+ * (tests/runtime_double/): device memory is host memory with a capacity,
+ * each stream is a thread of its own that runs its tasks in order (copies
+ * move real bytes, events stamp the host clock, waits block the stream),
+ * and every handle is counted so a test can check that the code under test
+ * released everything (cuda_double.h).
  *
  * It is stricter than the libraries where that catches bugs: an operand, a
  * copy or a workspace outside a live allocation of the right kind, a GEMM
@@ -26,7 +27,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 /* The project builds with -fvisibility=hidden, but cuda.c and the tests
  * find every function these headers declare with dlsym. */
@@ -38,61 +38,28 @@
 #include "cuda_double.h"
 #pragma GCC visibility pop
 
-#define DBL_MAX_DEVICES 16
+#include "runtime_double.h"
+
 #define DBL_LEAST_PRIORITY 0 /* as an H100 answers */
 #define DBL_GREATEST_PRIORITY (-5)
-#define DBL_DEVICE_ALIGN 256                 /* cudaMalloc's alignment */
-#define DBL_HOST_ALIGN 4096                  /* cudaHostAlloc's: pages */
 #define DBL_ALGO_MAGIC 0x6d656d73696d4c74ull /* "memsimLt" in an algo it made */
 
 _Static_assert(CUDA_DOUBLE_H2D == (int)cudaMemcpyHostToDevice &&
                    CUDA_DOUBLE_D2H == (int)cudaMemcpyDeviceToHost &&
                    CUDA_DOUBLE_D2D == (int)cudaMemcpyDeviceToDevice,
                "cuda_double_copy mirrors cudaMemcpyKind");
+_Static_assert(RD_H2H == (int)cudaMemcpyHostToHost && RD_H2D == (int)cudaMemcpyHostToDevice &&
+                   RD_D2H == (int)cudaMemcpyDeviceToHost && RD_D2D == (int)cudaMemcpyDeviceToDevice,
+               "rd_copy_kind mirrors cudaMemcpyKind");
 
-/* Kinds of handle the double hands out and checks. */
-typedef enum { K_STREAM, K_EVENT, K_BLAS, K_LT, K_DESC, K_LAYOUT, K_PREF, K_KINDS } dbl_kind;
+/* Kinds of handle the double hands out and checks beyond streams and
+ * events (runtime_double.h keeps those). */
+typedef enum { K_BLAS, K_LT, K_DESC, K_LAYOUT, K_PREF, K_KINDS } dbl_kind;
 
 typedef struct dbl_live {
     void *p;
     dbl_kind kind;
 } dbl_live;
-
-typedef struct dbl_block {
-    char *p;
-    size_t size;
-    int device; /* -1: pinned host memory */
-    struct dbl_block *next;
-} dbl_block;
-
-struct CUevent_st {
-    int device;
-    uint64_t issued, done; /* records issued and completed */
-    int64_t done_ns;
-    unsigned pending; /* queued records and waits that name it */
-    bool destroyed;   /* freed by the last of them (cudaEventDestroy returns at once) */
-};
-
-typedef enum { T_COPY, T_RECORD, T_WAIT, T_FILL } dbl_task_kind;
-
-typedef struct dbl_task {
-    dbl_task_kind kind;
-    char *dst;
-    const char *src;
-    size_t bytes;
-    struct CUevent_st *ev;
-    uint64_t gen;
-    unsigned delay_us; /* a copy's: cuda_double_set_copy_delay */
-    struct dbl_task *next;
-} dbl_task;
-
-struct CUstream_st {
-    int device, priority;
-    unsigned seed; /* the stream's own jitter sequence */
-    pthread_t thread;
-    dbl_task *head, *tail;
-    bool busy, quit;
-};
 
 struct cublasContext {
     int device;
@@ -127,25 +94,14 @@ typedef struct lt_pref {
 } lt_pref;
 
 static struct {
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int n_devices, cc_major, cc_minor;
-    uint64_t hbm, used[DBL_MAX_DEVICES];
-    dbl_block *blocks;
-    uint64_t device_bytes, device_allocs, host_bytes, host_allocs;
-    dbl_live *live; /* every live handle */
+    rd_runtime rt; /* memory, streams, events and their counts */
+    int cc_major, cc_minor;
+    dbl_live *live; /* every other live handle */
     size_t n_live, cap_live;
     uint64_t n_kind[K_KINDS];
     cuda_double_stats st; /* what happened since cuda_double_configure */
-    unsigned jitter_us, jitter_seed, streams_made;
-    unsigned copy_delay_us[4]; /* by cudaMemcpyKind */
-    char fail_next[64];        /* cuda_double_fail_next */
-} dbl = {.mu = PTHREAD_MUTEX_INITIALIZER,
-         .cv = PTHREAD_COND_INITIALIZER,
-         .n_devices = 1,
-         .cc_major = 9,
-         .cc_minor = 0,
-         .hbm = 1ull << 30};
+    char fail_next[64];   /* cuda_double_fail_next */
+} dbl = {.rt = RD_RUNTIME_INIT, .cc_major = 9, .cc_minor = 0};
 
 /* CUDA's per-thread state: the current device (none until cudaSetDevice:
  * memsim must choose its device) and the last error. */
@@ -195,16 +151,16 @@ static cudaError_t rt_ret(cudaError_t e)
  * is this entry point's. */
 #define RT_CALL(call)                                                                              \
     do {                                                                                           \
-        pthread_mutex_lock(&dbl.mu);                                                               \
+        pthread_mutex_lock(&dbl.rt.mu);                                                            \
         cudaError_t e_ = fault(__func__) ? cudaErrorMemoryAllocation : (call);                     \
-        pthread_mutex_unlock(&dbl.mu);                                                             \
+        pthread_mutex_unlock(&dbl.rt.mu);                                                          \
         return rt_ret(e_);                                                                         \
     } while (0)
 #define BLAS_CALL(call)                                                                            \
     do {                                                                                           \
-        pthread_mutex_lock(&dbl.mu);                                                               \
+        pthread_mutex_lock(&dbl.rt.mu);                                                            \
         cublasStatus_t s_ = fault(__func__) ? CUBLAS_STATUS_ALLOC_FAILED : (call);                 \
-        pthread_mutex_unlock(&dbl.mu);                                                             \
+        pthread_mutex_unlock(&dbl.rt.mu);                                                          \
         return s_;                                                                                 \
     } while (0)
 
@@ -250,88 +206,92 @@ static void live_drop(const void *p, dbl_kind kind)
     }
 }
 
-static bool have_device(void)
+/* A zeroed object of `size` bytes, live as `kind`; NULL: out of memory. */
+static void *new_live(size_t size, dbl_kind kind)
 {
-    return cur_device >= 0 && cur_device < dbl.n_devices;
+    void *p = calloc(1, size);
+    if (p != NULL && !live_add(p, kind)) {
+        free(p);
+        p = NULL;
+    }
+    return p;
 }
 
-static int64_t now_ns(void)
+static bool have_device(void)
 {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+    return rd_device_ok(&dbl.rt, cur_device);
+}
+
+/* The double's objects behind the toolkit's stream and event handles. */
+static rd_stream *as_stream(cudaStream_t s)
+{
+    return (rd_stream *)s;
+}
+
+static rd_event *as_event(cudaEvent_t e)
+{
+    return (rd_event *)e;
+}
+
+static bool stream_live(cudaStream_t s)
+{
+    return rd_stream_live(&dbl.rt, s);
+}
+
+static bool event_live(cudaEvent_t e)
+{
+    return rd_event_live(&dbl.rt, e);
 }
 
 /* ---- control (cuda_double.h) --------------------------------------------- */
 
 void cuda_double_configure(int n_devices, uint64_t hbm_bytes, int cc_major, int cc_minor)
 {
-    pthread_mutex_lock(&dbl.mu);
-    dbl.n_devices = n_devices < 0 ? 0 : n_devices < DBL_MAX_DEVICES ? n_devices : DBL_MAX_DEVICES;
-    dbl.hbm = hbm_bytes;
+    pthread_mutex_lock(&dbl.rt.mu);
+    rd_configure(&dbl.rt, n_devices, hbm_bytes);
     dbl.cc_major = cc_major;
     dbl.cc_minor = cc_minor;
     memset(&dbl.st, 0, sizeof dbl.st);
-    memset(dbl.copy_delay_us, 0, sizeof dbl.copy_delay_us);
     dbl.fail_next[0] = '\0';
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_unlock(&dbl.rt.mu);
 }
 
 cuda_double_stats cuda_double_get_stats(void)
 {
-    pthread_mutex_lock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
     cuda_double_stats s = dbl.st;
-    s.device_bytes = dbl.device_bytes;
-    s.device_allocs = dbl.device_allocs;
-    s.host_bytes = dbl.host_bytes;
-    s.host_allocs = dbl.host_allocs;
-    s.streams = dbl.n_kind[K_STREAM];
-    s.events = dbl.n_kind[K_EVENT];
+    RD_COUNTS_INTO(s, dbl.rt.count);
     s.blas_handles = dbl.n_kind[K_BLAS];
     s.lt_handles = dbl.n_kind[K_LT];
     s.lt_descs = dbl.n_kind[K_DESC];
     s.lt_layouts = dbl.n_kind[K_LAYOUT];
     s.lt_prefs = dbl.n_kind[K_PREF];
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_unlock(&dbl.rt.mu);
     return s;
 }
 
 void cuda_double_set_jitter(unsigned max_us, unsigned seed)
 {
-    pthread_mutex_lock(&dbl.mu);
-    dbl.jitter_us = max_us;
-    dbl.jitter_seed = seed;
-    dbl.streams_made = 0;
-    pthread_mutex_unlock(&dbl.mu);
+    rd_set_jitter(&dbl.rt, max_us, seed);
 }
 
 void cuda_double_set_copy_delay(cuda_double_copy kind, unsigned us)
 {
-    pthread_mutex_lock(&dbl.mu);
-    if ((unsigned)kind < sizeof dbl.copy_delay_us / sizeof dbl.copy_delay_us[0])
-        dbl.copy_delay_us[kind] = us;
-    pthread_mutex_unlock(&dbl.mu);
+    rd_set_copy_delay(&dbl.rt, (rd_copy_kind)kind, us);
 }
 
 void cuda_double_fail_next(const char *symbol)
 {
-    pthread_mutex_lock(&dbl.mu);
+    pthread_mutex_lock(&dbl.rt.mu);
     snprintf(dbl.fail_next, sizeof dbl.fail_next, "%s", symbol != NULL ? symbol : "");
-    pthread_mutex_unlock(&dbl.mu);
+    pthread_mutex_unlock(&dbl.rt.mu);
 }
 
 /* CUDA_DOUBLE_JITTER=MAX_US[:SEED]: jitter from the moment cuda.c loads
  * the double, for a run of the memsim command. */
 __attribute__((constructor)) static void jitter_from_env(void)
 {
-    const char *v = getenv("CUDA_DOUBLE_JITTER");
-    if (v == NULL || *v == '\0')
-        return;
-    char *end = NULL;
-    unsigned long us = strtoul(v, &end, 10), seed = 1;
-    if (end != NULL && *end == ':')
-        seed = strtoul(end + 1, NULL, 10);
-    cuda_double_set_jitter((unsigned)us, (unsigned)seed);
+    rd_jitter_from_env(&dbl.rt, "CUDA_DOUBLE_JITTER");
 }
 
 /* ---- devices and errors -------------------------------------------------- */
@@ -378,8 +338,8 @@ static cudaError_t device_count_locked(int *count)
 {
     if (count == NULL)
         return rt_refuse(cudaErrorInvalidValue, "cudaGetDeviceCount", "count is NULL");
-    *count = dbl.n_devices;
-    return dbl.n_devices > 0 ? cudaSuccess : cudaErrorNoDevice;
+    *count = dbl.rt.n_devices;
+    return dbl.rt.n_devices > 0 ? cudaSuccess : cudaErrorNoDevice;
 }
 
 cudaError_t cudaGetDeviceCount(int *count)
@@ -389,7 +349,7 @@ cudaError_t cudaGetDeviceCount(int *count)
 
 static cudaError_t set_device_locked(int device)
 {
-    if (device < 0 || device >= dbl.n_devices)
+    if (!rd_device_ok(&dbl.rt, device))
         return rt_refuse(cudaErrorInvalidDevice, "cudaSetDevice", "no such device");
     cur_device = device;
     return cudaSuccess;
@@ -404,11 +364,11 @@ static cudaError_t properties_locked(struct cudaDeviceProp *prop, int device)
 {
     if (prop == NULL)
         return rt_refuse(cudaErrorInvalidValue, "cudaGetDeviceProperties", "prop is NULL");
-    if (device < 0 || device >= dbl.n_devices)
+    if (!rd_device_ok(&dbl.rt, device))
         return rt_refuse(cudaErrorInvalidDevice, "cudaGetDeviceProperties", "no such device");
     memset(prop, 0, sizeof *prop);
     snprintf(prop->name, sizeof prop->name, "memsim CUDA double");
-    prop->totalGlobalMem = dbl.hbm;
+    prop->totalGlobalMem = dbl.rt.hbm;
     prop->major = dbl.cc_major;
     prop->minor = dbl.cc_minor;
     prop->warpSize = 32;
@@ -440,77 +400,6 @@ cudaError_t cudaDeviceGetStreamPriorityRange(int *leastPriority, int *greatestPr
 
 /* ---- memory -------------------------------------------------------------- */
 
-/* The live block of the given device (-1: pinned host) holding all of
- * [p, p + n), or NULL. */
-static dbl_block *block_holding(const void *p, size_t n, int device)
-{
-    for (dbl_block *b = dbl.blocks; b != NULL; b = b->next)
-        if (b->device == device && (const char *)p >= b->p && n <= b->size &&
-            (size_t)((const char *)p - b->p) <= b->size - n)
-            return b;
-    return NULL;
-}
-
-static cudaError_t add_block(void **out, size_t size, int device)
-{
-    dbl_block *b = calloc(1, sizeof *b);
-    void *p = NULL;
-    if (b == NULL ||
-        posix_memalign(&p, device < 0 ? DBL_HOST_ALIGN : DBL_DEVICE_ALIGN, size) != 0) {
-        free(b);
-        return cudaErrorMemoryAllocation;
-    }
-    *b = (dbl_block){.p = p, .size = size, .device = device, .next = dbl.blocks};
-    dbl.blocks = b;
-    *out = p;
-    return cudaSuccess;
-}
-
-/* The link to the live block starting at p, pinned host memory (host) or
- * any device's (a pointer says which device it is on), or NULL. */
-static dbl_block **block_link(const void *p, bool host)
-{
-    for (dbl_block **pp = &dbl.blocks; *pp != NULL; pp = &(*pp)->next)
-        if ((*pp)->p == p && ((*pp)->device < 0) == host)
-            return pp;
-    return NULL;
-}
-
-static void unlink_block(dbl_block **pp)
-{
-    dbl_block *b = *pp;
-    *pp = b->next;
-    free(b->p);
-    free(b);
-}
-
-static void wait_idle(struct CUstream_st *s)
-{
-    while (s->head != NULL || s->busy)
-        pthread_cond_wait(&dbl.cv, &dbl.mu);
-}
-
-/* A live stream of device (any device: -1) with work left, or NULL. */
-static struct CUstream_st *busy_stream(int device)
-{
-    for (size_t i = 0; i < dbl.n_live; i++) {
-        struct CUstream_st *s = dbl.live[i].p;
-        if (dbl.live[i].kind == K_STREAM && (device < 0 || s->device == device) &&
-            (s->head != NULL || s->busy))
-            return s;
-    }
-    return NULL;
-}
-
-/* Wait for the device's streams (every device's: -1) to finish their work,
- * as cudaDeviceSynchronize and the implicit synchronisation of cudaFree. */
-static void wait_device(int device)
-{
-    struct CUstream_st *s;
-    while ((s = busy_stream(device)) != NULL)
-        wait_idle(s);
-}
-
 static cudaError_t malloc_locked(void **devPtr, size_t size)
 {
     if (devPtr == NULL || !have_device())
@@ -518,12 +407,7 @@ static cudaError_t malloc_locked(void **devPtr, size_t size)
     *devPtr = NULL;
     if (size == 0)
         return cudaSuccess;
-    if (size > dbl.hbm - dbl.used[cur_device] || add_block(devPtr, size, cur_device) != cudaSuccess)
-        return cudaErrorMemoryAllocation;
-    dbl.used[cur_device] += size;
-    dbl.device_bytes += size;
-    dbl.device_allocs++;
-    return cudaSuccess;
+    return rd_alloc(&dbl.rt, devPtr, size, cur_device) ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
 cudaError_t cudaMalloc(void **devPtr, size_t size)
@@ -538,18 +422,13 @@ static cudaError_t free_locked(void *devPtr)
 {
     if (devPtr == NULL)
         return cudaSuccess;
-    dbl_block **pp = block_link(devPtr, false);
+    rd_block **pp = rd_block_at(&dbl.rt, devPtr, RD_ANY_DEVICE);
     if (pp == NULL)
         return rt_refuse(cudaErrorInvalidValue, "cudaFree", "not a live cudaMalloc allocation");
-    int device = (*pp)->device;
-    wait_device(device);
-    if ((pp = block_link(devPtr, false)) == NULL) /* freed while the lock was let go */
+    rd_device_sync(&dbl.rt, (*pp)->device);
+    if ((pp = rd_block_at(&dbl.rt, devPtr, RD_ANY_DEVICE)) == NULL) /* freed meanwhile */
         return rt_refuse(cudaErrorInvalidValue, "cudaFree", "not a live cudaMalloc allocation");
-    size_t size = (*pp)->size;
-    unlink_block(pp);
-    dbl.used[device] -= size;
-    dbl.device_bytes -= size;
-    dbl.device_allocs--;
+    rd_free(&dbl.rt, pp);
     return cudaSuccess;
 }
 
@@ -563,7 +442,7 @@ cudaError_t cudaFree(void *devPtr)
  * cudaDeviceSynchronize. */
 static cudaError_t memset_locked(void *devPtr, int value, size_t count)
 {
-    if (!have_device() || block_holding(devPtr, count, cur_device) == NULL)
+    if (!have_device() || rd_block_holding(&dbl.rt, devPtr, count, cur_device) == NULL)
         return rt_refuse(cudaErrorInvalidValue, "cudaMemset",
                          "not inside a live allocation of the current device");
     memset(devPtr, value, count);
@@ -580,9 +459,8 @@ static cudaError_t mem_info_locked(size_t *free_bytes, size_t *total)
     if (free_bytes == NULL || total == NULL || !have_device())
         return rt_refuse(cudaErrorInvalidValue, "cudaMemGetInfo",
                          "a NULL argument or no device set");
-    uint64_t used = dbl.used[cur_device];
-    *free_bytes = used < dbl.hbm ? dbl.hbm - used : 0;
-    *total = dbl.hbm;
+    *free_bytes = rd_free_bytes(&dbl.rt, cur_device);
+    *total = dbl.rt.hbm;
     return cudaSuccess;
 }
 
@@ -599,12 +477,7 @@ static cudaError_t host_alloc_locked(void **pHost, size_t size, unsigned int fla
     *pHost = NULL;
     if (size == 0)
         return cudaSuccess;
-    if (add_block(pHost, size, -1) != cudaSuccess)
-        return cudaErrorMemoryAllocation;
-    dbl.host_bytes += size;
-    dbl.host_allocs++;
-    dbl.st.host_allocs_made++;
-    return cudaSuccess;
+    return rd_alloc(&dbl.rt, pHost, size, RD_HOST) ? cudaSuccess : cudaErrorMemoryAllocation;
 }
 
 cudaError_t cudaHostAlloc(void **pHost, size_t size, unsigned int flags)
@@ -617,14 +490,11 @@ static cudaError_t free_host_locked(void *ptr)
 {
     if (ptr == NULL)
         return cudaSuccess;
-    wait_device(-1);
-    dbl_block **pp = block_link(ptr, true);
+    rd_device_sync(&dbl.rt, RD_ANY_DEVICE);
+    rd_block **pp = rd_block_at(&dbl.rt, ptr, RD_HOST);
     if (pp == NULL)
         return rt_refuse(cudaErrorInvalidValue, "cudaFreeHost", "not a live cudaHostAlloc block");
-    size_t size = (*pp)->size;
-    unlink_block(pp);
-    dbl.host_bytes -= size;
-    dbl.host_allocs--;
+    rd_free(&dbl.rt, pp);
     return cudaSuccess;
 }
 
@@ -635,99 +505,6 @@ cudaError_t cudaFreeHost(void *ptr)
 
 /* ---- streams ------------------------------------------------------------- */
 
-static void pause_us(unsigned us)
-{
-    struct timespec ts = {.tv_sec = us / 1000000, .tv_nsec = (long)(us % 1000000) * 1000};
-    while (us > 0 && nanosleep(&ts, &ts) != 0)
-        ;
-}
-
-/* The last queued task that named ev is done with it (lock held). */
-static void event_release(struct CUevent_st *ev)
-{
-    if (--ev->pending == 0 && ev->destroyed)
-        free(ev);
-}
-
-static void run_event_task(dbl_task *t)
-{
-    pthread_mutex_lock(&dbl.mu);
-    if (t->kind == T_RECORD && t->gen > t->ev->done) {
-        t->ev->done = t->gen;
-        t->ev->done_ns = now_ns();
-    }
-    while (t->kind == T_WAIT && t->ev->done < t->gen)
-        pthread_cond_wait(&dbl.cv, &dbl.mu);
-    event_release(t->ev);
-    pthread_mutex_unlock(&dbl.mu);
-}
-
-static void run_task(dbl_task *t)
-{
-    switch (t->kind) {
-    case T_COPY:
-        pause_us(t->delay_us);
-        memmove(t->dst, t->src, t->bytes);
-        break;
-    case T_FILL: memset(t->dst, 0, t->bytes); break;
-    case T_RECORD:
-    case T_WAIT: run_event_task(t); break;
-    }
-}
-
-/* A random pause of up to max_us before a task (cuda_double_set_jitter). */
-static void jitter(struct CUstream_st *s, unsigned max_us)
-{
-    if (max_us > 0)
-        pause_us((unsigned)rand_r(&s->seed) % (max_us + 1));
-}
-
-static void *stream_thread(void *arg)
-{
-    struct CUstream_st *s = arg;
-    pthread_mutex_lock(&dbl.mu);
-    for (;;) {
-        while (s->head == NULL && !s->quit)
-            pthread_cond_wait(&dbl.cv, &dbl.mu);
-        if (s->head == NULL)
-            break;
-        dbl_task *t = s->head;
-        s->busy = true;
-        unsigned max_us = dbl.jitter_us;
-        pthread_mutex_unlock(&dbl.mu);
-        jitter(s, max_us);
-        run_task(t);
-        pthread_mutex_lock(&dbl.mu);
-        s->head = t->next;
-        if (s->head == NULL)
-            s->tail = NULL;
-        s->busy = false;
-        free(t);
-        pthread_cond_broadcast(&dbl.cv);
-    }
-    pthread_mutex_unlock(&dbl.mu);
-    return NULL;
-}
-
-/* Queue a copy of t on s. */
-static cudaError_t enqueue(struct CUstream_st *s, dbl_task t)
-{
-    dbl_task *q = malloc(sizeof *q);
-    if (q == NULL)
-        return cudaErrorMemoryAllocation;
-    *q = t;
-    q->next = NULL;
-    if (q->ev != NULL)
-        q->ev->pending++;
-    if (s->tail != NULL)
-        s->tail->next = q;
-    else
-        s->head = q;
-    s->tail = q;
-    pthread_cond_broadcast(&dbl.cv);
-    return cudaSuccess;
-}
-
 static cudaError_t stream_create_locked(cudaStream_t *pStream, unsigned int flags, int priority)
 {
     const char *fn = "cudaStreamCreateWithPriority";
@@ -736,22 +513,14 @@ static cudaError_t stream_create_locked(cudaStream_t *pStream, unsigned int flag
     if (priority < DBL_GREATEST_PRIORITY || priority > DBL_LEAST_PRIORITY)
         return rt_refuse(cudaErrorInvalidValue, fn,
                          "priority outside cudaDeviceGetStreamPriorityRange's range");
-    struct CUstream_st *s = calloc(1, sizeof *s);
-    if (s == NULL)
-        return cudaErrorMemoryAllocation;
-    *s = (struct CUstream_st){.device = cur_device,
-                              .priority = priority,
-                              .seed = dbl.jitter_seed * 2654435761u + ++dbl.streams_made};
-    if (!live_add(s, K_STREAM)) {
+    /* In range, the priority changes nothing here: the double's streams are
+     * threads the host schedules. */
+    rd_stream *s = calloc(1, sizeof *s);
+    if (s == NULL || !rd_stream_start(&dbl.rt, s, cur_device)) {
         free(s);
         return cudaErrorMemoryAllocation;
     }
-    if (pthread_create(&s->thread, NULL, stream_thread, s) != 0) {
-        live_drop(s, K_STREAM);
-        free(s);
-        return cudaErrorMemoryAllocation;
-    }
-    *pStream = s;
+    *pStream = (cudaStream_t)s;
     return cudaSuccess;
 }
 
@@ -765,15 +534,9 @@ cudaError_t cudaStreamCreateWithPriority(cudaStream_t *pStream, unsigned int fla
  * that does not look at the clock.) */
 static cudaError_t stream_destroy_locked(cudaStream_t stream)
 {
-    if (!is_live(stream, K_STREAM))
+    if (!stream_live(stream))
         return rt_refuse(cudaErrorInvalidResourceHandle, "cudaStreamDestroy", "not a live stream");
-    live_drop(stream, K_STREAM);
-    wait_idle(stream);
-    stream->quit = true;
-    pthread_cond_broadcast(&dbl.cv);
-    pthread_mutex_unlock(&dbl.mu);
-    pthread_join(stream->thread, NULL);
-    pthread_mutex_lock(&dbl.mu);
+    rd_stream_stop(&dbl.rt, as_stream(stream));
     free(stream);
     return cudaSuccess;
 }
@@ -785,10 +548,10 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream)
 
 static cudaError_t stream_sync_locked(cudaStream_t stream)
 {
-    if (!is_live(stream, K_STREAM))
+    if (!stream_live(stream))
         return rt_refuse(cudaErrorInvalidResourceHandle, "cudaStreamSynchronize",
                          "not a live stream (the double has no legacy default stream)");
-    wait_idle(stream);
+    rd_stream_sync(&dbl.rt, as_stream(stream));
     return cudaSuccess;
 }
 
@@ -801,7 +564,7 @@ static cudaError_t device_sync_locked(void)
 {
     if (!have_device())
         return rt_refuse(cudaErrorInvalidDevice, "cudaDeviceSynchronize", "no device set");
-    wait_device(cur_device);
+    rd_device_sync(&dbl.rt, cur_device);
     return cudaSuccess;
 }
 
@@ -816,13 +579,10 @@ static cudaError_t event_create_locked(cudaEvent_t *event)
 {
     if (event == NULL || !have_device())
         return rt_refuse(cudaErrorInvalidValue, "cudaEventCreate", "event is NULL or no device");
-    struct CUevent_st *e = calloc(1, sizeof *e);
-    if (e == NULL || !live_add(e, K_EVENT)) {
-        free(e);
+    rd_event *e = rd_event_create(&dbl.rt, cur_device);
+    if (e == NULL)
         return cudaErrorMemoryAllocation;
-    }
-    e->device = cur_device;
-    *event = e;
+    *event = (cudaEvent_t)e;
     return cudaSuccess;
 }
 
@@ -834,12 +594,9 @@ cudaError_t cudaEventCreate(cudaEvent_t *event)
 /* Returns at once; a record or wait still queued frees it when it runs. */
 static cudaError_t event_destroy_locked(cudaEvent_t event)
 {
-    if (!is_live(event, K_EVENT))
+    if (!event_live(event))
         return rt_refuse(cudaErrorInvalidResourceHandle, "cudaEventDestroy", "not a live event");
-    live_drop(event, K_EVENT);
-    event->destroyed = true;
-    if (event->pending == 0)
-        free(event);
+    rd_event_destroy(&dbl.rt, as_event(event));
     return cudaSuccess;
 }
 
@@ -851,16 +608,14 @@ cudaError_t cudaEventDestroy(cudaEvent_t event)
 static cudaError_t event_record_locked(cudaEvent_t event, cudaStream_t stream)
 {
     const char *fn = "cudaEventRecord";
-    if (!is_live(event, K_EVENT) || !is_live(stream, K_STREAM))
+    if (!event_live(event) || !stream_live(stream))
         return rt_refuse(cudaErrorInvalidResourceHandle, fn,
                          "not a live event and stream (the double has no legacy default stream)");
-    if (event->device != stream->device)
+    if (as_event(event)->device != as_stream(stream)->device)
         return rt_refuse(cudaErrorInvalidResourceHandle, fn, "event and stream on two devices");
-    cudaError_t e =
-        enqueue(stream, (dbl_task){.kind = T_RECORD, .ev = event, .gen = event->issued + 1});
-    if (e == cudaSuccess)
-        event->issued++;
-    return e;
+    return rd_enqueue_record(&dbl.rt, as_stream(stream), as_event(event))
+               ? cudaSuccess
+               : cudaErrorMemoryAllocation;
 }
 
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
@@ -871,9 +626,9 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream)
 /* Never recorded: complete, as CUDA says. */
 static cudaError_t event_query_locked(cudaEvent_t event)
 {
-    if (!is_live(event, K_EVENT))
+    if (!event_live(event))
         return rt_refuse(cudaErrorInvalidResourceHandle, "cudaEventQuery", "not a live event");
-    return event->done >= event->issued ? cudaSuccess : cudaErrorNotReady;
+    return rd_event_complete(as_event(event)) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventQuery(cudaEvent_t event)
@@ -883,12 +638,10 @@ cudaError_t cudaEventQuery(cudaEvent_t event)
 
 static cudaError_t event_sync_locked(cudaEvent_t event)
 {
-    if (!is_live(event, K_EVENT))
+    if (!event_live(event))
         return rt_refuse(cudaErrorInvalidResourceHandle, "cudaEventSynchronize",
                          "not a live event");
-    uint64_t target = event->issued;
-    while (event->done < target)
-        pthread_cond_wait(&dbl.cv, &dbl.mu);
+    rd_event_sync(&dbl.rt, as_event(event));
     return cudaSuccess;
 }
 
@@ -902,16 +655,14 @@ static cudaError_t elapsed_locked(float *ms, cudaEvent_t start, cudaEvent_t end)
     const char *fn = "cudaEventElapsedTime";
     if (ms == NULL)
         return rt_refuse(cudaErrorInvalidValue, fn, "ms is NULL");
-    if (!is_live(start, K_EVENT) || !is_live(end, K_EVENT) || start->issued == 0 ||
-        end->issued == 0)
-        return rt_refuse(cudaErrorInvalidResourceHandle, fn,
-                         "an event is not live or not recorded");
-    if (start->device != end->device)
+    if (!event_live(start) || !event_live(end))
+        return rt_refuse(cudaErrorInvalidResourceHandle, fn, "an event is not live");
+    const rd_event *a = as_event(start), *b = as_event(end);
+    if (a->issued == 0 || b->issued == 0)
+        return rt_refuse(cudaErrorInvalidResourceHandle, fn, "an event is not recorded");
+    if (a->device != b->device)
         return rt_refuse(cudaErrorInvalidResourceHandle, fn, "events of two devices");
-    if (start->done < start->issued || end->done < end->issued)
-        return cudaErrorNotReady;
-    *ms = (float)((double)(end->done_ns - start->done_ns) / 1e6);
-    return cudaSuccess;
+    return rd_elapsed_ms(a, b, ms) ? cudaSuccess : cudaErrorNotReady;
 }
 
 cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
@@ -921,12 +672,13 @@ cudaError_t cudaEventElapsedTime(float *ms, cudaEvent_t start, cudaEvent_t end)
 
 static cudaError_t wait_event_locked(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
 {
-    if (!is_live(event, K_EVENT) || !is_live(stream, K_STREAM))
+    if (!event_live(event) || !stream_live(stream))
         return rt_refuse(cudaErrorInvalidResourceHandle, "cudaStreamWaitEvent",
                          "not a live event and stream (the double has no legacy default stream)");
     if (flags != cudaEventWaitDefault)
         return rt_refuse(cudaErrorInvalidValue, "cudaStreamWaitEvent", "unknown flags");
-    return enqueue(stream, (dbl_task){.kind = T_WAIT, .ev = event, .gen = event->issued});
+    return rd_enqueue_wait(&dbl.rt, as_stream(stream), as_event(event)) ? cudaSuccess
+                                                                        : cudaErrorMemoryAllocation;
 }
 
 cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned int flags)
@@ -936,38 +688,25 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t event, unsigned
 
 /* ---- copies -------------------------------------------------------------- */
 
-static uint64_t *copied(enum cudaMemcpyKind kind)
-{
-    return kind == cudaMemcpyHostToDevice   ? &dbl.st.bytes_h2d
-           : kind == cudaMemcpyDeviceToHost ? &dbl.st.bytes_d2h
-                                            : &dbl.st.bytes_d2d;
-}
-
 /* Each side in a live allocation of the kind named: pinned host memory or
  * the stream's device. */
 static cudaError_t memcpy_locked(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
                                  cudaStream_t stream)
 {
     const char *fn = "cudaMemcpyAsync";
-    if (!is_live(stream, K_STREAM))
+    if (!stream_live(stream))
         return rt_refuse(cudaErrorInvalidResourceHandle, fn,
                          "not a live stream (the double has no legacy default stream)");
     if (kind != cudaMemcpyHostToDevice && kind != cudaMemcpyDeviceToHost &&
         kind != cudaMemcpyDeviceToDevice)
         return rt_refuse(cudaErrorInvalidMemcpyDirection, fn, "not H2D, D2H or D2D");
-    int dst_dev = kind == cudaMemcpyDeviceToHost ? -1 : stream->device;
-    int src_dev = kind == cudaMemcpyHostToDevice ? -1 : stream->device;
-    if (block_holding(dst, count, dst_dev) == NULL || block_holding(src, count, src_dev) == NULL)
+    rd_stream *s = as_stream(stream);
+    if (!rd_copy_sides_live(&dbl.rt, dst, src, count, (rd_copy_kind)kind, s->device))
         return rt_refuse(cudaErrorInvalidValue, fn,
                          "a side is not inside a live allocation of the kind named");
-    cudaError_t e = enqueue(stream, (dbl_task){.kind = T_COPY,
-                                               .dst = dst,
-                                               .src = src,
-                                               .bytes = count,
-                                               .delay_us = dbl.copy_delay_us[kind]});
-    if (e == cudaSuccess)
-        *copied(kind) += count;
-    return e;
+    return rd_enqueue_copy(&dbl.rt, s, dst, src, count, (rd_copy_kind)kind)
+               ? cudaSuccess
+               : cudaErrorMemoryAllocation;
 }
 
 cudaError_t cudaMemcpyAsync(void *dst, const void *src, size_t count, enum cudaMemcpyKind kind,
@@ -1028,16 +767,16 @@ static bool operand_bytes(const operand *o, size_t *out)
 static bool operand_live(const operand *o, int device)
 {
     size_t n = 0;
-    return o->p != NULL && operand_bytes(o, &n) && block_holding(o->p, n, device) != NULL;
+    return o->p != NULL && operand_bytes(o, &n) &&
+           rd_block_holding(&dbl.rt, o->p, n, device) != NULL;
 }
 
 /* Queue the write of o's bytes (a GEMM's output) on s. */
-static bool enqueue_output(struct CUstream_st *s, const operand *o)
+static bool enqueue_output(cudaStream_t s, const operand *o)
 {
     size_t n = 0;
     operand_bytes(o, &n);
-    return enqueue(s, (dbl_task){.kind = T_FILL, .dst = (char *)(uintptr_t)o->p, .bytes = n}) ==
-           cudaSuccess;
+    return rd_enqueue_fill(&dbl.rt, as_stream(s), (void *)(uintptr_t)o->p, n);
 }
 
 /* ---- cuBLAS -------------------------------------------------------------- */
@@ -1072,11 +811,9 @@ static cublasStatus_t blas_create_locked(cublasHandle_t *handle)
     if (handle == NULL || !have_device())
         return blas_refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasCreate_v2",
                            "handle is NULL or no device set");
-    struct cublasContext *h = calloc(1, sizeof *h);
-    if (h == NULL || !live_add(h, K_BLAS)) {
-        free(h);
+    struct cublasContext *h = new_live(sizeof *h, K_BLAS);
+    if (h == NULL)
         return CUBLAS_STATUS_ALLOC_FAILED;
-    }
     h->device = cur_device;
     *handle = h;
     return CUBLAS_STATUS_SUCCESS;
@@ -1092,7 +829,7 @@ static cublasStatus_t blas_destroy_locked(cublasHandle_t handle)
 {
     if (!is_live(handle, K_BLAS))
         return blas_refuse(CUBLAS_STATUS_NOT_INITIALIZED, "cublasDestroy_v2", "not a live handle");
-    wait_device(handle->device);
+    rd_device_sync(&dbl.rt, handle->device);
     live_drop(handle, K_BLAS);
     free(handle);
     return CUBLAS_STATUS_SUCCESS;
@@ -1110,7 +847,7 @@ static cublasStatus_t blas_set_stream_locked(cublasHandle_t handle, cudaStream_t
     const char *fn = "cublasSetStream_v2";
     if (!is_live(handle, K_BLAS))
         return blas_refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "not a live handle");
-    if (!is_live(stream, K_STREAM) || stream->device != handle->device)
+    if (!stream_live(stream) || as_stream(stream)->device != handle->device)
         return blas_refuse(CUBLAS_STATUS_INVALID_VALUE, fn,
                            "not a live stream of the handle's device (the double has no legacy "
                            "default stream)");
@@ -1134,7 +871,7 @@ static cublasStatus_t blas_set_workspace_locked(cublasHandle_t handle, void *wor
     if (!is_live(handle, K_BLAS))
         return blas_refuse(CUBLAS_STATUS_NOT_INITIALIZED, fn, "not a live handle");
     if ((uintptr_t)workspace % 256 != 0 ||
-        (bytes > 0 && block_holding(workspace, bytes, handle->device) == NULL))
+        (bytes > 0 && rd_block_holding(&dbl.rt, workspace, bytes, handle->device) == NULL))
         return blas_refuse(CUBLAS_STATUS_INVALID_VALUE, fn,
                            "not 256-byte aligned or not inside a live device allocation");
     handle->workspace = bytes > 0 ? workspace : NULL;
@@ -1167,7 +904,7 @@ static bool supported_op(cublasOperation_t op)
  * cublasGemmStridedBatchedEx), or NULL. */
 static const char *gemm_scalars_refusal(const gemm_args *g)
 {
-    if (!is_live(g->h, K_BLAS) || !is_live(g->h->stream, K_STREAM))
+    if (!is_live(g->h, K_BLAS) || !stream_live(g->h->stream))
         return "not a live handle, or its stream was never set or is gone";
     if (!supported_op(g->ta) || !supported_op(g->tb))
         return "an operation other than N or T";
@@ -1196,7 +933,8 @@ static const char *gemm_memory_refusal(const gemm_args *g)
     if (!operand_live(&g->a, h->device) || !operand_live(&g->b, h->device) ||
         !operand_live(&g->c, h->device))
         return "an operand is not inside a live allocation of the handle's device";
-    if (h->workspace != NULL && block_holding(h->workspace, h->workspace_bytes, h->device) == NULL)
+    if (h->workspace != NULL &&
+        rd_block_holding(&dbl.rt, h->workspace, h->workspace_bytes, h->device) == NULL)
         return "the workspace set is no longer live";
     return NULL;
 }
@@ -1258,11 +996,9 @@ static cublasStatus_t lt_create_locked(cublasLtHandle_t *lightHandle)
 {
     if (lightHandle == NULL)
         return blas_refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtCreate", "lightHandle is NULL");
-    struct cublasLtContext *h = calloc(1, sizeof *h);
-    if (h == NULL || !live_add(h, K_LT)) {
-        free(h);
+    struct cublasLtContext *h = new_live(sizeof *h, K_LT);
+    if (h == NULL)
         return CUBLAS_STATUS_ALLOC_FAILED;
-    }
     *lightHandle = h;
     return CUBLAS_STATUS_SUCCESS;
 }
@@ -1287,24 +1023,13 @@ cublasStatus_t cublasLtDestroy(cublasLtHandle_t lightHandle)
     BLAS_CALL(lt_destroy_locked(lightHandle, K_LT, __func__));
 }
 
-/* A zeroed object of `size` bytes, live as `kind`; NULL: out of memory. */
-static void *lt_new_locked(size_t size, dbl_kind kind)
-{
-    void *p = calloc(1, size);
-    if (p != NULL && !live_add(p, kind)) {
-        free(p);
-        p = NULL;
-    }
-    return p;
-}
-
 static cublasStatus_t desc_create_locked(cublasLtMatmulDesc_t *matmulDesc,
                                          cublasComputeType_t computeType, cudaDataType_t scaleType)
 {
     if (matmulDesc == NULL)
         return blas_refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulDescCreate",
                            "matmulDesc is NULL");
-    lt_desc *d = lt_new_locked(sizeof *d, K_DESC);
+    lt_desc *d = new_live(sizeof *d, K_DESC);
     if (d == NULL)
         return CUBLAS_STATUS_ALLOC_FAILED;
     d->compute = computeType;
@@ -1391,7 +1116,7 @@ static cublasStatus_t layout_create_locked(cublasLtMatrixLayout_t *matLayout, cu
     if (matLayout == NULL)
         return blas_refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatrixLayoutCreate",
                            "matLayout is NULL");
-    lt_layout *l = lt_new_locked(sizeof *l, K_LAYOUT);
+    lt_layout *l = new_live(sizeof *l, K_LAYOUT);
     if (l == NULL)
         return CUBLAS_STATUS_ALLOC_FAILED;
     l->type = type;
@@ -1429,7 +1154,7 @@ static cublasStatus_t pref_create_locked(cublasLtMatmulPreference_t *pref)
     if (pref == NULL)
         return blas_refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulPreferenceCreate",
                            "pref is NULL");
-    lt_pref *p = lt_new_locked(sizeof *p, K_PREF);
+    lt_pref *p = new_live(sizeof *p, K_PREF);
     if (p == NULL)
         return CUBLAS_STATUS_ALLOC_FAILED;
     *pref = &p->opaque;
@@ -1630,7 +1355,7 @@ static bool algo_bounds(const lt_args *x, uint64_t *needs, uint64_t *most)
 /* Why the arguments beyond the problem are wrong, or NULL. */
 static const char *lt_call_refusal(const lt_args *x)
 {
-    if (!is_live(x->h, K_LT) || !is_live(x->stream, K_STREAM))
+    if (!is_live(x->h, K_LT) || !stream_live(x->stream))
         return "not a live handle and stream (the double has no legacy default stream)";
     if (x->alpha == NULL || x->beta == NULL)
         return "alpha or beta is NULL";
@@ -1639,8 +1364,9 @@ static const char *lt_call_refusal(const lt_args *x)
         return "an algo the heuristic did not choose for this problem";
     if (x->workspace_bytes < needs || x->workspace_bytes > most)
         return "a workspace smaller than the algo needs or larger than the preference allowed";
-    int dev = x->stream->device;
-    if (x->workspace_bytes > 0 && block_holding(x->workspace, x->workspace_bytes, dev) == NULL)
+    int dev = as_stream(x->stream)->device;
+    if (x->workspace_bytes > 0 &&
+        rd_block_holding(&dbl.rt, x->workspace, x->workspace_bytes, dev) == NULL)
         return "the workspace is not inside a live allocation of the stream's device";
     const operand *o[4] = {&x->a, &x->b, &x->c, &x->d};
     for (int i = 0; i < 4; i++) {

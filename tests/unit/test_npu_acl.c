@@ -28,12 +28,7 @@ static void setup_two_gib(void)
 START_TEST(no_device_says_so)
 {
     acl_double_configure(0, 1ull << 30);
-    ms_diag d = {0};
-    ck_assert_ptr_null(npu_open("npu", 0, &d));
-    ck_assert_int_eq(d.code, MS_ENOENT);
-    ck_assert_msg(strstr(d.msg, "no Ascend NPU: error 207004: EE1001: no device found") != NULL,
-                  "%s", d.msg);
-    ck_assert_ptr_nonnull(strstr(d.msg, "backends in this build: mock"));
+    npu_check_no_device("npu", "no Ascend NPU: error 207004: EE1001: no device found");
     assert_device_released();
 }
 END_TEST
@@ -41,18 +36,16 @@ END_TEST
 START_TEST(missing_device_index_lists_the_devices)
 {
     acl_double_configure(2, 1ull << 30);
-    ms_diag d = {0};
-    ck_assert_ptr_null(npu_open("npu:2", 2, &d));
-    ck_assert_int_eq(d.code, MS_ERANGE);
-    ck_assert_str_eq(d.msg,
-                     "npu:2 does not exist: this machine has 2 Ascend NPUs (npu:0 .. npu:1)");
+    npu_check_no_such_ordinal(
+        "npu:2", 2, "npu:2 does not exist: this machine has 2 Ascend NPUs (npu:0 .. npu:1)");
     acl_double_configure(1, 1ull << 30);
-    ck_assert_ptr_null(npu_open("npu:1", 1, &d));
-    ck_assert_str_eq(d.msg, "npu:1 does not exist: this machine has one Ascend NPU (npu:0)");
+    npu_check_no_such_ordinal("npu:1", 1,
+                              "npu:1 does not exist: this machine has one Ascend NPU (npu:0)");
     /* A pipeline of two devices is two processes on a real machine. */
     ms_device_spec spec = npu_any_spec();
     ms_group_config cfg = {.spec = &spec, .n_devices = 2};
     ms_device_group *g = NULL;
+    ms_diag d = {0};
     ck_assert_int_eq(ms_group_open("npu", &cfg, &g, &d), MS_EUNSUPPORTED);
     ck_assert_ptr_nonnull(strstr(d.msg, "--stage K"));
     assert_device_released();
@@ -64,10 +57,7 @@ END_TEST
 START_TEST(device_too_small_for_the_workspace)
 {
     acl_double_configure(1, 64 * MiB);
-    ms_diag d = {0};
-    ck_assert_ptr_null(npu_open("npu", 0, &d));
-    ck_assert_int_eq(d.code, MS_ENOMEM);
-    ck_assert_msg(strstr(d.msg, "proxy kernels' 256 MiB workspace") != NULL, "%s", d.msg);
+    npu_check_too_small("npu", "aclrtMalloc(&p, bytes, ACL_MEM_MALLOC_HUGE_FIRST): error 207001");
     assert_device_released();
 }
 END_TEST
@@ -92,10 +82,9 @@ END_TEST
  * their bytes as device-to-device copies. */
 START_TEST(launches_run_their_shapes)
 {
-    npu_check_launches("npu");
+    npu_launched l = npu_check_launches("npu");
     acl_double_stats s = acl_double_get_stats();
-    double mm = 2.0 * 512 * 1376 * 512, attn = 2 * 2.0 * 512 * 512 * 64 * 8;
-    ck_assert_double_eq_tol(s.gemm_flops, mm + attn, 1.0);
+    ck_assert_double_eq_tol(s.gemm_flops, l.matmul_flops + l.attention_flops, 1.0);
     ck_assert_uint_eq(s.gemms, 3);
     /* add: 3 MiB moved = 1.5 MiB copied; send: its 1 MiB buffer copied. */
     ck_assert_uint_eq(s.bytes_d2d, 3 * MiB / 2 + MiB);
@@ -108,10 +97,8 @@ END_TEST
  * one runs as itself. */
 START_TEST(fp8_matmuls_run_as_fp16)
 {
-    ms_diag d = {0};
-    ms_device_group *g = npu_open("npu", 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
+    ms_backend *b = NULL;
+    ms_device_group *g = npu_open_ok("npu", &b);
     ms_kernel bf16 = npu_matmul(512, 512, 512, 1), fp8 = bf16;
     fp8.dtype = MS_DTYPE_FP8;
     ck_assert_int_eq(npu_runs_as(b, bf16, MS_DTYPE_FP8), MS_DTYPE_FP16);
@@ -130,61 +117,29 @@ START_TEST(fp8_matmuls_run_as_fp16)
 }
 END_TEST
 
-/* Pinned host memory is cached by size class, as PyTorch's host allocator. */
+/* One aclrtMallocHost for two requests of one size class. */
 START_TEST(pinned_memory_is_reused)
 {
-    ms_diag d = {0};
-    ms_device_group *g = npu_open("npu", 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
-    uint64_t a = 0, c = 0;
-    NPU_OK(b->ops->malloc_host(b->inst, 5000, &a));
-    NPU_OK(b->ops->free_host(b->inst, a));
-    NPU_OK(b->ops->malloc_host(b->inst, 8192, &c));
-    ck_assert_uint_eq(a, c);
-    ck_assert_int_eq(b->ops->free_host(b->inst, c + 8), MS_EINVAL);
-    NPU_OK(b->ops->free_host(b->inst, c));
-    ck_assert_int_eq(b->ops->free_host(b->inst, c), MS_EINVAL);
+    npu_check_pinned_reuse("npu");
     ck_assert_uint_eq(acl_double_get_stats().host_allocs_made, 1);
-    /* Expandable segments are not implemented on real devices. */
-    ck_assert_int_eq(b->ops->va_reserve(b->inst, 1 << 21, &a), MS_EUNSUPPORTED);
-    NPU_OK(ms_group_close(g));
     assert_device_released();
 }
 END_TEST
 
-/* A failed call leaves the runtime's own message where the executor looks
- * for it (backend.h's last_error), and nothing before it. */
 START_TEST(the_runtime_says_why_a_call_failed)
 {
-    ms_diag d = {0};
-    ms_device_group *g = npu_open("npu", 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
-    ck_assert_str_eq(b->ops->last_error(b->inst), "");
-    uint64_t a = 0;
-    ck_assert_int_eq(b->ops->malloc_device(b->inst, 4ull << 30, &a), MS_ENOMEM);
-    const char *why = b->ops->last_error(b->inst);
-    ck_assert_msg(strstr(why, "aclrtMalloc") != NULL, "%s", why);
-    NPU_OK(ms_group_close(g));
+    npu_check_failure_says("npu", "aclrtMalloc(&p, bytes, ACL_MEM_MALLOC_HUGE_FIRST): error "
+                                  "207001: EL0004: failed to allocate memory (acl double)");
     assert_device_released();
 }
 END_TEST
 
 /* A whole run: MindFormers' default swap with every swap checked, the
- * allocator's reserve against aclrtGetMemInfo. */
+ * allocator's reserve against aclrtGetMemInfo (exactly: the double's
+ * memory is the allocator's segments and nothing else). */
 START_TEST(a_run_verifies_its_swaps)
 {
-    ms_run_notes n;
-    ms_run_summary s;
-    npu_check_run("npu", NULL, &n, &s);
-    ck_assert_uint_gt(s.swapped_bytes, 0);
-    ck_assert(!n.scaled);
-    /* The double's memory is the allocator's segments and nothing else: the
-     * cross-check is exact. */
-    ck_assert_uint_eq(n.device_free_before - n.device_free_after, n.reserved_after);
-    ck_assert_uint_eq(n.device_total, 2ull << 30);
-    ck_assert_uint_ge(n.reserved_after, s.peak_reserved);
+    ck_assert_uint_eq(npu_check_swaps("npu", true).device_total, 2ull << 30);
     assert_device_released();
 }
 END_TEST
@@ -196,10 +151,7 @@ END_TEST
 START_TEST(swaps_stay_ordered_when_copies_out_lag)
 {
     acl_double_set_copy_delay(ACL_MEMCPY_DEVICE_TO_HOST, 20000);
-    ms_run_notes n;
-    ms_run_summary s;
-    npu_check_run("npu", NULL, &n, &s);
-    ck_assert_uint_gt(s.swapped_bytes, 0);
+    npu_check_swaps("npu", true);
     assert_device_released();
 }
 END_TEST

@@ -1,8 +1,10 @@
-/* Checks of backend_npu that hold on any runtime (included by the ACL test,
- * run against the test double, and by the CUDA test, run on a GPU when the
- * machine has one): real bytes through streams ordered by events, device
- * times for every copy and kernel, proxies of the op's shape, a whole run
- * with the data check, and a device left as it was found. */
+/* Checks of backend_npu that hold on any runtime (included by the ACL and
+ * CUDA tests on their test doubles, and by the CUDA test run on a GPU when
+ * the machine has one): real bytes through streams ordered by events,
+ * device times for every copy and kernel, proxies of the op's shape, a
+ * whole run with the data check, errors that name the runtime's call, and
+ * a device left as it was found.  What each runtime says in its own words
+ * comes in as an argument; what each double counts stays in its test. */
 #ifndef MEMSIM_TEST_NPU_CHECKS_H
 #define MEMSIM_TEST_NPU_CHECKS_H
 
@@ -59,14 +61,22 @@ static const ms_work_record *npu_by_tag(const npu_trace *t, uint64_t tag)
 
 #define NPU_OK(call) ck_assert_int_eq((call), MS_OK)
 
-/* H2D on one stream, an event, a D2H on another stream that waits for it:
- * the bytes come back, and the device times say the D2H ran after the H2D. */
-static void npu_check_copies_and_times(const char *backend)
+/* Open backend's device 0, which must open: its group, the device in *b. */
+static ms_device_group *npu_open_ok(const char *backend, ms_backend **b)
 {
     ms_diag d = {0};
     ms_device_group *g = npu_open(backend, 0, &d);
     ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
+    *b = ms_group_device(g, 0);
+    return g;
+}
+
+/* H2D on one stream, an event, a D2H on another stream that waits for it:
+ * the bytes come back, and the device times say the D2H ran after the H2D. */
+static void npu_check_copies_and_times(const char *backend)
+{
+    ms_backend *b = NULL;
+    ms_device_group *g = npu_open_ok(backend, &b);
     ck_assert(b->carries_data);
     const ms_backend_ops *o = b->ops;
     npu_trace tr = {0};
@@ -190,13 +200,17 @@ static void npu_check_proxy_plans(void)
     ck_assert_double_eq_tol(plan.gemm_flops, 2e9, 2e9 * 0.01);
 }
 
+/* The FLOPs npu_check_launches launched as a matmul and as attention, for
+ * a double's test to find in its counters. */
+typedef struct npu_launched {
+    double matmul_flops, attention_flops;
+} npu_launched;
+
 /* The proxies really run on the device: a launch of each class, timed. */
-static void npu_check_launches(const char *backend)
+static npu_launched npu_check_launches(const char *backend)
 {
-    ms_diag d = {0};
-    ms_device_group *g = npu_open(backend, 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
+    ms_backend *b = NULL;
+    ms_device_group *g = npu_open_ok(backend, &b);
     npu_trace tr = {0};
     NPU_OK(b->ops->set_tracer(b->inst, npu_on_work, &tr));
     ms_stream *s = NULL;
@@ -220,6 +234,7 @@ static void npu_check_launches(const char *backend)
     }
     NPU_OK(b->ops->stream_destroy(b->inst, s));
     NPU_OK(ms_group_close(g));
+    return (npu_launched){ks[0].flops, ks[1].flops};
 }
 
 /* A run: stage, policy and allocator on the device, every swapped tensor
@@ -262,6 +277,100 @@ static void npu_check_run(const char *backend, const char *policy, ms_run_notes 
     *summary_out = s[0];
     ms_run_free(run);
     ms_scenario_free(sc);
+}
+
+/* A run with the default swap (npu_check_run) swaps at full size, and the
+ * runtime's account of what the run took is the allocator's reserve
+ * exactly (a double: nothing else takes device memory) or covers it (a
+ * GPU: CUDA adds its own, lazily loaded kernels and page rounding).  Its
+ * notes, for what a runtime's test checks beyond. */
+static ms_run_notes npu_check_swaps(const char *backend, bool exact)
+{
+    ms_run_notes n;
+    ms_run_summary s;
+    npu_check_run(backend, NULL, &n, &s);
+    ck_assert_uint_gt(s.swapped_bytes, 0);
+    ck_assert(!n.scaled);
+    if (exact)
+        ck_assert_uint_eq(n.device_free_before - n.device_free_after, n.reserved_after);
+    else
+        ck_assert_uint_ge(n.device_free_before - n.device_free_after, n.reserved_after);
+    ck_assert_uint_ge(n.reserved_after, s.peak_reserved);
+    return n;
+}
+
+/* Pinned host memory is cached by size class (pinned.c, as PyTorch's host
+ * allocator): a request of a class freed before gets that block back, a
+ * free of what is not a block or no longer held is refused; the runtime's
+ * own allocations are its test's to count.  Expandable segments are not
+ * implemented on real devices. */
+static void npu_check_pinned_reuse(const char *backend)
+{
+    ms_backend *b = NULL;
+    ms_device_group *g = npu_open_ok(backend, &b);
+    uint64_t a = 0, c = 0;
+    NPU_OK(b->ops->malloc_host(b->inst, 5000, &a));
+    NPU_OK(b->ops->free_host(b->inst, a));
+    NPU_OK(b->ops->malloc_host(b->inst, 8192, &c));
+    ck_assert_uint_eq(a, c);
+    ck_assert_int_eq(b->ops->free_host(b->inst, c + 8), MS_EINVAL);
+    NPU_OK(b->ops->free_host(b->inst, c));
+    ck_assert_int_eq(b->ops->free_host(b->inst, c), MS_EINVAL);
+    ck_assert_int_eq(b->ops->va_reserve(b->inst, 1 << 21, &a), MS_EUNSUPPORTED);
+    NPU_OK(ms_group_close(g));
+}
+
+/* A failed call leaves the runtime's own message, `says`, where the
+ * executor looks for it (backend.h's last_error), and nothing before it.
+ * The call: an allocation of a PiB, more than any device has. */
+static void npu_check_failure_says(const char *backend, const char *says)
+{
+    ms_backend *b = NULL;
+    ms_device_group *g = npu_open_ok(backend, &b);
+    ck_assert_str_eq(b->ops->last_error(b->inst), "");
+    uint64_t a = 0;
+    ck_assert_int_eq(b->ops->malloc_device(b->inst, 1ull << 50, &a), MS_ENOMEM);
+    ck_assert_str_eq(b->ops->last_error(b->inst), says);
+    NPU_OK(ms_group_close(g));
+}
+
+/* ---- checks of a device a double makes up ---------------------------------
+ * They need a device count or size the test chooses, which a GPU does not
+ * offer: test_npu_cuda has no use for them (hence unused there). */
+#define NPU_DOUBLE_ONLY __attribute__((unused))
+
+/* No device: the open fails saying so in the runtime's words, `says`, and
+ * lists the backends there are (which this build's configuration decides
+ * beyond the mock). */
+NPU_DOUBLE_ONLY static void npu_check_no_device(const char *backend, const char *says)
+{
+    ms_diag d = {0};
+    ck_assert_ptr_null(npu_open(backend, 0, &d));
+    ck_assert_int_eq(d.code, MS_ENOENT);
+    ck_assert_msg(strstr(d.msg, says) != NULL, "%s", d.msg);
+    ck_assert_msg(strstr(d.msg, " (backends in this build: mock") != NULL, "%s", d.msg);
+}
+
+/* backend names device `ordinal`, past the last: the open says which there are. */
+NPU_DOUBLE_ONLY static void npu_check_no_such_ordinal(const char *backend, int ordinal,
+                                                      const char *says)
+{
+    ms_diag d = {0};
+    ck_assert_ptr_null(npu_open(backend, ordinal, &d));
+    ck_assert_int_eq(d.code, MS_ERANGE);
+    ck_assert_str_eq(d.msg, says);
+}
+
+/* A device too small for the proxy workspace fails at open, with the
+ * runtime's failed call (`says`) in the message. */
+NPU_DOUBLE_ONLY static void npu_check_too_small(const char *backend, const char *says)
+{
+    ms_diag d = {0};
+    ck_assert_ptr_null(npu_open(backend, 0, &d));
+    ck_assert_int_eq(d.code, MS_ENOMEM);
+    ck_assert_msg(strstr(d.msg, "proxy kernels' 256 MiB workspace") != NULL &&
+                      strstr(d.msg, says) != NULL,
+                  "%s", d.msg);
 }
 
 #endif

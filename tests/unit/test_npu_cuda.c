@@ -8,10 +8,8 @@
 
 static uint64_t free_now(void)
 {
-    ms_diag d = {0};
-    ms_device_group *g = npu_open("cuda", 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
+    ms_backend *b = NULL;
+    ms_device_group *g = npu_open_ok("cuda", &b);
     uint64_t f = 0, t = 0;
     NPU_OK(b->ops->mem_get_info(b->inst, &f, &t));
     NPU_OK(ms_group_close(g));
@@ -38,17 +36,25 @@ START_TEST(launches_run_their_shapes)
 }
 END_TEST
 
+/* What the runtime says the run took covers what the allocator reserved. */
 START_TEST(a_run_verifies_its_swaps)
 {
     uint64_t before = free_now();
-    ms_run_notes n;
-    ms_run_summary s;
-    npu_check_run("cuda", NULL, &n, &s);
-    ck_assert_uint_gt(s.swapped_bytes, 0);
-    /* What the runtime says the run took covers what the allocator reserved
-     * (CUDA adds its own: lazily loaded kernels, page rounding). */
-    ck_assert_uint_ge(n.device_free_before - n.device_free_after, n.reserved_after);
+    npu_check_swaps("cuda", false);
     ck_assert_uint_eq(free_now(), before);
+}
+END_TEST
+
+START_TEST(pinned_memory_is_reused)
+{
+    npu_check_pinned_reuse("cuda");
+}
+END_TEST
+
+START_TEST(the_runtime_says_why_a_call_failed)
+{
+    npu_check_failure_says("cuda",
+                           "cudaMalloc(&p, bytes): out of memory (cudaErrorMemoryAllocation)");
 }
 END_TEST
 
@@ -69,10 +75,8 @@ static int64_t timed_launch(ms_backend *b, ms_stream *s, npu_trace *tr, const ms
  * an 8192-cubed GEMM shows; on an older one it runs as fp16. */
 START_TEST(fp8_matmuls_run_in_fp8_where_the_gpu_has_it)
 {
-    ms_diag d = {0};
-    ms_device_group *g = npu_open("cuda", 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
+    ms_backend *b = NULL;
+    ms_device_group *g = npu_open_ok("cuda", &b);
     ms_kernel bf16 = npu_matmul(8192, 8192, 8192, 1), fp8 = bf16;
     fp8.dtype = MS_DTYPE_FP8;
     ms_dtype runs_as = npu_runs_as(b, bf16, MS_DTYPE_FP8);
@@ -108,6 +112,8 @@ int main(void)
     tcase_add_test(tc, proxy_plans);
     tcase_add_test(tc, launches_run_their_shapes);
     tcase_add_test(tc, a_run_verifies_its_swaps);
+    tcase_add_test(tc, pinned_memory_is_reused);
+    tcase_add_test(tc, the_runtime_says_why_a_call_failed);
     tcase_add_test(tc, fp8_matmuls_run_in_fp8_where_the_gpu_has_it);
     suite_add_tcase(s, tc);
     SRunner *sr = srunner_create(s);

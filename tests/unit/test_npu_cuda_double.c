@@ -116,12 +116,8 @@ static void launch_ok(ms_backend *b, const ms_kernel *ks, int n)
 START_TEST(no_device_says_so)
 {
     configure(0, 1ull << 30, 9, 0);
-    ms_diag d = {0};
-    ck_assert_ptr_null(npu_open("cuda", 0, &d));
-    ck_assert_int_eq(d.code, MS_ENOENT);
-    ck_assert_msg(strstr(d.msg, "no CUDA device: no CUDA-capable device is detected "
-                                "(cudaErrorNoDevice)") != NULL,
-                  "%s", d.msg);
+    npu_check_no_device("cuda",
+                        "no CUDA device: no CUDA-capable device is detected (cudaErrorNoDevice)");
     assert_device_released();
 }
 END_TEST
@@ -130,11 +126,9 @@ END_TEST
 START_TEST(devices_by_ordinal)
 {
     configure(2, 1ull << 30, 9, 0);
+    npu_check_no_such_ordinal(
+        "cuda:2", 2, "cuda:2 does not exist: this machine has 2 CUDA devices (cuda:0 .. cuda:1)");
     ms_diag d = {0};
-    ck_assert_ptr_null(npu_open("cuda:2", 2, &d));
-    ck_assert_int_eq(d.code, MS_ERANGE);
-    ck_assert_str_eq(d.msg,
-                     "cuda:2 does not exist: this machine has 2 CUDA devices (cuda:0 .. cuda:1)");
     ms_device_group *g = npu_open("cuda:1", 1, &d);
     ck_assert_msg(g != NULL, "%s", d.msg);
     ms_backend *b = ms_group_device(g, 0);
@@ -166,12 +160,7 @@ END_TEST
 START_TEST(device_too_small_for_the_workspace)
 {
     configure(1, 64 * MiB, 9, 0);
-    ms_diag d = {0};
-    ck_assert_ptr_null(npu_open("cuda", 0, &d));
-    ck_assert_int_eq(d.code, MS_ENOMEM);
-    ck_assert_msg(strstr(d.msg, "proxy kernels' 256 MiB workspace: cudaMalloc(") != NULL &&
-                      strstr(d.msg, "out of memory (cudaErrorMemoryAllocation)") != NULL,
-                  "%s", d.msg);
+    npu_check_too_small("cuda", "cudaMalloc(&p, bytes): out of memory (cudaErrorMemoryAllocation)");
     assert_device_released();
 }
 END_TEST
@@ -196,13 +185,12 @@ END_TEST
  * each on the proxy workspace's scratch; their bytes as device copies. */
 START_TEST(launches_run_their_shapes)
 {
-    npu_check_launches("cuda");
+    npu_launched l = npu_check_launches("cuda");
     cuda_double_stats s = stats();
-    double mm = 2.0 * 512 * 1376 * 512, attn = 2 * 2.0 * 512 * 512 * 64 * 8;
     ck_assert_uint_eq(s.gemms[CUDA_DOUBLE_BF16], 1);
-    ck_assert_double_eq_tol(s.flops[CUDA_DOUBLE_BF16], mm, 1.0);
+    ck_assert_double_eq_tol(s.flops[CUDA_DOUBLE_BF16], l.matmul_flops, 1.0);
     ck_assert_uint_eq(s.gemms[CUDA_DOUBLE_FP16], 2);
-    ck_assert_double_eq_tol(s.flops[CUDA_DOUBLE_FP16], attn, 1.0);
+    ck_assert_double_eq_tol(s.flops[CUDA_DOUBLE_FP16], l.attention_flops, 1.0);
     ck_assert_uint_eq(s.gemms[CUDA_DOUBLE_FP32] + s.gemms[CUDA_DOUBLE_FP8], 0);
     ck_assert_uint_eq(s.blas_own_workspace, 0);
     /* add: 3 MiB moved = 1.5 MiB copied; send: its 1 MiB buffer copied. */
@@ -218,10 +206,8 @@ END_TEST
 static void check_fp8_on(int major, int minor, bool has_fp8)
 {
     configure(1, 2ull << 30, major, minor);
-    ms_diag d = {0};
-    ms_device_group *g = npu_open("cuda", 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
+    ms_backend *b = NULL;
+    ms_device_group *g = npu_open_ok("cuda", &b);
     ms_kernel ks[2] = {fp8_matmul(512, 512, 512), fp8_matmul(500, 512, 512)};
     ck_assert_int_eq(npu_runs_as(b, ks[0], MS_DTYPE_FP8), has_fp8 ? MS_DTYPE_FP8 : MS_DTYPE_FP16);
     ck_assert_int_eq(npu_runs_as(b, ks[1], MS_DTYPE_FP8), MS_DTYPE_FP16);
@@ -253,10 +239,8 @@ END_TEST
  * oldest, and closing frees them all. */
 START_TEST(fp8_plans_are_reused_and_replaced)
 {
-    ms_diag d = {0};
-    ms_device_group *g = npu_open("cuda", 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
+    ms_backend *b = NULL;
+    ms_device_group *g = npu_open_ok("cuda", &b);
     ms_kernel ks[7] = {fp8_matmul(512, 512, 512),  fp8_matmul(256, 512, 512),
                        fp8_matmul(512, 256, 512),  fp8_matmul(512, 512, 256),
                        fp8_matmul(1024, 512, 512), fp8_matmul(512, 512, 512),
@@ -346,10 +330,8 @@ END_TEST
 START_TEST(an_event_not_reached_is_not_ready)
 {
     set_copy_delay(CUDA_DOUBLE_H2D, 200000);
-    ms_diag d = {0};
-    ms_device_group *g = npu_open("cuda", 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
+    ms_backend *b = NULL;
+    ms_device_group *g = npu_open_ok("cuda", &b);
     const ms_backend_ops *o = b->ops;
     uint64_t h = 0, dev = 0;
     NPU_OK(o->malloc_host(b->inst, MiB, &h));
@@ -382,57 +364,30 @@ START_TEST(an_event_not_reached_is_not_ready)
 }
 END_TEST
 
-/* Pinned host memory is cached by size class (pinned.c): one
- * cudaHostAlloc for two requests of one class. */
+/* One cudaHostAlloc for two requests of one size class. */
 START_TEST(pinned_memory_is_reused)
 {
-    ms_diag d = {0};
-    ms_device_group *g = npu_open("cuda", 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
-    uint64_t a = 0, c = 0;
-    NPU_OK(b->ops->malloc_host(b->inst, 5000, &a));
-    NPU_OK(b->ops->free_host(b->inst, a));
-    NPU_OK(b->ops->malloc_host(b->inst, 8192, &c));
-    ck_assert_uint_eq(a, c);
-    NPU_OK(b->ops->free_host(b->inst, c));
+    npu_check_pinned_reuse("cuda");
     ck_assert_uint_eq(stats().host_allocs_made, 1);
-    NPU_OK(ms_group_close(g));
     assert_device_released();
 }
 END_TEST
 
-/* A failed call leaves the runtime's own message where the executor looks
- * for it (backend.h's last_error), and nothing before it. */
 START_TEST(the_runtime_says_why_a_call_failed)
 {
-    ms_diag d = {0};
-    ms_device_group *g = npu_open("cuda", 0, &d);
-    ck_assert_msg(g != NULL, "%s", d.msg);
-    ms_backend *b = ms_group_device(g, 0);
-    ck_assert_str_eq(b->ops->last_error(b->inst), "");
-    uint64_t a = 0;
-    ck_assert_int_eq(b->ops->malloc_device(b->inst, 4ull << 30, &a), MS_ENOMEM);
-    ck_assert_str_eq(b->ops->last_error(b->inst),
-                     "cudaMalloc(&p, bytes): out of memory (cudaErrorMemoryAllocation)");
-    NPU_OK(ms_group_close(g));
+    npu_check_failure_says("cuda",
+                           "cudaMalloc(&p, bytes): out of memory (cudaErrorMemoryAllocation)");
     assert_device_released();
 }
 END_TEST
 
 /* A whole run: the default swap with every swap checked, the allocator's
- * reserve against cudaMemGetInfo. */
+ * reserve against cudaMemGetInfo (exactly: the double's memory is the
+ * allocator's segments and nothing else), and cuBLAS on the workspace
+ * cuda.c gives it. */
 START_TEST(a_run_verifies_its_swaps)
 {
-    ms_run_notes n;
-    ms_run_summary s;
-    npu_check_run("cuda", NULL, &n, &s);
-    ck_assert_uint_gt(s.swapped_bytes, 0);
-    ck_assert(!n.scaled);
-    /* The double's memory is the allocator's segments and nothing else: the
-     * cross-check is exact. */
-    ck_assert_uint_eq(n.device_free_before - n.device_free_after, n.reserved_after);
-    ck_assert_uint_eq(n.device_total, 2ull << 30);
+    ck_assert_uint_eq(npu_check_swaps("cuda", true).device_total, 2ull << 30);
     cuda_double_stats st = stats();
     ck_assert_uint_gt(st.bytes_d2h, 0);
     ck_assert_uint_gt(st.bytes_h2d, 0);
@@ -446,10 +401,7 @@ END_TEST
 START_TEST(swaps_stay_ordered_when_copies_out_lag)
 {
     set_copy_delay(CUDA_DOUBLE_D2H, 20000);
-    ms_run_notes n;
-    ms_run_summary s;
-    npu_check_run("cuda", NULL, &n, &s);
-    ck_assert_uint_gt(s.swapped_bytes, 0);
+    npu_check_swaps("cuda", true);
     assert_device_released();
 }
 END_TEST
