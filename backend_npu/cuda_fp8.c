@@ -56,8 +56,7 @@ ms_status cuda_fp8_open(cuda_ctx *c)
     ms_status st = CU(c, cudaGetDeviceProperties, &prop, c->ordinal);
     if (st != MS_OK)
         return st;
-    c->fp8 = prop.major > 8 || (prop.major == 8 && prop.minor >= 9);
-    if (!c->fp8)
+    if (prop.major < 8 || (prop.major == 8 && prop.minor < 9))
         return MS_OK;
     st = LT(c, cublasLtCreate, &c->lt);
     return st == MS_OK ? fp8_descriptors(c) : st;
@@ -92,7 +91,7 @@ void cuda_fp8_close(cuda_ctx *c)
 
 bool cuda_fp8_takes(const cuda_ctx *c, const npu_gemm *g)
 {
-    return c->fp8 && g->m % 16 == 0 && g->n % 16 == 0 && g->k % 16 == 0 && g->m > 0 &&
+    return c->lt != NULL && g->m % 16 == 0 && g->n % 16 == 0 && g->k % 16 == 0 && g->m > 0 &&
            g->n > 0 && g->k > 0 && g->batch > 0 && g->batch <= INT32_MAX;
 }
 

@@ -62,8 +62,8 @@ typedef struct cuda_ctx {
     int ordinal;
     cublasHandle_t blas;
     int least_priority, greatest_priority; /* numerically: least >= greatest */
-    /* FP8 tensor cores: compute capability 8.9 (Ada) or later. */
-    bool fp8;
+    /* Made only where the device has FP8 tensor cores (compute capability
+     * 8.9, Ada, or later): NULL says it has none. */
     cublasLtHandle_t lt;
     cublasLtMatmulDesc_t fp8_desc;
     cublasLtMatmulPreference_t fp8_pref;
@@ -83,8 +83,8 @@ ms_status cuda_blas_fail(cuda_ctx *c, cublasStatus_t s, const char *call);
 #define CU(c, fn, ...) cuda_fail((c), (c)->api->fn(__VA_ARGS__), #fn "(" #__VA_ARGS__ ")")
 
 /* cuda_fp8.c.  open: the handle and the descriptors every FP8 GEMM shares,
- * when the device has FP8 tensor cores (c->fp8); close frees what open and
- * the GEMMs made. */
+ * when the device has FP8 tensor cores (else c->lt stays NULL); close
+ * frees what open and the GEMMs made. */
 ms_status cuda_fp8_open(cuda_ctx *c);
 void cuda_fp8_close(cuda_ctx *c);
 /* Whether cuBLASLt runs g as FP8 on this device (its shape meets the FP8
