@@ -23,7 +23,6 @@ ms_status sim_dev_create(ms_sim *sim, const ms_device_spec *spec, int index, ms_
     d->sim = sim;
     d->index = index;
     d->spec = *spec;
-    base_pool_init(&d->items, sizeof(ms_work_item), 512);
     base_pool_init(&d->caps, sizeof(ms_capture), 256);
     base_pool_init(&d->events_pool, sizeof(ms_simevent), 256);
     sim_serial_engine_init(&d->compute, d, MS_RES_COMPUTE);
@@ -62,10 +61,9 @@ ms_status sim_dev_destroy(ms_simdev *d)
     sim_p2p_detach(d->sim, d, d->index);
     sim_host_unwatch_device(d);
     for (size_t i = 0; i < d->n_streams; i++)
-        free(d->streams[i]);
+        sim_stream_free(d->streams[i]);
     free(d->streams);
-    /* Items and captures queued or running, and the events still open. */
-    base_pool_fini(&d->items);
+    /* Captures of items queued or running, and the events still open. */
     base_pool_fini(&d->caps);
     base_pool_fini(&d->events_pool);
     sim_cost_model_destroy(d->cm);
@@ -164,14 +162,11 @@ void sim_dev_finish_item(ms_simdev *d, ms_work_item *it)
         d->tracer(d->tracer_user, &rec);
     }
     /* Only a stream's head is ever in progress. */
-    s->head = it->next;
-    if (s->head == NULL)
-        s->tail = NULL;
     s->queued--;
     s->last_done_ns = now;
     sim_dev_touch(d);
     sim_capture_unref(d, it->cap);
-    sim_pool_item_put(d, it);
+    sim_stream_pop(s, it);
     if (s->destroyed && s->queued == 0)
         d->sweep = true;
 }
@@ -183,7 +178,7 @@ static void sweep_streams(ms_simdev *d)
     for (size_t i = 0; i < d->n_streams; i++) {
         ms_simstream *s = d->streams[i];
         if (s->destroyed && s->queued == 0)
-            free(s);
+            sim_stream_free(s);
         else
             d->streams[k++] = s;
     }

@@ -7,6 +7,7 @@
 #include <math.h>
 #include <stddef.h>
 
+#include "lib/base/obj_fifo.h"
 #include "lib/base/obj_pool.h"
 #include "sim/sim.h"
 #include "sim_private.h"
@@ -97,6 +98,7 @@ struct ms_simstream {
     uint64_t id;
     int priority;
     ms_work_item *head, *tail;
+    base_fifo items; /* head..tail's memory, in queue order (obj_fifo.h) */
     uint32_t queued, not_started;
     int64_t last_done_ns;
     bool destroyed; /* freed by the device once drained */
@@ -123,7 +125,7 @@ struct ms_simdev {
     uint64_t next_seq;
     /* Recycled: a steady-state simulation allocates nothing per launch,
      * record or event (lib/base/obj_pool.h). */
-    base_pool items, caps, events_pool;
+    base_pool caps, events_pool;
     ms_simevent *events;
     ms_work_tracer tracer;
     void *tracer_user;
@@ -157,18 +159,8 @@ static inline void sim_dev_touch(ms_simdev *d)
     a->dirty = d;
 }
 
-/* Items, captures and events come from the device's pools; returned, their
- * memory serves the next one. */
-static inline ms_work_item *sim_pool_item_get(ms_simdev *d)
-{
-    return base_pool_get(&d->items);
-}
-
-static inline void sim_pool_item_put(ms_simdev *d, ms_work_item *it)
-{
-    base_pool_put(&d->items, it);
-}
-
+/* Captures and events come from the device's pools; returned, their memory
+ * serves the next one (a stream's items come from its FIFO). */
 /* A fresh capture holding one reference. */
 static inline ms_capture *sim_pool_capture_get(ms_simdev *d)
 {
@@ -201,6 +193,10 @@ bool sim_dev_defer_dispatch(ms_simdev *d);
 /* stream.c */
 /* Advance s's head as far as it can go now; true if anything changed. */
 bool sim_stream_advance(ms_simstream *s);
+/* Pops s's head, `it`, and fetches the items that will be its head next. */
+void sim_stream_pop(ms_simstream *s, ms_work_item *it);
+/* Frees a stream and whatever it still holds. */
+void sim_stream_free(ms_simstream *s);
 
 /* serial_engine.c */
 void sim_serial_engine_init(ms_serial_engine *e, ms_simdev *d, ms_item_res res);

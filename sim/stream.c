@@ -18,11 +18,41 @@ ms_status sim_stream_create(ms_simdev *d, int priority, ms_simstream **out)
     if (s == NULL)
         return MS_ENOMEM;
     s->dev = d;
+    /* 64 items a chunk: a launch queue of 1 024 kernels with their event
+     * records and waits fills a few dozen. */
+    base_fifo_init(&s->items, sizeof(ms_work_item), 64);
     s->id = d->next_stream_id++;
     s->priority = priority;
     d->streams[d->n_streams++] = s;
     *out = s;
     return MS_OK;
+}
+
+void sim_stream_free(ms_simstream *s)
+{
+    base_fifo_fini(&s->items);
+    free(s);
+}
+
+/* The items this far behind the head are fetched as the head moves: far
+ * enough that they arrive before they are read (a record or a wait runs
+ * as soon as it is the head, several in a row), near enough to stay in the
+ * cache until then. */
+#define PREFETCH_AHEAD 8
+
+void sim_stream_pop(ms_simstream *s, ms_work_item *it)
+{
+    s->head = it->next;
+    if (s->head == NULL)
+        s->tail = NULL;
+    base_fifo_pop(&s->items, it);
+    const char *ahead = base_fifo_at(&s->items, PREFETCH_AHEAD);
+    for (size_t at = 0; ahead != NULL && at < sizeof *it; at += 64)
+        __builtin_prefetch(ahead + at);
+    /* Fetched PREFETCH_AHEAD / 2 pops ago: its capture's address is there. */
+    const ms_work_item *near = base_fifo_at(&s->items, PREFETCH_AHEAD / 2);
+    if (near != NULL && near->cap != NULL)
+        __builtin_prefetch(near->cap);
 }
 
 ms_status sim_stream_destroy(ms_simstream *s)
@@ -48,7 +78,7 @@ ms_status sim_stream_info_get(const ms_simstream *s, ms_simstream_info *out)
 
 static ms_work_item *item_new(ms_simstream *s, ms_item_kind kind, int64_t issue_ns, uint64_t tag)
 {
-    ms_work_item *it = sim_pool_item_get(s->dev);
+    ms_work_item *it = base_fifo_push(&s->items);
     if (it == NULL)
         return NULL;
     *it = (ms_work_item){.stream = s, .kind = (uint8_t)kind, .issue_ns = issue_ns,
@@ -121,7 +151,7 @@ ms_status sim_stream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t d
     } else {
         ms_status st = comm_split(d, k, dur_ns, it);
         if (st != MS_OK) {
-            sim_pool_item_put(d, it);
+            base_fifo_unpush(&s->items, it);
             return st;
         }
     }
@@ -182,7 +212,7 @@ ms_status sim_stream_record(ms_simstream *s, ms_simevent *e, int64_t issue_ns)
         return MS_ENOMEM;
     ms_capture *c = sim_pool_capture_get(d); /* the item's reference */
     if (c == NULL) {
-        sim_pool_item_put(d, it);
+        base_fifo_unpush(&s->items, it);
         return MS_ENOMEM;
     }
     c->refs++; /* the event's reference */
@@ -208,6 +238,20 @@ ms_status sim_stream_wait_event(ms_simstream *s, ms_simevent *e, int64_t issue_n
     it->cap->refs++;
     enqueue(s, it);
     return MS_OK;
+}
+
+/* A blocked head (wait or p2p receive) re-checks what it waits for. */
+static bool unblock_head(ms_simstream *s, ms_work_item *it)
+{
+    ms_simdev *d = s->dev;
+    if (it->kind == MS_IK_WAIT) {
+        if (!it->cap->done)
+            return false;
+    } else if (!sim_p2p_take(d->sim, it->peer, d->index, it->p2p_tag)) {
+        return false;
+    }
+    sim_dev_finish_item(d, it);
+    return true;
 }
 
 /* The head just became ready at the device clock. */
@@ -240,12 +284,13 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
         sim_link_engine_start(&d->net[it->net], it);
         return false;
     case MS_RES_P2P_RECV:
-        /* A receive occupies its stream from now until its send arrives. */
+        /* A receive occupies its stream from now until its send arrives,
+         * which may be already. */
         it->state = MS_IS_WAITING;
         it->start_ns = now;
         s->not_started--;
         sim_dev_touch(d);
-        return false;
+        return unblock_head(s, it);
     default: /* MS_RES_COPY_H2D, MS_RES_COPY_D2H */
         it->state = MS_IS_RUNNING;
         it->start_ns = now;
@@ -254,20 +299,6 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
         sim_link_engine_start(&d->copy[it->copy_kind], it);
         return false;
     }
-}
-
-/* A blocked head (wait or p2p receive) re-checks what it waits for. */
-static bool unblock_head(ms_simstream *s, ms_work_item *it)
-{
-    ms_simdev *d = s->dev;
-    if (it->kind == MS_IK_WAIT) {
-        if (!it->cap->done)
-            return false;
-    } else if (!sim_p2p_take(d->sim, it->peer, d->index, it->p2p_tag)) {
-        return false;
-    }
-    sim_dev_finish_item(d, it);
-    return true;
 }
 
 bool sim_stream_advance(ms_simstream *s)
@@ -291,8 +322,6 @@ bool sim_stream_advance(ms_simstream *s)
             break;
         } else {
             popped = start_head(s, it, now);
-            if (!popped && it->state == MS_IS_WAITING && it->res == MS_RES_P2P_RECV)
-                popped = unblock_head(s, it);
         }
         if (!popped)
             break;

@@ -7,7 +7,7 @@ lib_base_libms_base_la_SOURCES = \
 	lib/base/status.c lib/base/device_spec.c lib/base/sandbox.c lib/base/sandbox.h \
 	lib/base/growable.h lib/base/decimal.h lib/base/backend_handle.c \
 	lib/base/range_set.c lib/base/range_set.h lib/base/addr_map.c lib/base/addr_map.h \
-	lib/base/obj_pool.c lib/base/obj_pool.h \
+	lib/base/obj_pool.c lib/base/obj_pool.h lib/base/obj_fifo.c lib/base/obj_fifo.h \
 	lib/base/data_path.c \
 	lib/base/units.h lib/base/state_sig.c
 MS_PARTS = lib/base/libms_base.la

@@ -8,23 +8,16 @@ struct base_pool_slab {
     base_pool_slab *next;
 };
 
-/* Rounds n up to max_align_t's alignment (malloc's), so every object of a
- * slab is aligned as malloc would align it. */
-static size_t aligned(size_t n)
-{
-    return (n + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t);
-}
-
 void base_pool_init(base_pool *p, size_t size, size_t per_slab)
 {
     /* A free object holds the next one's address. */
     size_t room = size < sizeof(void *) ? sizeof(void *) : size;
-    *p = (base_pool){.size = aligned(room), .per_slab = per_slab};
+    *p = (base_pool){.size = base_obj_aligned(room), .per_slab = per_slab};
 }
 
 bool base_pool_refill(base_pool *p)
 {
-    size_t head = aligned(sizeof(base_pool_slab));
+    size_t head = base_obj_aligned(sizeof(base_pool_slab));
     if (p->size == 0 || p->per_slab == 0 || p->per_slab > (SIZE_MAX - head) / p->size)
         return false;
     base_pool_slab *s = malloc(head + p->per_slab * p->size);

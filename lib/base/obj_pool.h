@@ -24,6 +24,13 @@ typedef struct base_pool {
     size_t n_slabs;
 } base_pool;
 
+/* n rounded up to max_align_t's alignment (malloc's), so that objects laid
+ * side by side are each aligned as malloc would align them. */
+static inline size_t base_obj_aligned(size_t n)
+{
+    return (n + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t);
+}
+
 /* An empty pool of objects of `size` bytes (> 0), `per_slab` (> 0) at a time. */
 void base_pool_init(base_pool *p, size_t size, size_t per_slab);
 /* Adds a slab's worth of free objects: false when out of memory. */

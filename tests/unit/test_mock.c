@@ -8,6 +8,7 @@
 
 #include "backend_mock/mock.h"
 #include "lib/base/addr_map.h"
+#include "lib/base/obj_fifo.h"
 #include "lib/base/obj_pool.h"
 
 #include "test_device_spec.h"
@@ -905,6 +906,68 @@ START_TEST(obj_pool_recycles_before_it_grows)
 }
 END_TEST
 
+/* Objects come out in the order they went in, one after another in memory
+ * within a chunk, and a ring of chunks grows only when its oldest chunk is
+ * still in use.  Hand-derived, 4 objects a chunk: 6 pushed need 2 chunks;
+ * popping 5 leaves the 6th in slot 1 of the second chunk; 3 more go into
+ * its slots 2 and 3 and slot 0 of the first chunk (the 9th object takes the
+ * 1st one's memory); 3 more fill the first chunk, and the 13th, whose next
+ * chunk holds the oldest object, adds a third. */
+START_TEST(obj_fifo_keeps_making_order)
+{
+    base_fifo f;
+    base_fifo_init(&f, 24, 4);
+    ck_assert_uint_eq(f.size % _Alignof(max_align_t), 0);
+    unsigned char *obj[13];
+    for (int i = 0; i < 6; i++) {
+        obj[i] = base_fifo_push(&f);
+        ck_assert_ptr_nonnull(obj[i]);
+        ck_assert_uint_eq((uintptr_t)obj[i] % _Alignof(max_align_t), 0);
+        memset(obj[i], 0xa0 + i, 24);
+    }
+    for (int i = 1; i < 4; i++)
+        ck_assert_ptr_eq(obj[i], obj[i - 1] + f.size); /* contiguous in a chunk */
+    ck_assert_uint_eq(f.n_chunks, 2);
+    for (size_t k = 0; k < 6; k++)
+        ck_assert_ptr_eq(base_fifo_at(&f, k), obj[k]);
+    ck_assert_ptr_null(base_fifo_at(&f, 6));
+    for (int i = 0; i < 5; i++)
+        base_fifo_pop(&f, obj[i]);
+    for (int i = 6; i < 9; i++) {
+        obj[i] = base_fifo_push(&f);
+        memset(obj[i], 0xa0 + i, 24);
+    }
+    ck_assert_ptr_eq(obj[8], obj[0]); /* the 9th wrapped into the first chunk */
+    ck_assert_uint_eq(f.n_chunks, 2);
+    for (int i = 9; i < 13; i++) {
+        ck_assert_uint_eq(f.n_chunks, 2);
+        obj[i] = base_fifo_push(&f);
+        memset(obj[i], 0xa0 + i, 24);
+    }
+    ck_assert_uint_eq(f.n_chunks, 3);
+    for (int i = 5; i < 13; i++) {
+        ck_assert_ptr_eq(base_fifo_at(&f, 0), obj[i]);
+        for (int b = 0; b < 24; b++)
+            ck_assert_uint_eq(obj[i][b], 0xa0 + i);
+        base_fifo_pop(&f, obj[i]);
+    }
+    /* Empty, it starts over at the front of the chunk it used last; a push
+     * taken back leaves the next push the same memory. */
+    unsigned char *a = base_fifo_push(&f);
+    base_fifo_unpush(&f, a);
+    ck_assert_ptr_eq(base_fifo_push(&f), a);
+    ck_assert_ptr_eq(a + f.size, base_fifo_push(&f));
+    ck_assert_uint_eq(f.count, 2);
+    base_fifo_fini(&f);
+    ck_assert_uint_eq(f.n_chunks, 0);
+    ck_assert_ptr_null(f.head);
+    /* A chunk whose size overflows is refused, not wrapped around. */
+    base_fifo_init(&f, 64, SIZE_MAX / 8);
+    ck_assert_ptr_null(base_fifo_push(&f));
+    base_fifo_fini(&f);
+}
+END_TEST
+
 START_TEST(addr_map_keeps_every_live_range)
 {
     enum { N = 1000 };
@@ -1062,6 +1125,7 @@ static Suite *mock_suite(void)
     tcase_add_test(tc, addr_map_keeps_every_live_range);
     tcase_add_test(tc, addr_map_removal_across_the_end);
     tcase_add_test(tc, obj_pool_recycles_before_it_grows);
+    tcase_add_test(tc, obj_fifo_keeps_making_order);
     suite_add_tcase(s, tc);
     tc = tcase_create("functional");
     tcase_add_test(tc, functional_copies_move_bytes);
