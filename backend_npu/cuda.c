@@ -199,6 +199,11 @@ static ms_status cuda_device_count(int *n, char *why, size_t n_why)
     return MS_OK;
 }
 
+ms_status cuda_use(cuda_ctx *c)
+{
+    return CU(c, cudaSetDevice, c->ordinal);
+}
+
 static void cuda_close(void *ctx)
 {
     cuda_ctx *c = ctx;
@@ -220,7 +225,7 @@ static ms_status cuda_open(int ordinal, void **out, ms_diag *d)
         return MS_ENOMEM;
     c->api = api;
     c->ordinal = ordinal;
-    st = CU(c, cudaSetDevice, ordinal);
+    st = cuda_use(c);
     if (st == MS_OK)
         st = CU(c, cudaDeviceGetStreamPriorityRange, &c->least_priority, &c->greatest_priority);
     if (st == MS_OK)
@@ -256,7 +261,9 @@ static ms_status cuda_mem_get_info(void *ctx, uint64_t *free_bytes, uint64_t *to
 {
     cuda_ctx *c = ctx;
     size_t f = 0, t = 0;
-    ms_status st = CU(c, cudaMemGetInfo, &f, &t);
+    ms_status st = cuda_use(c);
+    if (st == MS_OK)
+        st = CU(c, cudaMemGetInfo, &f, &t);
     *free_bytes = f;
     *total_bytes = t;
     return st;
@@ -266,7 +273,9 @@ static ms_status cuda_malloc_device(void *ctx, uint64_t bytes, uint64_t *addr)
 {
     cuda_ctx *c = ctx;
     void *p = NULL;
-    ms_status st = CU(c, cudaMalloc, &p, bytes);
+    ms_status st = cuda_use(c);
+    if (st == MS_OK)
+        st = CU(c, cudaMalloc, &p, bytes);
     *addr = (uint64_t)(uintptr_t)p;
     return st;
 }
@@ -274,13 +283,16 @@ static ms_status cuda_malloc_device(void *ctx, uint64_t bytes, uint64_t *addr)
 static ms_status cuda_free_device(void *ctx, uint64_t addr)
 {
     cuda_ctx *c = ctx;
-    return CU(c, cudaFree, (void *)(uintptr_t)addr);
+    ms_status st = cuda_use(c);
+    return st == MS_OK ? CU(c, cudaFree, (void *)(uintptr_t)addr) : st;
 }
 
 static ms_status cuda_memset_device(void *ctx, uint64_t addr, int value, uint64_t bytes)
 {
     cuda_ctx *c = ctx;
-    ms_status st = CU(c, cudaMemset, (void *)(uintptr_t)addr, value, bytes);
+    ms_status st = cuda_use(c);
+    if (st == MS_OK)
+        st = CU(c, cudaMemset, (void *)(uintptr_t)addr, value, bytes);
     return st == MS_OK ? CU(c, cudaDeviceSynchronize) : st;
 }
 
@@ -288,7 +300,9 @@ static ms_status cuda_malloc_host(void *ctx, uint64_t bytes, uint64_t *addr)
 {
     cuda_ctx *c = ctx;
     void *p = NULL;
-    ms_status st = CU(c, cudaHostAlloc, &p, bytes, cudaHostAllocDefault);
+    ms_status st = cuda_use(c);
+    if (st == MS_OK)
+        st = CU(c, cudaHostAlloc, &p, bytes, cudaHostAllocDefault);
     *addr = (uint64_t)(uintptr_t)p;
     return st;
 }
@@ -308,7 +322,9 @@ static ms_status cuda_stream_create(void *ctx, int priority, void **s)
     if (p > c->least_priority)
         p = c->least_priority;
     cudaStream_t stream = NULL;
-    ms_status st = CU(c, cudaStreamCreateWithPriority, &stream, cudaStreamNonBlocking, p);
+    ms_status st = cuda_use(c);
+    if (st == MS_OK)
+        st = CU(c, cudaStreamCreateWithPriority, &stream, cudaStreamNonBlocking, p);
     *s = stream;
     return st;
 }
@@ -329,7 +345,9 @@ static ms_status cuda_event_create(void *ctx, void **e)
 {
     cuda_ctx *c = ctx;
     cudaEvent_t ev = NULL;
-    ms_status st = CU(c, cudaEventCreate, &ev);
+    ms_status st = cuda_use(c);
+    if (st == MS_OK)
+        st = CU(c, cudaEventCreate, &ev);
     *e = ev;
     return st;
 }
@@ -408,9 +426,12 @@ static ms_status cuda_gemm(void *ctx, const npu_gemm *g, void *s)
     const cuda_api *api = c->api;
     if (g->m > INT32_MAX || g->n > INT32_MAX || g->k > INT32_MAX || g->batch > INT32_MAX)
         return MS_ERANGE;
+    ms_status st = cuda_use(c);
+    if (st != MS_OK)
+        return st;
     if (g->dtype == MS_DTYPE_FP8)
         return cuda_fp8_gemm(c, g, s);
-    ms_status st = cuda_blas_fail(c, api->cublasSetStream(c->blas, s), "cublasSetStream");
+    st = cuda_blas_fail(c, api->cublasSetStream(c->blas, s), "cublasSetStream");
     /* cublasSetStream resets the workspace: give it ours again, so cuBLAS
      * allocates none outside the proxy workspace. */
     if (st == MS_OK)
@@ -432,7 +453,8 @@ static ms_status cuda_gemm(void *ctx, const npu_gemm *g, void *s)
 static ms_status cuda_device_synchronize(void *ctx)
 {
     cuda_ctx *c = ctx;
-    return CU(c, cudaDeviceSynchronize);
+    ms_status st = cuda_use(c);
+    return st == MS_OK ? CU(c, cudaDeviceSynchronize) : st;
 }
 
 const npu_runtime npu_runtime_cuda = {

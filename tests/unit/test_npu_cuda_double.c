@@ -141,6 +141,41 @@ START_TEST(devices_by_ordinal)
 }
 END_TEST
 
+/* CUDA's current device belongs to the thread, not to a context: with two
+ * devices open in one thread, each device's calls must still reach its own
+ * device.  The double puts a stream, an allocation or an event on the
+ * thread's current device and refuses a cuBLAS call whose stream or
+ * operands are on another device than its handle's, so a device that set
+ * itself current only when it opened would run its work on the other. */
+START_TEST(two_devices_in_one_thread_keep_apart)
+{
+    configure(2, 1ull << 30, 9, 0);
+    ms_diag d = {0};
+    ms_device_group *g0 = npu_open("cuda", 0, &d);
+    ck_assert_msg(g0 != NULL, "%s", d.msg);
+    ms_device_group *g1 = npu_open("cuda", 1, &d);
+    ck_assert_msg(g1 != NULL, "%s", d.msg);
+    ms_backend *b[2] = {ms_group_device(g0, 0), ms_group_device(g1, 0)};
+    ms_kernel k = npu_matmul(256, 256, 256, 1);
+    uint64_t addr[2], free_bytes[2], total = 0;
+    for (int round = 0; round < 2; round++) /* each device after the other opened or ran */
+        for (int i = 0; i < 2; i++)
+            launch_ok(b[i], &k, 1);
+    for (int i = 0; i < 2; i++)
+        NPU_OK(b[i]->ops->malloc_device(b[i]->inst, 64 * MiB, &addr[i]));
+    for (int i = 0; i < 2; i++)
+        NPU_OK(b[i]->ops->mem_get_info(b[i]->inst, &free_bytes[i], &total));
+    /* Each device holds its proxies' workspace and its own 64 MiB. */
+    for (int i = 0; i < 2; i++)
+        ck_assert_uint_eq(free_bytes[i], total - NPU_PROXY_WORKSPACE_BYTES - 64 * MiB);
+    for (int i = 0; i < 2; i++)
+        NPU_OK(b[i]->ops->free_device(b[i]->inst, addr[i]));
+    NPU_OK(ms_group_close(g0));
+    NPU_OK(ms_group_close(g1));
+    assert_device_released();
+}
+END_TEST
+
 /* The runtime table itself: the device's name, and no error before one. */
 START_TEST(the_device_names_itself)
 {
@@ -267,7 +302,7 @@ END_TEST
 static const struct {
     const char *symbol, *says;
 } faults[] = {
-    {"cudaSetDevice", "cudaSetDevice(ordinal)"},
+    {"cudaSetDevice", "cudaSetDevice(c->ordinal)"},
     {"cudaDeviceGetStreamPriorityRange", "cudaDeviceGetStreamPriorityRange("},
     {"cublasCreate_v2", "cublasCreate: "},
     {"cudaGetDeviceProperties", "cudaGetDeviceProperties("},
@@ -440,6 +475,7 @@ static Suite *npu_cuda_double_suite(bool forks)
     tcase_set_timeout(tc, 300);
     tcase_add_test(tc, no_device_says_so);
     tcase_add_test(tc, devices_by_ordinal);
+    tcase_add_test(tc, two_devices_in_one_thread_keep_apart);
     tcase_add_test(tc, the_device_names_itself);
     tcase_add_test(tc, device_too_small_for_the_workspace);
     tcase_add_test(tc, copies_and_times);
