@@ -45,7 +45,8 @@ void sim_stream_pop(ms_simstream *s, ms_work_item *it)
     s->head = it->next;
     if (s->head == NULL)
         s->tail = NULL;
-    base_fifo_pop(&s->items, it);
+    if (!base_fifo_pop(&s->items, it))
+        s->dev->fault = MS_EINTERNAL;
     const char *ahead = base_fifo_at(&s->items, PREFETCH_AHEAD);
     for (size_t at = 0; ahead != NULL && at < sizeof *it; at += 64)
         __builtin_prefetch(ahead + at);
@@ -74,6 +75,15 @@ ms_status sim_stream_info_get(const ms_simstream *s, ms_simstream_info *out)
         return MS_EINVAL;
     *out = (ms_simstream_info){s->id, s->priority, s->queued, s->not_started, s->last_done_ns};
     return MS_OK;
+}
+
+/* A stream's items leave it in the order they came, the newest first only
+ * when it was never queued; anything else is a bug of this file, reported
+ * as the device's fault rather than left to corrupt the queue. */
+static void item_drop(ms_simstream *s, ms_work_item *it)
+{
+    if (!base_fifo_unpush(&s->items, it))
+        s->dev->fault = MS_EINTERNAL;
 }
 
 static ms_work_item *item_new(ms_simstream *s, ms_item_kind kind, int64_t issue_ns, uint64_t tag)
@@ -151,7 +161,7 @@ ms_status sim_stream_launch_timed(ms_simstream *s, const ms_kernel *k, int64_t d
     } else {
         ms_status st = comm_split(d, k, dur_ns, it);
         if (st != MS_OK) {
-            base_fifo_unpush(&s->items, it);
+            item_drop(s, it);
             return st;
         }
     }
@@ -212,7 +222,7 @@ ms_status sim_stream_record(ms_simstream *s, ms_simevent *e, int64_t issue_ns)
         return MS_ENOMEM;
     ms_capture *c = sim_pool_capture_get(d); /* the item's reference */
     if (c == NULL) {
-        base_fifo_unpush(&s->items, it);
+        item_drop(s, it);
         return MS_ENOMEM;
     }
     c->refs++; /* the event's reference */

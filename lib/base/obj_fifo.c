@@ -1,5 +1,4 @@
 /* Objects in making order (obj_fifo.h says why). */
-#include <assert.h>
 #include <stdint.h>
 #include <stdlib.h>
 
@@ -72,25 +71,27 @@ static void restart(base_fifo *f)
     f->head_slot = f->tail_end = 0;
 }
 
-void base_fifo_pop(base_fifo *f, const void *obj)
+bool base_fifo_pop(base_fifo *f, const void *obj)
 {
-    assert(f->count > 0 && obj == slot(f, f->head, f->head_slot));
-    (void)obj;
+    if (f->count == 0 || obj != slot(f, f->head, f->head_slot))
+        return false;
     if (--f->count == 0) {
         restart(f);
     } else if (++f->head_slot == f->per_chunk) {
         f->head = f->head->next;
         f->head_slot = 0;
     }
+    return true;
 }
 
-void base_fifo_unpush(base_fifo *f, const void *obj)
+bool base_fifo_unpush(base_fifo *f, const void *obj)
 {
-    assert(f->count > 0 && obj == slot(f, f->tail, f->tail_end - 1));
-    (void)obj;
+    if (f->count == 0 || obj != slot(f, f->tail, f->tail_end - 1))
+        return false;
     f->tail_end--;
     if (--f->count == 0)
         restart(f);
+    return true;
 }
 
 void *base_fifo_at(const base_fifo *f, size_t k)

@@ -35,10 +35,10 @@ void base_fifo_init(base_fifo *f, size_t size, size_t per_chunk);
 void base_fifo_fini(base_fifo *f);
 /* A new object after every other, or NULL when out of memory. */
 void *base_fifo_push(base_fifo *f);
-/* Releases the oldest object, which must be obj. */
-void base_fifo_pop(base_fifo *f, const void *obj);
-/* Releases the newest object, which must be obj (a push taken back). */
-void base_fifo_unpush(base_fifo *f, const void *obj);
+/* Releases the oldest object if it is obj; false (nothing released) if not. */
+bool base_fifo_pop(base_fifo *f, const void *obj);
+/* Releases the newest object if it is obj (a push taken back); false if not. */
+bool base_fifo_unpush(base_fifo *f, const void *obj);
 /* The object `k` after the oldest (0: the oldest), or NULL past the newest. */
 void *base_fifo_at(const base_fifo *f, size_t k);
 

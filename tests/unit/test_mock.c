@@ -932,7 +932,7 @@ START_TEST(obj_fifo_keeps_making_order)
         ck_assert_ptr_eq(base_fifo_at(&f, k), obj[k]);
     ck_assert_ptr_null(base_fifo_at(&f, 6));
     for (int i = 0; i < 5; i++)
-        base_fifo_pop(&f, obj[i]);
+        ck_assert(base_fifo_pop(&f, obj[i]));
     for (int i = 6; i < 9; i++) {
         obj[i] = base_fifo_push(&f);
         memset(obj[i], 0xa0 + i, 24);
@@ -945,16 +945,20 @@ START_TEST(obj_fifo_keeps_making_order)
         memset(obj[i], 0xa0 + i, 24);
     }
     ck_assert_uint_eq(f.n_chunks, 3);
+    /* Out of order is refused and changes nothing. */
+    ck_assert(!base_fifo_pop(&f, obj[6]));
+    ck_assert(!base_fifo_unpush(&f, obj[11]));
+    ck_assert_uint_eq(f.count, 8);
     for (int i = 5; i < 13; i++) {
         ck_assert_ptr_eq(base_fifo_at(&f, 0), obj[i]);
         for (int b = 0; b < 24; b++)
             ck_assert_uint_eq(obj[i][b], 0xa0 + i);
-        base_fifo_pop(&f, obj[i]);
+        ck_assert(base_fifo_pop(&f, obj[i]));
     }
     /* Empty, it starts over at the front of the chunk it used last; a push
      * taken back leaves the next push the same memory. */
     unsigned char *a = base_fifo_push(&f);
-    base_fifo_unpush(&f, a);
+    ck_assert(base_fifo_unpush(&f, a));
     ck_assert_ptr_eq(base_fifo_push(&f), a);
     ck_assert_ptr_eq(a + f.size, base_fifo_push(&f));
     ck_assert_uint_eq(f.count, 2);
