@@ -161,12 +161,11 @@ void sim_dev_finish_item(ms_simdev *d, ms_work_item *it)
         };
         d->tracer(d->tracer_user, &rec);
     }
-    /* Only a stream's head is ever in progress. */
     s->queued--;
     s->last_done_ns = now;
     sim_dev_touch(d);
     sim_capture_unref(d, it->cap);
-    sim_stream_pop(s, it);
+    sim_stream_pop(s, it); /* only a stream's head is ever in progress */
     if (s->destroyed && s->queued == 0)
         d->sweep = true;
 }

@@ -124,7 +124,8 @@ struct ms_simdev {
     uint64_t hbm_used, hbm_peak;
     uint64_t next_seq;
     /* Recycled: a steady-state simulation allocates nothing per launch,
-     * record or event (lib/base/obj_pool.h). */
+     * record or event (lib/base/obj_pool.h here; a stream's items reuse its
+     * FIFO's chunks). */
     base_pool caps, events_pool;
     ms_simevent *events;
     ms_work_tracer tracer;
