@@ -219,26 +219,25 @@ static void advance_all(ms_simdev *d)
 void sim_dev_settle(ms_simdev *d, ms_simstream *changed)
 {
     if (d->settling) {
-        d->resettle = true;
+        d->redo |= SIM_REDO_RESETTLE;
         return;
     }
     d->settling = true;
-    d->captures_done = false;
+    d->redo &= (uint8_t)~SIM_REDO_CAPTURES;
     if (changed != NULL)
         sim_stream_advance(changed);
     else
         advance_all(d);
     do {
-        d->resettle = false;
+        d->redo &= (uint8_t)~SIM_REDO_RESETTLE;
         /* A record that ran may release waits on any stream, and what
          * those streams then run may complete further records. */
-        while (d->captures_done || d->resettle) {
-            d->captures_done = false;
-            d->resettle = false;
+        while (d->redo != 0) {
+            d->redo = 0;
             advance_all(d);
         }
         sim_serial_engine_dispatch(&d->compute);
-    } while (d->resettle || d->captures_done);
+    } while (d->redo != 0);
     if (d->sweep)
         sweep_streams(d);
     d->settling = false;

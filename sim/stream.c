@@ -274,7 +274,7 @@ static bool start_head(ms_simstream *s, ms_work_item *it, int64_t now)
         if (it->kind == MS_IK_RECORD) {
             it->cap->done = true;
             it->cap->time_ns = now;
-            d->captures_done = true;
+            d->redo |= SIM_REDO_CAPTURES;
             sim_dev_touch(d);
         } else if (!it->cap->done) {
             it->state = MS_IS_WAITING;
