@@ -85,8 +85,7 @@ ms_status cuda_blas_fail(cuda_ctx *c, cublasStatus_t s, const char *call);
 /* CUDA's current device belongs to the calling thread, not to a context, and
  * allocations, streams, events, cuBLAS/cuBLASLt calls and device-wide
  * synchronization act on it: each such call first makes c's device current,
- * so that one thread holding two devices sends each its own work (setting
- * the device already current costs the runtime almost nothing). */
+ * so that one thread holding two devices sends each its own work. */
 ms_status cuda_use(cuda_ctx *c);
 
 /* cuda_fp8.c.  open: the handle and the descriptors every FP8 GEMM shares,

@@ -141,7 +141,9 @@ struct ms_simdev {
      * llama2-70B stalled there). */
     uint8_t redo;
     bool sweep;     /* a destroyed stream may have drained */
-    ms_status fault; /* sticky: the engine could not grow inside a callback */
+    /* Sticky: the engine could not grow inside a callback (MS_ENOMEM), or
+     * a stream's items left it out of order (MS_EINTERNAL, stream.c). */
+    ms_status fault;
     /* The host whose waits read this device (sim_host_watch), and whether
      * the device changed since that host's condition was last found false:
      * with 64 pipeline stages, asking every parked host after every engine
