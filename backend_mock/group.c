@@ -19,7 +19,8 @@ typedef struct mock_group {
 static ms_status group_destroy(void *inst)
 {
     mock_group *m = inst;
-    for (int i = 0; i < m->g.n_devices; i++) {
+    /* Last to first: every device prices from the first one's table. */
+    for (int i = m->g.n_devices - 1; i >= 0; i--) {
         if (m->g.devices[i] != NULL && m->g.devices[i] != m->real[i])
             ms_backend_close(m->g.devices[i]);
         if (m->real[i] != NULL)
@@ -108,6 +109,8 @@ static ms_status open_devices(mock_group *m, const ms_group_config *cfg)
         st = mock_create(m->engine, cfg->spec, cfg->first_device + i, cfg->seed, &m->real[i]);
         if (st == MS_OK)
             st = mock_set_host_tag(m->real[i], i);
+        if (st == MS_OK && i > 0)
+            st = mock_share_prices(m->real[i], m->real[0]);
         if (st == MS_OK && cfg->functional)
             st = mock_enable_data(m->real[i]);
         m->g.devices[i] = m->real[i];

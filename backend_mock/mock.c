@@ -394,26 +394,26 @@ static size_t price_slot(const ms_price_memo *key)
  * what pricing again would; failures are not remembered. */
 static ms_status price_kernel(ms_mock *m, const ms_kernel *k, int64_t *ns)
 {
+    mock_prices *p = m->prices;
     ms_price_memo key = price_key(k);
     size_t i = price_slot(&key);
-    for (; m->prices[i].used; i = (i + 1) % MS_PRICE_MEMO_SLOTS) {
-        if (same_price_key(&m->prices[i], &key)) {
-            *ns = m->prices[i].ns;
+    for (; p->slots[i].used; i = (i + 1) % MS_PRICE_MEMO_SLOTS) {
+        if (same_price_key(&p->slots[i], &key)) {
+            *ns = p->slots[i].ns;
             return MS_OK;
         }
     }
     ms_status st = sim_cost_kernel_ns(m->cm, k, ns);
     if (st != MS_OK)
         return st;
-    if (m->n_prices >= MS_PRICE_MEMO_SLOTS / 4 * 3) {
-        memset(m->prices, 0, sizeof m->prices);
-        m->n_prices = 0;
+    if (p->used >= MS_PRICE_MEMO_SLOTS / 4 * 3) {
+        memset(p, 0, sizeof *p);
         i = price_slot(&key);
     }
     key.used = true;
     key.ns = *ns;
-    m->prices[i] = key;
-    m->n_prices++;
+    p->slots[i] = key;
+    p->used++;
     return MS_OK;
 }
 
@@ -544,6 +544,7 @@ ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, ui
         return st;
     }
     sim_dev_cost_model(m->dev, &m->cm);
+    m->prices = &m->own_prices;
     *b = (ms_backend){.ops = &mock_ops, .inst = m, .device = device};
     *out = b;
     return MS_OK;
@@ -552,6 +553,15 @@ ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, ui
 ms_mock *mock_instance(const ms_backend *b)
 {
     return b != NULL && b->ops == &mock_ops ? b->inst : NULL;
+}
+
+ms_status mock_share_prices(ms_backend *b, ms_backend *with)
+{
+    ms_mock *m = mock_instance(b), *w = mock_instance(with);
+    if (m == NULL || w == NULL || m->sim != w->sim)
+        return MS_EINVAL;
+    m->prices = w->prices;
+    return MS_OK;
 }
 
 ms_status mock_set_host_idle(ms_backend *b)

@@ -60,6 +60,11 @@ ms_status mock_create(ms_sim *engine, const ms_device_spec *spec, int device, ui
  * group owns one engine, a mock per device and, with several devices, the
  * cooperative host threads (cohost.h) that interleave their hosts. */
 ms_group_open_fn mock_group_open;
+/* b prices its kernels from with's table of remembered prices from now on.
+ * Both must be mocks on one engine made from one spec (a group's devices):
+ * a price is a function of the spec's cost model and the kernel alone, so
+ * sharing changes no result.  with must outlive b's last launch. */
+ms_status mock_share_prices(ms_backend *b, ms_backend *with);
 /* This device's host thread has nothing to issue until its next call: it
  * stops bounding how far other devices' hosts may run the shared engine.
  * Its next call resumes it at max(its clock, the engine's clock). */

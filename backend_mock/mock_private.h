@@ -34,6 +34,17 @@ typedef struct ms_price_memo {
  * workload with more distinct kernels than that only prices some again. */
 enum { MS_PRICE_MEMO_BITS = 10, MS_PRICE_MEMO_SLOTS = 1 << MS_PRICE_MEMO_BITS };
 
+/* The remembered prices of one device spec.  A price is a function of the
+ * cost model and the key alone, and every device of a group is made from
+ * the group's one spec, so the group's devices share one table
+ * (mock_share_prices): with 64 pipeline stages each a table of its own was
+ * 64 x 112 KiB read at random, and half of mock_launch's time on GPT-1T
+ * went to those cold slots. */
+typedef struct mock_prices {
+    ms_price_memo slots[MS_PRICE_MEMO_SLOTS];
+    uint32_t used;
+} mock_prices;
+
 /* A va_reserve'd range and the parts of it that are mapped. */
 typedef struct ms_reservation {
     ms_range range;
@@ -60,8 +71,8 @@ typedef struct ms_mock {
     struct ms_stream *streams; /* open handles */
     struct ms_event *events; /* open handles */
     base_pool event_pool;    /* their memory, recycled */
-    ms_price_memo prices[MS_PRICE_MEMO_SLOTS];
-    uint32_t n_prices; /* slots used */
+    mock_prices own_prices;
+    mock_prices *prices; /* own_prices, or the group's (mock_share_prices) */
     mock_data *data;   /* the functional mode's bytes; NULL: timing and capacity only */
 } ms_mock;
 

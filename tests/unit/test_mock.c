@@ -623,6 +623,57 @@ START_TEST(pipeline_stages_share_an_engine)
 }
 END_TEST
 
+/* The devices of a group price from one table (mock_share_prices): the
+ * second device's kernels, all found in the table the first filled, still
+ * take the cost model's time, and only mocks on one engine may share. */
+START_TEST(shared_prices_give_each_device_the_cost_model_time)
+{
+    ms_device_spec s = spec_base();
+    ms_cost_model *cm = NULL;
+    ck_assert_int_eq(sim_cost_model_create(&s, &cm), MS_OK);
+    ms_kernel k[3] = {matmul(1e11), matmul(3e10), matmul(1e11)};
+    k[2].bytes = 4e9; /* memory-bound: another price for the same FLOPs */
+    int64_t want[3];
+    for (int i = 0; i < 3; i++)
+        ck_assert_int_eq(sim_cost_kernel_ns(cm, &k[i], &want[i]), MS_OK);
+    ms_sim *sim = NULL, *other_sim = NULL;
+    ck_assert_int_eq(sim_create(&sim), MS_OK);
+    ck_assert_int_eq(sim_create(&other_sim), MS_OK);
+    ms_backend *dev[2] = {NULL, NULL}, *stranger = NULL;
+    static trace tr[2];
+    memset(tr, 0, sizeof tr);
+    for (int d = 0; d < 2; d++) {
+        ck_assert_int_eq(mock_create(sim, &s, d, 0, &dev[d]), MS_OK);
+        ck_assert_int_eq(dev[d]->ops->set_tracer(dev[d]->inst, on_work, &tr[d]), MS_OK);
+    }
+    ck_assert_int_eq(mock_create(other_sim, &s, 0, 0, &stranger), MS_OK);
+    ck_assert_int_eq(mock_share_prices(dev[1], stranger), MS_EINVAL);
+    ck_assert_int_eq(mock_share_prices(dev[1], NULL), MS_EINVAL);
+    ck_assert_int_eq(mock_share_prices(NULL, dev[0]), MS_EINVAL);
+    ck_assert_int_eq(mock_share_prices(dev[1], dev[0]), MS_OK);
+    for (int d = 0; d < 2; d++) {
+        const ms_backend_ops *o = dev[d]->ops;
+        ms_stream *st = NULL;
+        ck_assert_int_eq(mock_set_host_idle(dev[1 - d]), MS_OK);
+        ck_assert_int_eq(mock_set_host_active(dev[d]), MS_OK);
+        ck_assert_int_eq(o->stream_create(dev[d]->inst, 0, &st), MS_OK);
+        for (int i = 0; i < 3; i++)
+            ck_assert_int_eq(o->launch(dev[d]->inst, &k[i], st, (uint64_t)i + 1), MS_OK);
+        ck_assert_int_eq(o->device_synchronize(dev[d]->inst), MS_OK);
+        for (int i = 0; i < 3; i++) {
+            const ms_work_record *w = by_tag(&tr[d], (uint64_t)i + 1);
+            ck_assert_int_eq(w->end_ns - w->start_ns, want[i]);
+        }
+    }
+    for (int d = 1; d >= 0; d--)
+        ck_assert_int_eq(ms_backend_close(dev[d]), MS_OK);
+    ck_assert_int_eq(ms_backend_close(stranger), MS_OK);
+    ck_assert_int_eq(sim_destroy(sim), MS_OK);
+    ck_assert_int_eq(sim_destroy(other_sim), MS_OK);
+    sim_cost_model_destroy(cm);
+}
+END_TEST
+
 START_TEST(create_rejects_bad_arguments)
 {
     ms_device_spec s = spec_base();
@@ -1118,6 +1169,7 @@ static Suite *mock_suite(void)
     tcase_add_test(tc, same_program_twice_gives_identical_records);
     tcase_add_test(tc, waiting_for_work_that_cannot_run_is_a_deadlock);
     tcase_add_test(tc, pipeline_stages_share_an_engine);
+    tcase_add_test(tc, shared_prices_give_each_device_the_cost_model_time);
     tcase_add_test(tc, create_rejects_bad_arguments);
     tcase_add_test(tc, group_opens_numbers_and_runs_devices);
     tcase_add_test(tc, hosts_take_turns_by_clock_then_index);
