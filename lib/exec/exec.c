@@ -1115,28 +1115,22 @@ static bool received(const ms_exec *e, uint32_t t)
     return prod != MS_NONE && e->p->ops[prod].kernel.comm == MS_COMM_RECV;
 }
 
-/* Three passes in array order, each reading one byte per op or tensor from
- * the pass before: asking every input's producer as recv_done does would
+/* Two passes in array order: which tensors a receive made (producers come
+ * in tensor order, so their reads run forward), then which ops read one,
+ * one byte a tensor.  Asking every input's producer as recv_done does would
  * read 64-byte tensors and 184-byte ops at random, once per input of the
  * program. */
 static ms_status mark_recv_fed(ms_exec *e)
 {
     const ms_program_view *p = e->p;
-    uint8_t *is_recv = calloc(p->n_ops ? p->n_ops : 1, 1);
     uint8_t *came = calloc(p->n_tensors ? p->n_tensors : 1, 1);
-    if (is_recv == NULL || came == NULL) {
-        free(is_recv);
-        free(came);
+    if (came == NULL)
         return MS_ENOMEM;
-    }
-    for (uint32_t i = 0; i < p->n_ops; i++)
-        is_recv[i] = p->ops[i].kernel.comm == MS_COMM_RECV;
     for (uint32_t t = 0; t < p->n_tensors; t++)
-        came[t] = p->tensors[t].producer != MS_NONE && is_recv[p->tensors[t].producer];
+        came[t] = received(e, t);
     for (uint32_t i = 0; i < p->n_ops; i++)
         for (uint32_t k = 0; k < p->ops[i].n_inputs; k++)
             e->recv_fed[i] |= came[p->ops[i].inputs[k]];
-    free(is_recv);
     free(came);
     return MS_OK;
 }
