@@ -1,5 +1,4 @@
 /* Objects in making order (obj_fifo.h says why). */
-#include <stdint.h>
 #include <stdlib.h>
 
 #include "obj_fifo.h"
@@ -11,7 +10,7 @@ struct base_fifo_chunk {
 
 static char *slot(const base_fifo *f, const base_fifo_chunk *c, size_t i)
 {
-    return (char *)c + base_obj_aligned(sizeof *c) + i * f->size;
+    return base_obj_block_objs((void *)c) + i * f->size;
 }
 
 void base_fifo_init(base_fifo *f, size_t size, size_t per_chunk)
@@ -33,10 +32,7 @@ void base_fifo_fini(base_fifo *f)
 /* A chunk placed after `after` in the ring (or alone), or NULL. */
 static base_fifo_chunk *chunk_add(base_fifo *f, base_fifo_chunk *after)
 {
-    size_t head = base_obj_aligned(sizeof(base_fifo_chunk));
-    if (f->size == 0 || f->per_chunk == 0 || f->per_chunk > (SIZE_MAX - head) / f->size)
-        return NULL;
-    base_fifo_chunk *c = malloc(head + f->per_chunk * f->size);
+    base_fifo_chunk *c = base_obj_block(f->size, f->per_chunk);
     if (c == NULL)
         return NULL;
     c->next = after != NULL ? after->next : c;

@@ -15,18 +15,23 @@ void base_pool_init(base_pool *p, size_t size, size_t per_slab)
     *p = (base_pool){.size = base_obj_aligned(room), .per_slab = per_slab};
 }
 
+void *base_obj_block(size_t size, size_t n)
+{
+    size_t head = base_obj_aligned(sizeof(void *));
+    if (size == 0 || n == 0 || n > (SIZE_MAX - head) / size)
+        return NULL;
+    return malloc(head + n * size);
+}
+
 bool base_pool_refill(base_pool *p)
 {
-    size_t head = base_obj_aligned(sizeof(base_pool_slab));
-    if (p->size == 0 || p->per_slab == 0 || p->per_slab > (SIZE_MAX - head) / p->size)
-        return false;
-    base_pool_slab *s = malloc(head + p->per_slab * p->size);
+    base_pool_slab *s = base_obj_block(p->size, p->per_slab);
     if (s == NULL)
         return false;
     s->next = p->slabs;
     p->slabs = s;
     p->n_slabs++;
-    char *obj = (char *)s + head;
+    char *obj = base_obj_block_objs(s);
     for (size_t i = 0; i < p->per_slab; i++, obj += p->size)
         base_pool_put(p, obj);
     return true;

@@ -31,6 +31,17 @@ static inline size_t base_obj_aligned(size_t n)
     return (n + _Alignof(max_align_t) - 1) / _Alignof(max_align_t) * _Alignof(max_align_t);
 }
 
+/* A block of n objects of `size` bytes (each a multiple of base_obj_aligned)
+ * after a one-pointer header that chains the owner's blocks: a pool's slab,
+ * a FIFO's chunk.  NULL when n or size is 0, the block's size would
+ * overflow, or memory is out.  Freed with free(). */
+void *base_obj_block(size_t size, size_t n);
+/* The first object of such a block. */
+static inline char *base_obj_block_objs(void *block)
+{
+    return (char *)block + base_obj_aligned(sizeof(void *));
+}
+
 /* An empty pool of objects of `size` bytes (> 0), `per_slab` (> 0) at a time. */
 void base_pool_init(base_pool *p, size_t size, size_t per_slab);
 /* Adds a slab's worth of free objects: false when out of memory. */
