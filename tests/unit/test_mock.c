@@ -915,14 +915,6 @@ START_TEST(functional_group_devices_carry_data)
 }
 END_TEST
 
-/* The map of live allocations by address (lib/base/addr_map.h), under the
- * pattern that made it: a thousand 512-byte-aligned buffers (its load stays
- * at most one half, so probe runs collide and wrap), freed in an order
- * unrelated to their addresses (i * 7919 mod 1000 visits each once, 7919
- * being prime).  After every removal each live range is found with its
- * size, each removed one is not, and the sorted view is exactly the live
- * ones by address.  A removal that broke a probe run (backward shift gone
- * wrong) would lose a live range here. */
 /* Objects are distinct, aligned and whole; what is put back serves the next
  * get, and only running dry adds a slab.  Hand-derived: 10 objects of 4 a
  * slab need 3 slabs; putting 3 back and taking 3 adds none. */
@@ -1023,6 +1015,14 @@ START_TEST(obj_fifo_keeps_making_order)
 }
 END_TEST
 
+/* The map of live allocations by address (lib/base/addr_map.h), under the
+ * pattern that made it: a thousand 512-byte-aligned buffers (its load stays
+ * at most one half, so probe runs collide and wrap), freed in an order
+ * unrelated to their addresses (i * 7919 mod 1000 visits each once, 7919
+ * being prime).  After every removal each live range is found with its
+ * size, each removed one is not, and the sorted view is exactly the live
+ * ones by address.  A removal that broke a probe run (backward shift gone
+ * wrong) would lose a live range here. */
 START_TEST(addr_map_keeps_every_live_range)
 {
     enum { N = 1000 };
