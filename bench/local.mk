@@ -12,3 +12,7 @@ noinst_PROGRAMS += bench/bench_run
 bench_bench_run_SOURCES = bench/bench_run.c bench/heap_rate.c bench/heap_rate.h
 # The engine's heap is timed directly (sim/ is internal to libmemsim).
 bench_bench_run_LDADD = libmemsim.la sim/libms_sim.la lib/base/libms_base.la -lm
+
+# Does the state repeat inside a step (issue 13)?  Scripts run by hand; see
+# bench/README.md, "Does the state repeat inside a step?".
+EXTRA_DIST += bench/layout_period.sh bench/layout_period.patch bench/timeline_period.py
