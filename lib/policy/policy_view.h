@@ -44,8 +44,9 @@ typedef struct vsegment {
     uint32_t first_op, last_op, first_backward_op, in_off, n_in;
 } vsegment;
 
-/* The block: this header, then the arrays it points into (inside the same
- * userdata, which Lua never moves). */
+/* The block of one kind of entry: this header, then the array it points
+ * into (ops, tensors or segments: the others are NULL), its id lists and
+ * its names, in one allocation. */
 typedef struct vblob {
     uint32_t n[ENTRY_COUNT];
     bool measured;
@@ -53,8 +54,8 @@ typedef struct vblob {
     vtensor *tensors;
     vsegment *segments;
     ms_op_profile *prof; /* the last measured step, when measured */
-    uint32_t *ids;       /* every id list, back to back */
-    char *names;         /* every name, NUL-terminated, back to back */
+    uint32_t *ids;       /* the kind's id lists, back to back */
+    char *names;         /* the kind's names, NUL-terminated, back to back */
 } vblob;
 
 /* An entry or an array: uservalue 1 is the blob's userdata (kept alive by
