@@ -195,15 +195,20 @@ static size_t entry_size(int type)
                                   : sizeof(vsegment);
 }
 
-static void fill(vblob *b, int type, const pol_program *prog)
+/* Point b's array of this kind at entries and fill it. */
+static void fill(vblob *b, int type, void *entries, const pol_program *prog)
 {
     fill_at at = {.id = 0, .name = 1};
-    if (type == ENTRY_OP)
+    if (type == ENTRY_OP) {
+        b->ops = entries;
         fill_ops(b, &at, &prog->view);
-    else if (type == ENTRY_TENSOR)
+    } else if (type == ENTRY_TENSOR) {
+        b->tensors = entries;
         fill_tensors(b, &at, &prog->view, prog->dv);
-    else
+    } else {
+        b->segments = entries;
         fill_segments(b, &at, &prog->view, prog->dv);
+    }
 }
 
 /* The block of one kind of x's program's entries: one allocation holding
@@ -239,17 +244,10 @@ static vblob *build_blob(lua_State *L, vbox *x, int type)
     vblob *b = (vblob *)base;
     *b = (vblob){.measured = x->measured, .prof = x->prof};
     memcpy(b->n, n, sizeof n);
-    void *entries = base + off_entries;
-    if (type == ENTRY_OP)
-        b->ops = entries;
-    else if (type == ENTRY_TENSOR)
-        b->tensors = entries;
-    else
-        b->segments = entries;
     b->ids = (uint32_t *)(base + off_ids);
     b->names = base + off_names;
     b->names[0] = '\0';
-    fill(b, type, x->prog);
+    fill(b, type, base + off_entries, x->prog);
     x->blob[type] = b;
     return b;
 }
