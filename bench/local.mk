@@ -16,3 +16,5 @@ bench_bench_run_LDADD = libmemsim.la sim/libms_sim.la lib/base/libms_base.la -lm
 # Does the state repeat inside a step (issue 13)?  Scripts run by hand; see
 # bench/README.md, "Does the state repeat inside a step?".
 EXTRA_DIST += bench/layout_period.sh bench/layout_period.patch bench/timeline_period.py
+# Every timed target of issue 13 in one sitting, with verdicts (bench/README.md).
+EXTRA_DIST += bench/issue13_targets.sh
