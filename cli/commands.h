@@ -107,12 +107,16 @@ ms_status cli_file_commit(FILE *f, const char *tmp, const char *path, ms_diag *d
 
 /* ---- cli/signals.c: no staging directory left by a signal ------------- */
 
-/* While set, SIGINT, SIGTERM and SIGHUP remove the directory before the
- * process dies of the signal; NULL: nothing to remove. */
-void cli_cleanup_on_signal(const char *dir);
 /* In a worker process: die of those signals without cleaning up (the
  * parent owns the directory). */
 void cli_cleanup_forget(void);
+/* ms_report_dir_open with the directory armed for cleanup (SIGINT, SIGTERM
+ * and SIGHUP remove it before the process dies of the signal), and
+ * ms_report_dir_commit (keep) or _abort with it disarmed, each with those
+ * signals held until it is done, so none lands between making (or moving)
+ * the directory and arming (or disarming) its cleanup. */
+ms_status cli_output_open(const char *final_dir, ms_report_dir **rd, ms_diag *d);
+ms_status cli_output_close(ms_report_dir *rd, bool keep, ms_diag *d);
 
 /* ---- cli/configs.c: many runs, in worker processes -------------------- */
 

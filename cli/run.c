@@ -244,10 +244,7 @@ static ms_status open_output(const run_args *a, const cli_outcome *o, int n, run
     else
         cli_default_dir(o->sc->name, n == 1 ? o->rows[0].policy : "compare", a->sets,
                         (size_t)a->n_sets, rs->final, sizeof rs->final);
-    ms_status st = ms_report_dir_open(rs->final, &rs->rd, d);
-    if (st == MS_OK)
-        cli_cleanup_on_signal(ms_report_dir_path(rs->rd));
-    return st;
+    return cli_output_open(rs->final, &rs->rd, d);
 }
 
 /* The OOM report, on stdout (unless quiet) and in DIR/oom.txt. */
@@ -493,11 +490,11 @@ int cli_run(int argc, char **argv)
         snprintf(path, sizeof path, "%s/summary.csv", ms_report_dir_path(rs.rd));
         st = ms_report_write_summary_csv(path, rs.rows, rs.n_rows, &d);
     }
-    if (rs.rd != NULL && st == MS_OK)
-        st = ms_report_dir_commit(rs.rd, &d);
-    else if (rs.rd != NULL)
-        ms_report_dir_abort(rs.rd);
-    cli_cleanup_on_signal(NULL);
+    if (rs.rd != NULL) {
+        ms_status closed = cli_output_close(rs.rd, st == MS_OK, &d);
+        if (st == MS_OK)
+            st = closed;
+    }
     if (st == MS_OK)
         print_written(&a, &rs, &last, n);
     else

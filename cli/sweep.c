@@ -379,17 +379,14 @@ int cli_grid_finish(const cli_grid_job *job, const cli_result *res)
 {
     ms_diag d = {0};
     ms_report_dir *rd = NULL;
-    ms_status st = ms_report_dir_open(job->out, &rd, &d);
+    ms_status st = cli_output_open(job->out, &rd, &d);
     if (st == MS_OK) {
-        cli_cleanup_on_signal(ms_report_dir_path(rd));
         char path[8400];
         snprintf(path, sizeof path, "%s/%s", ms_report_dir_path(rd), job->csv_name);
         st = cli_grid_write_csv(path, job->grid, res, &d);
+        ms_status closed = cli_output_close(rd, st == MS_OK, &d);
         if (st == MS_OK)
-            st = ms_report_dir_commit(rd, &d);
-        else
-            ms_report_dir_abort(rd);
-        cli_cleanup_on_signal(NULL);
+            st = closed;
     }
     if (st != MS_OK) {
         fprintf(stderr, "memsim %s: %s\n", job->command, d.msg);
