@@ -117,6 +117,12 @@ void cli_cleanup_forget(void);
  * the directory and arming (or disarming) its cleanup. */
 ms_status cli_output_open(const char *final_dir, ms_report_dir **rd, ms_diag *d);
 ms_status cli_output_close(ms_report_dir *rd, bool keep, ms_diag *d);
+/* A single file written as tmp beside its final path: while armed, those
+ * signals remove tmp (NULL disarms).  cli_tmp_file_finish renames tmp to
+ * path (keep) or removes it, then disarms, with the signals held; it
+ * returns rename's result, errno set on failure, tmp removed then too. */
+void cli_tmp_file_arm(const char *tmp);
+int cli_tmp_file_finish(const char *tmp, const char *path, bool keep);
 
 /* ---- cli/configs.c: many runs, in worker processes -------------------- */
 

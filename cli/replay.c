@@ -359,6 +359,8 @@ static int run_all(const replay_args *a, const ms_snapshot *s, ms_replay_result 
         fprintf(stderr, "memsim replay: --csv: path too long\n");
         return 1;
     }
+    if (a->csv != NULL)
+        cli_tmp_file_arm(tmp); /* a long replay interrupted leaves no OUT.tmp */
     for (int k = 0; k <= a->n_whatif; k++) {
         ms_replay_options o;
         ms_diag d = {0};
@@ -374,14 +376,13 @@ static int run_all(const replay_args *a, const ms_snapshot *s, ms_replay_result 
             fprintf(stderr, "memsim replay: %s: %s\n", a->trace,
                     d.msg[0] ? d.msg : ms_strerror(st));
             if (a->csv != NULL)
-                remove(tmp);
+                cli_tmp_file_finish(tmp, a->csv, false);
             return 1;
         }
         *n_done = k + 1;
     }
-    if (a->csv != NULL && rename(tmp, a->csv) != 0) {
+    if (a->csv != NULL && cli_tmp_file_finish(tmp, a->csv, true) != 0) {
         fprintf(stderr, "memsim replay: %s: cannot write: %s\n", a->csv, strerror(errno));
-        remove(tmp);
         return 1;
     }
     return 0;

@@ -358,6 +358,22 @@ static ms_status note_detail_limit(const run_args *a, const ms_run_detail *dt, c
     return MS_OK;
 }
 
+/* --snapshot FILE is written as FILE.tmp and renamed (lib/report/
+ * report_snapshot.c); a signal meanwhile removes the .tmp, as it does the
+ * staging folder. */
+static ms_status write_snapshot(const char *path, const ms_run_record *rec,
+                                const ms_program_view *views, size_t nv,
+                                const ms_snapshot_export *ex, ms_diag *d)
+{
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp", path) >= (int)sizeof tmp)
+        return ms_diag_set(d, MS_EINVAL, "--snapshot: path too long");
+    cli_tmp_file_arm(tmp);
+    ms_status st = ms_report_write_snapshot(path, rec, views, nv, ex, d);
+    cli_tmp_file_arm(NULL);
+    return st;
+}
+
 static ms_status write_policy(const run_args *a, const cli_job *job, const cli_outcome *o, int i,
                               int n, run_state *rs, ms_diag *d)
 {
@@ -384,7 +400,7 @@ static ms_status write_policy(const run_args *a, const cli_job *job, const cli_o
                              "--snapshot needs the run record: the scenario sets "
                              "report.detail = \"none\" (--set report.detail=last)");
         else
-            st = ms_report_write_snapshot(a->snapshot, rec, views, nv, &ex, d);
+            st = write_snapshot(a->snapshot, rec, views, nv, &ex, d);
     }
     if (st == MS_OK && !a->quiet) {
         for (size_t k = 0; k < o->n_rows; k++)

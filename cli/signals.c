@@ -1,8 +1,8 @@
-/* No staging directory left behind by SIGINT, SIGTERM or SIGHUP
- * (cli/commands.h).  A run interrupted while writing once left a 115 MB
- * memory.csv.tmp; now its whole staging directory goes.
+/* No staging directory, nor a file's .tmp, left behind by SIGINT, SIGTERM
+ * or SIGHUP (cli/commands.h).  A run interrupted while writing once left a
+ * 115 MB memory.csv.tmp; now its whole staging directory goes.
  *
- * The directory's name lives in this file's static buffer because a signal
+ * The paths live in this file's static buffers because a signal
  * handler can reach nothing else: it is the one piece of writable global
  * state in memsim, and only the handler and the functions below touch it.  The
  * handler uses only async-signal-safe calls (fork, execve, waitpid, signal,
@@ -14,10 +14,14 @@
  * once found a .memsim-tmp- folder in CI.  cli_output_open and
  * cli_output_close therefore hold the three signals, blocked, across those
  * steps; one that came meanwhile is delivered as they return, with the
- * directory either armed, in place, or gone. */
+ * directory either armed, in place, or gone.  A single file written as
+ * .tmp beside its final name (cli_tmp_file_*) has a slot of its own, so a
+ * --snapshot written while the run's folder is armed loses neither. */
 #include "commands.h"
 
+#include <errno.h>
 #include <signal.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -25,16 +29,24 @@
 static const int cleanup_sigs[] = {SIGINT, SIGTERM, SIGHUP};
 enum { N_CLEANUP_SIGS = sizeof cleanup_sigs / sizeof cleanup_sigs[0] };
 
-static char cleanup_dir[8192];
-static volatile sig_atomic_t cleanup_armed;
+/* What a signal removes: the run's staging folder, and a file being
+ * written beside its final name (replay's --csv, run's --snapshot). */
+enum { SLOT_FOLDER, SLOT_FILE, N_SLOTS };
+static char cleanup_path[N_SLOTS][8192];
+static volatile sig_atomic_t cleanup_armed[N_SLOTS];
 
 static void remove_and_die(int sig)
 {
-    if (cleanup_armed) {
-        cleanup_armed = 0;
+    char *argv[3 + N_SLOTS + 1] = {"rm", "-rf", "--"};
+    int n = 3;
+    for (int i = 0; i < N_SLOTS; i++)
+        if (cleanup_armed[i]) {
+            cleanup_armed[i] = 0;
+            argv[n++] = cleanup_path[i];
+        }
+    if (n > 3) {
         pid_t pid = fork();
         if (pid == 0) {
-            char *const argv[] = {"rm", "-rf", "--", cleanup_dir, NULL};
             char *const envp[] = {NULL};
             execve("/bin/rm", argv, envp);
             _exit(127);
@@ -57,23 +69,27 @@ static void set_handlers(void (*handler)(int))
     }
 }
 
-/* While set, the three signals remove dir before the process dies of the
- * signal; NULL: nothing to remove. */
-static void cleanup_on_signal(const char *dir)
+/* While a slot holds a path, the three signals remove it before the process
+ * dies of the signal; NULL empties the slot.  A path too long for the slot
+ * is not armed (best effort: the next run of that name removes a stale
+ * staging folder, report_dir.c).  Called with the signals held. */
+static void cleanup_on_signal(int slot, const char *path)
 {
-    cleanup_armed = 0;
-    if (dir == NULL || strlen(dir) >= sizeof cleanup_dir) {
-        set_handlers(SIG_DFL);
-        return;
+    cleanup_armed[slot] = 0;
+    if (path != NULL && strlen(path) < sizeof cleanup_path[slot]) {
+        memcpy(cleanup_path[slot], path, strlen(path) + 1);
+        cleanup_armed[slot] = 1;
     }
-    memcpy(cleanup_dir, dir, strlen(dir) + 1);
-    cleanup_armed = 1;
-    set_handlers(remove_and_die);
+    bool any = false;
+    for (int i = 0; i < N_SLOTS; i++)
+        any = any || cleanup_armed[i];
+    set_handlers(any ? remove_and_die : SIG_DFL);
 }
 
 void cli_cleanup_forget(void)
 {
-    cleanup_armed = 0;
+    for (int i = 0; i < N_SLOTS; i++)
+        cleanup_armed[i] = 0;
     set_handlers(SIG_DFL);
 }
 
@@ -93,7 +109,7 @@ ms_status cli_output_open(const char *final_dir, ms_report_dir **rd, ms_diag *d)
     hold_signals(&was);
     ms_status st = ms_report_dir_open(final_dir, rd, d);
     if (st == MS_OK)
-        cleanup_on_signal(ms_report_dir_path(*rd));
+        cleanup_on_signal(SLOT_FOLDER, ms_report_dir_path(*rd));
     sigprocmask(SIG_SETMASK, &was, NULL);
     return st;
 }
@@ -105,7 +121,30 @@ ms_status cli_output_close(ms_report_dir *rd, bool keep, ms_diag *d)
     sigset_t was;
     hold_signals(&was);
     ms_status st = keep ? ms_report_dir_commit(rd, d) : ms_report_dir_abort(rd);
-    cleanup_on_signal(NULL);
+    cleanup_on_signal(SLOT_FOLDER, NULL);
     sigprocmask(SIG_SETMASK, &was, NULL);
     return st;
+}
+
+void cli_tmp_file_arm(const char *tmp)
+{
+    /* tmp NULL: disarm. */
+    sigset_t was;
+    hold_signals(&was);
+    cleanup_on_signal(SLOT_FILE, tmp);
+    sigprocmask(SIG_SETMASK, &was, NULL);
+}
+
+int cli_tmp_file_finish(const char *tmp, const char *path, bool keep)
+{
+    sigset_t was;
+    hold_signals(&was);
+    int rc = keep ? rename(tmp, path) : 0;
+    int err = errno;
+    if (!keep || rc != 0)
+        remove(tmp);
+    cleanup_on_signal(SLOT_FILE, NULL);
+    sigprocmask(SIG_SETMASK, &was, NULL);
+    errno = err;
+    return rc;
 }

@@ -137,25 +137,39 @@ for delay in 0.02 0.05 0.1 0.15 0.2 0.25 0.3 0.4 0.5; do
 done
 if $term_ok; then ok sigterm-leaves-nothing; else bad sigterm-leaves-nothing; fi
 
-# The moment the loop above can only hit by chance (it did, once, in CI): the
-# staging folder just made, its cleanup not yet armed.  gdb stops the run
-# there (at ms_report_dir_path, which only cli_output_open calls before the
-# run writes) and the run sends itself SIGTERM.  The signal must wait until
-# the cleanup is armed, which then removes the folder.  Skipped without gdb.
-if command -v gdb >/dev/null 2>&1 && [ -x "$build/libtool" ]; then
-    rm -rf "$work/held"
-    (cd "$run_dir" && "$build/libtool" --mode=execute gdb -q -batch -nx \
-        -ex 'set breakpoint pending on' -ex 'handle SIGTERM nostop noprint pass' \
-        -ex 'break ms_report_dir_path' -ex run -ex 'call (int)kill((int)getpid(), 15)' \
-        -ex delete -ex continue \
-        --args "$memsim" run $tiny --set steps=1 --out "$work/held" --quiet) >"$work/err" 2>&1
+# The moments a random SIGTERM can only hit by chance (one did, once, in CI):
+# a staging folder or a .tmp file made and not yet armed for removal, or
+# written and not yet renamed into place.  gdb stops memsim at such a moment
+# and memsim sends itself SIGTERM there; nothing may be left.
+# held NAME 'GDB COMMANDS TO REACH THE MOMENT; ...' LEFTOVER... -- MEMSIM ARGS...
+# (the first breakpoint must be reached, the signal must kill memsim, and no
+# LEFTOVER may exist.)  Skipped without gdb.
+held() {
+    name=$1 reach=$2
+    shift 2
+    leftovers=""
+    while [ "$1" != "--" ]; do leftovers="$leftovers $1"; shift; done
+    shift
+    if ! command -v gdb >/dev/null 2>&1 || [ ! -x "$build/libtool" ]; then
+        echo "skip $name: no gdb"
+        return
+    fi
+    { echo 'set breakpoint pending on'; echo 'handle SIGTERM nostop noprint pass'
+      echo "$reach" | tr ';' '\n'
+      echo 'call (int)kill((int)getpid(), 15)'; echo delete; echo continue; } >"$work/gdb.cmd"
+    (cd "$run_dir" && "$build/libtool" --mode=execute gdb -q -batch -nx -x "$work/gdb.cmd" \
+        --args "$memsim" "$@") >"$work/err" 2>&1
+    left=""
+    for f in $leftovers; do [ -e "$f" ] && left="$left $f"; done
     if grep -q '^Breakpoint 1, ' "$work/err" && grep -q 'terminated with signal SIGTERM' "$work/err" &&
-        ! ls -a "$work" | grep -q 'held.memsim-tmp' && [ ! -e "$work/held" ]
-    then ok sigterm-while-the-folder-is-made-leaves-nothing
-    else bad "sigterm-while-the-folder-is-made-leaves-nothing: $(ls -a "$work" | tr '\n' ' ')"; fi
-else
-    echo "skip sigterm-while-the-folder-is-made-leaves-nothing: no gdb"
-fi
+        [ -z "$left" ]
+    then ok "$name"
+    else bad "$name: left:$left"; fi
+}
+# The staging folder just made (ms_report_dir_path is first called as it is
+# armed, before the run writes anything).
+held sigterm-while-the-folder-is-made-leaves-nothing "break ms_report_dir_path; run" \
+    "$work/held" "$work/.held.memsim-tmp-*" -- run $tiny --set steps=1 --out "$work/held" --quiet
 
 # ---- compare and sweep ----------------------------------------------------------
 expect compare 0 "<- best that fits" \
@@ -203,6 +217,17 @@ expect snapshot-oom-reproduced 3 "" \
     run scenarios/llama2-smartswap-tp1.lua --policy none --no-advice --snapshot "$work/o.pickle" \
     --out "$work/snap2" --quiet
 expect snapshot-oom-replays 0 "predicted at event 1236: reproduced" replay "$work/o.pickle"
+# --snapshot FILE written as FILE.tmp, stopped at its rename into place: the
+# .tmp and the run's staging folder (both armed then) go.
+held sigterm-before-the-snapshot-is-renamed-leaves-nothing \
+    "break ms_report_write_snapshot; run; break rename; continue" \
+    "$work/h.pickle" "$work/h.pickle.tmp" "$work/hsnap" "$work/.hsnap.memsim-tmp-*" -- \
+    run $tiny --set steps=1 --snapshot "$work/h.pickle" --out "$work/hsnap" --quiet
+# replay --csv OUT written as OUT.tmp across every replay: stopped as the
+# second replay starts, the first one's rows in OUT.tmp.
+held sigterm-between-replays-leaves-no-csv \
+    "break ms_replay_run; run; continue" "$work/r.csv" "$work/r.csv.tmp" -- \
+    replay "$work/s.pickle" --compare expandable_segments:True --csv "$work/r.csv"
 
 echo "$cases checks, $fails failed"
 [ $fails -eq 0 ]
