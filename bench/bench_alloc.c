@@ -278,10 +278,14 @@ int main(int argc, char **argv)
         gen_train(&s);
     else if (strcmp(mode, "random") == 0)
         gen_random(&s, seed);
-    else if (strcmp(mode, "snapshot") == 0 && argc > 3)
-        gen_snapshot(&s, argv[3], argc > 4 ? atoi(argv[4]) : 0);
+    else if (strcmp(mode, "snapshot") == 0 && argc > 3 &&
+             gen_snapshot(&s, argv[3], argc > 4 ? atoi(argv[4]) : 0) != 0) {
+        free(s.ops);
+        return 1; /* it said why: no usage line after a snapshot that cannot be read */
+    }
     if (s.n == 0 || s.oom || want == 0) {
-        fprintf(stderr, "usage: bench_alloc [train|random] [pairs>0] [seed]\n");
+        fprintf(stderr, "usage: bench_alloc [train|random] [pairs>0] [seed]\n"
+                        "       bench_alloc snapshot PAIRS FILE.pickle [DEVICE]\n");
         free(s.ops);
         return 2;
     }

@@ -34,17 +34,20 @@ static double now_s(void)
 }
 
 typedef struct timing {
-    double best, best_planning;
+    double best, best_planning, best_setup;
     size_t ops;
     int stages, steps, repeated;
 } timing;
 
-/* The run's phases as they change (ms_run_options.progress): the time spent
- * planning, every step's plan calls with their ctx:simulate searches,
- * measured directly rather than as the difference of two runs. */
+/* The run's phases as they change (ms_run_options.progress), measured
+ * directly rather than as the difference of two runs: the setup (the step
+ * programs built, the devices, allocators and executors opened: what a run
+ * pays before its first plan, whatever a fast-forward could skip) and the
+ * time spent planning, every step's plan calls with their ctx:simulate
+ * searches. */
 typedef struct phase_clock {
     ms_run_phase phase;
-    double at, planning;
+    double at, planning, setup;
 } phase_clock;
 
 static void on_progress(void *user, const ms_run_progress *p)
@@ -53,6 +56,8 @@ static void on_progress(void *user, const ms_run_progress *p)
     double t = now_s();
     if (c->phase == MS_RUN_PLANNING)
         c->planning += t - c->at;
+    else if (c->phase == MS_RUN_SETUP)
+        c->setup += t - c->at;
     c->phase = p->phase;
     c->at = t;
 }
@@ -73,6 +78,8 @@ static int time_once(const ms_scenario *sc, bool fast_forward, timing *t)
     on_progress(&clock, &(ms_run_progress){.phase = MS_RUN_DONE});
     if (clock.planning < t->best_planning)
         t->best_planning = clock.planning;
+    if (clock.setup < t->best_setup)
+        t->best_setup = clock.setup;
     if (st != MS_OK) {
         fprintf(stderr, "bench_run: %s\n", d.msg);
         return 1;
@@ -105,6 +112,9 @@ static double print_timing(const char *mode, int repeat, const timing *t)
     printf("%s, best of %d: %.1f ms planning (every step's plan calls, ctx:simulate searches "
            "included)\n",
            mode, repeat, t->best_planning * 1e3);
+    printf("%s, best of %d: %.1f ms setup (step programs built, devices, allocators and "
+           "executors opened)\n",
+           mode, repeat, t->best_setup * 1e3);
     return ops_rate;
 }
 
@@ -137,7 +147,8 @@ int main(int argc, char **argv)
         fprintf(stderr, "bench_run: %s\n", d.msg);
         return 1;
     }
-    timing on = {.best = 1e30, .best_planning = 1e30}, off = {.best = 1e30, .best_planning = 1e30};
+    timing on = {.best = 1e30, .best_planning = 1e30, .best_setup = 1e30};
+    timing off = on;
     for (int r = 0; r < repeat; r++)
         if ((with_ff && time_once(sc, true, &on) != 0) ||
             (without_ff && time_once(sc, false, &off) != 0)) {

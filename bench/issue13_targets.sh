@@ -23,6 +23,8 @@ trap 'rm -rf "$tmp"' EXIT
 
 # "X ms per step" from bench_run's fast-forward line.
 per_step() { sed -n 's/^fast-forward, best of [0-9]*: .* ms per run, \([0-9.]*\) ms per step.*/\1/p' "$1"; }
+# "X ms setup" and "X ms planning" from bench_run's lines of those names.
+phase_ms() { sed -n "s/^fast-forward, best of [0-9]*: \([0-9.]*\) ms $2 .*/\1/p" "$1"; }
 # A row: target, measured, unit, limit; met when measured < limit (under) or
 # measured >= limit (row_atleast).  An empty measurement is never met.
 row() {
@@ -110,3 +112,10 @@ budget=$(awk -v o="$ops" -v h="$heap" 'BEGIN { printf "%.2f", o / (0.2 * h * 1e6
 echo
 echo "The 64-micro-batch step's $ops ops at 20% of the heap rate: $budget ms for the whole step."
 echo "The allocator's rules alone on that step's requests (4 stages, bench_alloc): $floor ms."
+setup=$(phase_ms "$tmp/s64" setup)
+plan=$(phase_ms "$tmp/s64" planning)
+echo "What a fast-forward inside the step would still run: the allocator ($floor ms), the setup"
+echo "($setup ms: programs, devices, executors) and the plan ($plan ms): $(awk -v a="$floor" -v b="$setup" \
+    -v c="$plan" 'BEGIN { printf "%.1f", a + b + c }') ms of the 100 ms target, before the action schedule,"
+echo "the executor's own work, the device timeline and the rows."
+echo "GPT-1T's setup and plan alone: $(phase_ms "$tmp/gpt1t" setup) ms and $(phase_ms "$tmp/gpt1t" planning) ms of its 1000 ms target."
