@@ -22,6 +22,13 @@
 /* The id is the rank of the recorded handle among the trace's handles: the
  * caching allocator orders free blocks by stream pointer value, and rank
  * keeps that order in the small ids backend.h asks for. */
+/* Side streams of deferred frees.  Real traces need a few (one per stream
+ * a block was used on, at most); a trace made to complete its frees in the
+ * reverse order of their requests would need one each, and every malloc's
+ * process_events walks every stream's queue, so past this many the replay
+ * puts an event behind the earliest-completing one (docs/replay.md, Limits). */
+enum { RPL_MAX_SIDE_STREAMS = 64 };
+
 struct ms_stream {
     uint64_t id;
     size_t complete_at; /* work recorded here completes at this trace event */
@@ -40,7 +47,8 @@ struct ms_rb {
     ms_range_set mapped; /* mapped pages of expandable segments, merged */
     ms_range_set vas;    /* address reservations */
     ms_stream *streams;
-    ms_stream *side;
+    ms_stream *sides[RPL_MAX_SIDE_STREAMS]; /* of deferred frees, also in streams */
+    size_t n_sides;
     ms_event events; /* list head */
     uint64_t *handles; /* recorded stream handles, sorted */
     size_t n_handles;
@@ -483,19 +491,58 @@ ms_status rpl_backend_stream(ms_rb *rb, uint64_t handle, ms_stream **out)
     return new_stream(rb, lo, 0, out);
 }
 
-/* One side stream serves every deferred free: the allocator records its
- * event when the block is freed, right after this call. */
+/* The stream a deferred free's event goes on; the allocator records it when
+ * the block is freed, right after this call.  The caching allocator keeps
+ * one FIFO of events per stream and stops at the first pending one
+ * (process_events), so the stream must not hold an event that completes
+ * later than this one: behind it, this block would wait past its recorded
+ * free_completed.  One side stream for every deferred free did exactly that
+ * when the blocks had been used on several streams and came back out of
+ * order (a pipeline stage's send and receive streams: memsim's own snapshot
+ * of llama2-70B at global batch 16, stage 1, replayed 54% of its allocs at
+ * the recorded address).  So the event goes on the side stream whose last event
+ * completes latest but no later than this one (the fewest streams: each is
+ * a run of events in completion order), or on a new one; the recording
+ * does not say which stream a block was used on, and needs not: its
+ * free_completed says when it came back. */
+static ms_stream *side_fit(const ms_rb *rb, size_t complete_at)
+{
+    ms_stream *best = NULL;
+    for (size_t i = 0; i < rb->n_sides; i++) {
+        ms_stream *s = rb->sides[i];
+        if (s->complete_at <= complete_at && (best == NULL || s->complete_at > best->complete_at))
+            best = s;
+    }
+    return best;
+}
+
+/* At the cap: the side stream whose last event completes first holds this
+ * one up the least. */
+static ms_stream *side_earliest(const ms_rb *rb)
+{
+    ms_stream *first = rb->sides[0];
+    for (size_t i = 1; i < rb->n_sides; i++)
+        if (rb->sides[i]->complete_at < first->complete_at)
+            first = rb->sides[i];
+    return first;
+}
+
 ms_status rpl_backend_side_stream(ms_rb *rb, size_t complete_at, ms_stream **out)
 {
     if (rb == NULL || out == NULL)
         return MS_EINVAL;
-    if (rb->side == NULL) {
-        ms_status st = new_stream(rb, rb->n_handles, complete_at, &rb->side);
+    ms_stream *s = side_fit(rb, complete_at);
+    if (s == NULL && rb->n_sides == RPL_MAX_SIDE_STREAMS)
+        s = side_earliest(rb);
+    if (s == NULL) {
+        uint64_t id = rb->n_sides == 0 ? rb->n_handles : rb->next_id++;
+        ms_status st = new_stream(rb, id, 0, &s);
         if (st != MS_OK)
             return st;
+        rb->sides[rb->n_sides++] = s;
     }
-    rb->side->complete_at = complete_at;
-    *out = rb->side;
+    s->complete_at = complete_at;
+    *out = s;
     return MS_OK;
 }
 

@@ -65,8 +65,9 @@ ms_status rpl_backend_account(ms_rb *rb, uint64_t addr, uint64_t size, bool mapp
 ms_status rpl_backend_set_stream_handles(ms_rb *rb, const uint64_t *handles, size_t n);
 /* The stream of a recorded handle (MS_ENOENT: not declared). */
 ms_status rpl_backend_stream(ms_rb *rb, uint64_t handle, ms_stream **out);
-/* The side stream, whose events recorded from now on complete once the
- * replay reaches trace event complete_at (SIZE_MAX: never). */
+/* A side stream for a deferred free, whose events recorded from now on
+ * complete once the replay reaches trace event complete_at (SIZE_MAX:
+ * never); none of its earlier events completes later than that. */
 ms_status rpl_backend_side_stream(ms_rb *rb, size_t complete_at, ms_stream **out);
 /* The replay is at trace event index (events up to it have happened). */
 ms_status rpl_backend_set_cursor(ms_rb *rb, size_t index, int64_t time_us);

@@ -140,6 +140,23 @@ START_TEST(deferred_free)
 }
 END_TEST
 
+/* Two deferred frees that complete in the other order than requested: each
+ * block is free again at its own free_completed, not held behind the other's
+ * event (the caching allocator's FIFO of events per stream). */
+START_TEST(deferred_frees_out_of_order)
+{
+    ms_snapshot *s = load(data("deferred-out-of-order.csv"));
+    ms_replay_result r = replay(s, NULL);
+    const ms_replay_device_result *dv = &r.dev[0];
+    assert_count(&dv->seg[SEG_ALLOC], 2, 2, 2);
+    ck_assert_msg(dv->agreement_pct == 100.0, "%s", dv->first.what);
+    ck_assert_uint_eq(dv->allocs, 5);
+    ck_assert_msg(dv->allocs_same_addr == 5, "%s", dv->first_placement.what);
+    ms_replay_result_free(&r);
+    ms_snapshot_free(s);
+}
+END_TEST
+
 START_TEST(oom_reproduced)
 {
     ms_snapshot *s = load(data("oom.csv"));
@@ -531,6 +548,7 @@ int main(void)
     TCase *syn = tcase_create("synthetic");
     tcase_add_test(syn, basic_csv);
     tcase_add_test(syn, deferred_free);
+    tcase_add_test(syn, deferred_frees_out_of_order);
     tcase_add_test(syn, empty_cache_is_not_a_retry);
     tcase_add_test(syn, oom_reproduced);
     tcase_add_test(syn, oom_avoided_by_expandable_segments);
