@@ -143,15 +143,20 @@ if $term_ok; then ok sigterm-leaves-nothing; else bad sigterm-leaves-nothing; fi
 # and memsim sends itself SIGTERM there; nothing may be left.
 # held NAME 'GDB COMMANDS TO REACH THE MOMENT; ...' LEFTOVER... -- MEMSIM ARGS...
 # (the first breakpoint must be reached, the signal must kill memsim, and no
-# LEFTOVER may exist.)  Skipped without gdb.
+# LEFTOVER may exist.)  Skipped without a gdb that can run a program.
 held() {
     name=$1 reach=$2
     shift 2
     leftovers=""
     while [ "$1" != "--" ]; do leftovers="$leftovers $1"; shift; done
     shift
-    if ! command -v gdb >/dev/null 2>&1 || [ ! -x "$build/libtool" ]; then
-        echo "skip $name: no gdb"
+    if [ -z "${gdb_runs:-}" ]; then # can gdb run a program here (ptrace allowed)?
+        gdb_runs=no
+        command -v gdb >/dev/null 2>&1 && [ -x "$build/libtool" ] &&
+            gdb -q -batch -nx -ex run --args /bin/true 2>&1 | grep -q 'exited normally' && gdb_runs=yes
+    fi
+    if [ "$gdb_runs" != yes ]; then
+        echo "skip $name: no gdb that can run a program here"
         return
     fi
     { echo 'set breakpoint pending on'; echo 'handle SIGTERM nostop noprint pass'
