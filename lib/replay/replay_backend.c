@@ -19,9 +19,6 @@
 
 #define RB_ALIGN (2ULL << 20) /* fresh addresses: cudaMalloc's 2 MiB granularity */
 
-/* The id is the rank of the recorded handle among the trace's handles: the
- * caching allocator orders free blocks by stream pointer value, and rank
- * keeps that order in the small ids backend.h asks for. */
 /* Side streams of deferred frees.  Real traces need a few (one per stream
  * a block was used on, at most); a trace made to complete its frees in the
  * reverse order of their requests would need one each, and every malloc's
@@ -29,6 +26,9 @@
  * puts an event behind the earliest-completing one (docs/replay.md, Limits). */
 enum { RPL_MAX_SIDE_STREAMS = 64 };
 
+/* The id is the rank of the recorded handle among the trace's handles: the
+ * caching allocator orders free blocks by stream pointer value, and rank
+ * keeps that order in the small ids backend.h asks for. */
 struct ms_stream {
     uint64_t id;
     size_t complete_at; /* work recorded here completes at this trace event */
