@@ -74,6 +74,12 @@ check_PROGRAMS += tests/unit/test_scenario tests/unit/test_workload tests/unit/t
 tests_unit_test_scenario_SOURCES = tests/unit/test_scenario.c
 tests_unit_test_scenario_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_scenario_LDADD = lib/scenario/libms_scenario.la lib/base/libms_base.la $(TEST_LIBS)
+# Megatron-LM's argument names in a scenario (issue 38).
+check_PROGRAMS += tests/unit/test_scenario_megatron
+tests_unit_test_scenario_megatron_SOURCES = tests/unit/test_scenario_megatron.c
+tests_unit_test_scenario_megatron_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_scenario_megatron_LDADD = lib/workload/libms_workload.la lib/scenario/libms_scenario.la \
+	lib/base/libms_base.la $(TEST_LIBS)
 WORKLOAD_TEST_LIBS = lib/workload/libms_workload.la lib/scenario/libms_scenario.la \
 	lib/base/libms_base.la $(TEST_LIBS)
 tests_unit_test_workload_SOURCES = tests/unit/test_workload.c
