@@ -198,6 +198,8 @@ static void leftovers(hf_ctx *c)
         else if (strcmp(k, "sliding_window") == 0 && bool_of(c, "use_sliding_window", true))
             imp_note(c->doc, IMP_NOT_MODELLED, "%s: sliding-window attention (memsim attends "
                      "the whole sequence)", cite);
+        else if (strcmp(k, "router_aux_loss_coef") == 0)
+            imp_note(c->doc, IMP_NOT_MODELLED, "%s: the router's auxiliary loss", cite);
         else if (strcmp(k, "head_dim") == 0)
             imp_note(c->doc, IMP_NOT_MODELLED, "%s: memsim's head size is hidden / heads", cite);
         else

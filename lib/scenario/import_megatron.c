@@ -615,9 +615,11 @@ static bool ends_with(const char *s, const char *tail)
 static const char *arg_cite(char *buf, size_t size, const imp_source *src, const imp_word *opt,
                             const char *value, const imp_word *vw)
 {
-    int n = snprintf(buf, size, "%s%s%s (%s:%d", opt->text, value ? " " : "", value ? value : "",
-                     src->base, opt->line);
-    if (vw != NULL && vw->line != opt->line && n > 0 && (size_t)n < size)
+    int n = snprintf(buf, size, "%.*s%s%s (%s:%d", (int)strcspn(opt->text, "="), opt->text,
+                     value ? " " : "", value ? value : "", src->base, opt->line);
+    if (vw != NULL && vw->line <= 0 && n > 0 && (size_t)n < size)
+        n += snprintf(buf + n, size - (size_t)n, "; the value from --env");
+    else if (vw != NULL && vw->line != opt->line && n > 0 && (size_t)n < size)
         n += snprintf(buf + n, size - (size_t)n, "; the value from line %d", vw->line);
     if (n > 0 && (size_t)n < size)
         snprintf(buf + n, size - (size_t)n, ")");
@@ -642,6 +644,13 @@ static const char *option(const imp_command *c, size_t from, size_t to, const ch
     return NULL;
 }
 
+/* The word after the option word w ("--nnodes 4"), NULL for "--nnodes=4". */
+static const imp_word *value_word(const imp_command *c, const imp_word *w)
+{
+    size_t i = (size_t)(w - c->words);
+    return strchr(w->text, '=') == NULL && i + 1 < c->n ? &c->words[i + 1] : NULL;
+}
+
 /* torchrun / torch.distributed.launch / deepspeed: devices per node x nodes. */
 static void launcher(imp_megatron *mg, const imp_source *src, const imp_command *c, size_t k)
 {
@@ -658,9 +667,10 @@ static void launcher(imp_megatron *mg, const imp_source *src, const imp_command 
                  "not a number", c->line, p ? p : "1", n ? n : "1");
         return;
     }
-    snprintf(a, sizeof a, "%s", p ? arg_cite(cite, sizeof cite, src, pw, p, NULL) : "1 process "
-             "a node (the launcher's default)");
-    snprintf(b, sizeof b, "%s", n ? arg_cite(cite, sizeof cite, src, nw, n, NULL) : "1 node");
+    snprintf(a, sizeof a, "%s", p ? arg_cite(cite, sizeof cite, src, pw, p, value_word(c, pw))
+                                  : "1 process a node (the launcher's default)");
+    snprintf(b, sizeof b, "%s", n ? arg_cite(cite, sizeof cite, src, nw, n, value_word(c, nw))
+                                  : "1 node");
     char whole[CITE + 8];
     snprintf(whole, sizeof whole, "%s x %s", a, b);
     imp_megatron_world(mg, per * count, whole);

@@ -3,7 +3,7 @@
  * assignments and if/elif/else followed, the first command that runs a
  * Python training script kept with its words' lines.  Nothing is ever run:
  * loops, functions, case, subshells and sourced files are skipped and said
- * to be, and a condition memsim cannot decide takes no branch. */
+ * to be, and a condition memsim cannot decide is taken as false. */
 #include "import_shell.h"
 
 #include <ctype.h>
@@ -237,19 +237,31 @@ static bool read_command(sh_run *r, raw_cmd *c)
     }
 }
 
-/* Skip what follows up to the word `close` at a command's start, counting
- * nested `open`s: a loop's body up to done, a case up to esac. */
-static bool skip_block(sh_run *r, raw_cmd *c, const char *const *open, const char *close)
+/* Count the words of c that open and close a block. */
+static int block_balance(const sh_run *r, const raw_cmd *c, size_t from,
+                         const char *const *open, const char *close)
 {
-    int depth = 1;
-    while (depth > 0 && r->pos < r->len) {
+    int depth = 0;
+    for (size_t i = from; i < c->n; i++) {
+        for (const char *const *o = open; *o; o++)
+            depth += raw_is(r, &c->w[i], *o);
+        depth -= raw_is(r, &c->w[i], close);
+    }
+    return depth;
+}
+
+/* Skip the commands up to the `close` that ends a block (a loop's body up
+ * to done, a case up to esac, a function's braces), counting nested ones;
+ * depth is how many are open already. */
+static bool skip_block(sh_run *r, raw_cmd *c, const char *const *open, const char *close,
+                       int depth)
+{
+    bool opened = depth > 0;
+    while ((depth > 0 || !opened) && r->pos < r->len) {
         if (!read_command(r, c))
             return false;
-        for (size_t i = 0; i < c->n; i++) {
-            for (const char *const *o = open; *o; o++)
-                depth += raw_is(r, &c->w[i], *o);
-            depth -= raw_is(r, &c->w[i], close);
-        }
+        depth += block_balance(r, c, 0, open, close);
+        opened |= depth > 0;
     }
     return true;
 }
@@ -605,7 +617,7 @@ static void cond_part(sh_run *r, const raw_word *w, size_t n, sh_op term)
     sh_frame *fr = &r->frames[r->depth - 1];
     int v = fr->parent ? eval_condition(r, w, n) : T_FALSE;
     if (v == T_UNKNOWN && fr->parent)
-        note_line(r, w[0].line, "a condition memsim cannot decide; its branch is not taken", w, n);
+        note_line(r, w[0].line, "a condition memsim cannot decide, taken as false", w, n);
     fr->cond = fr->cond < 0 ? v : fr->joined == OP_AND ? and3(fr->cond, v)
                                 : fr->joined == OP_OR  ? or3(fr->cond, v)
                                                        : v;
@@ -659,13 +671,13 @@ static bool skip_compound(sh_run *r, raw_cmd *c, size_t from, bool *ok)
     if (raw_is(r, w, "for") || raw_is(r, w, "while") || raw_is(r, w, "until") ||
         raw_is(r, w, "select")) {
         what = "a loop is not run";
-        *ok = skip_block(r, c, loops, "done");
+        *ok = skip_block(r, c, loops, "done", 1 + block_balance(r, c, from + 1, loops, "done"));
     } else if (raw_is(r, w, "case")) {
         what = "a case statement is not run";
-        *ok = skip_block(r, c, cases, "esac");
+        *ok = skip_block(r, c, cases, "esac", 1 + block_balance(r, c, from + 1, cases, "esac"));
     } else if (raw_is(r, w, "function") || c->func_def) {
         what = "a function is not run";
-        *ok = skip_block(r, c, braces, "}");
+        *ok = skip_block(r, c, braces, "}", block_balance(r, c, from, braces, "}"));
     } else {
         return false;
     }
@@ -702,7 +714,7 @@ static bool run_script(sh_run *r)
             static const char *const paren[] = {"(", NULL};
             if (active(r))
                 note_line(r, r->line, "a subshell is not run", NULL, 0);
-            ok = skip_block(r, &c, paren, ")");
+            ok = skip_block(r, &c, paren, ")", 1);
         } else if (ok && c.n > 0) {
             ok = process(r, &c, 0);
         }
