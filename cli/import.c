@@ -13,33 +13,34 @@
 
 static void usage(FILE *out)
 {
-    fprintf(out,
-            "usage: memsim import FILE [--out SCENARIO.lua] [--device NAME] [--set KEY=VALUE]...\n"
-            "                     [--env NAME=VALUE]... [--format megatron|yaml|hf]\n"
-            "\n"
-            "Reads what a team already runs and writes a scenario file: a Megatron-LM or\n"
-            "MindSpeed-LLM training script or command line (*.sh: variables, arrays and\n"
-            "if/else followed as bash would, nothing run), a MindFormers or NeMo YAML\n"
-            "(*.yaml), a Hugging Face config.json (the model; the training settings are\n"
-            "defaults, each said).  Every field carries a comment naming the argument or\n"
-            "key it came from and its line; what memsim does not model is listed on\n"
-            "stderr and, with what has no effect on memory or time, at the end of the\n"
-            "scenario.  memsim run takes these files directly too.\n"
-            "\n"
-            "  --out FILE       write the scenario here (default: stdout)\n"
-            "  --device NAME    the device file (default: the framework's usual one)\n"
-            "  --set KEY=VALUE  a scenario field the file does not give or gets wrong:\n"
-            "                   --set model.vocab_size=32000, --set parallel.world_size=64\n"
-            "  --env NAME=VALUE a variable the script reads from its environment:\n"
-            "                   --env NNODES=4\n"
-            "  --format F       megatron, yaml or hf, when the file's name does not say\n"
-            "\n"
-            "Exit status: 0 done, 1 the file could not be read or imported, 2 usage.\n"
-            "\n"
-            "Examples:\n"
-            "  memsim import tests/data/import/pretrain_llama2_7b_ptd.sh --out llama2.lua\n"
-            "  memsim import tests/data/import/llama2_7b_hf_config.json --set model.seq_length=2048\n"
-            "  memsim run tests/data/import/pretrain_llama2_7b.yaml\n");
+    fprintf(
+        out,
+        "usage: memsim import FILE [--out SCENARIO.lua] [--device NAME] [--set KEY=VALUE]...\n"
+        "                     [--env NAME=VALUE]... [--format megatron|yaml|hf]\n"
+        "\n"
+        "Reads what a team already runs and writes a scenario file: a Megatron-LM or\n"
+        "MindSpeed-LLM training script or command line (*.sh: variables, arrays and\n"
+        "if/else followed as bash would, nothing run), a MindFormers or NeMo YAML\n"
+        "(*.yaml), a Hugging Face config.json (the model; the training settings are\n"
+        "defaults, each said).  Every field carries a comment naming the argument or\n"
+        "key it came from and its line; what memsim does not model is listed on\n"
+        "stderr and, with what has no effect on memory or time, at the end of the\n"
+        "scenario.  memsim run takes these files directly too.\n"
+        "\n"
+        "  --out FILE       write the scenario here (default: stdout)\n"
+        "  --device NAME    the device file (default: the framework's usual one)\n"
+        "  --set KEY=VALUE  a scenario field the file does not give or gets wrong:\n"
+        "                   --set model.vocab_size=32000, --set parallel.world_size=64\n"
+        "  --env NAME=VALUE a variable the script reads from its environment:\n"
+        "                   --env NNODES=4\n"
+        "  --format F       megatron, yaml or hf, when the file's name does not say\n"
+        "\n"
+        "Exit status: 0 done, 1 the file could not be read or imported, 2 usage.\n"
+        "\n"
+        "Examples:\n"
+        "  memsim import tests/data/import/pretrain_llama2_7b_ptd.sh --out llama2.lua\n"
+        "  memsim import tests/data/import/llama2_7b_hf_config.json --set model.seq_length=2048\n"
+        "  memsim run tests/data/import/pretrain_llama2_7b.yaml\n");
 }
 
 typedef struct import_args {
@@ -78,9 +79,12 @@ static int parse_format(const char *v, ms_import_format *f)
 static int parse_args(int argc, char **argv, import_args *a)
 {
     static const struct option opts[] = {
-        {"out", required_argument, NULL, 'o'},    {"device", required_argument, NULL, 'd'},
-        {"set", required_argument, NULL, 's'},    {"env", required_argument, NULL, 'e'},
-        {"format", required_argument, NULL, 'f'}, {"help", no_argument, NULL, 'h'},
+        {"out", required_argument, NULL, 'o'},
+        {"device", required_argument, NULL, 'd'},
+        {"set", required_argument, NULL, 's'},
+        {"env", required_argument, NULL, 'e'},
+        {"format", required_argument, NULL, 'f'},
+        {"help", no_argument, NULL, 'h'},
         {NULL, 0, NULL, 0},
     };
     memset(a, 0, sizeof *a);
@@ -96,8 +100,7 @@ static int parse_args(int argc, char **argv, import_args *a)
              : c == 's' ? add_pair(a->sets, &a->n_sets, optarg, "--set")
              : c == 'e' ? add_pair(a->env, &a->n_env, optarg, "--env")
              : c == 'f' ? parse_format(optarg, &a->format)
-                        : (fprintf(stderr, "memsim import --help lists the options\n"),
-                           CLI_USAGE);
+                        : (fprintf(stderr, "memsim import --help lists the options\n"), CLI_USAGE);
     }
     if (rc == 0 && optind != argc - 1) {
         fprintf(stderr, "memsim import: expected exactly one FILE\n");
@@ -124,8 +127,10 @@ static void print_not_modelled(const char *who, const ms_import *im)
         p += len + (p[len] == '\n');
     }
     if (quiet > 0)
-        fprintf(stderr, "%s: and %zu with no effect on memory or step time (listed at the end of "
-                "the scenario)\n", who, quiet);
+        fprintf(stderr,
+                "%s: and %zu with no effect on memory or step time (listed at the end of "
+                "the scenario)\n",
+                who, quiet);
 }
 
 static ms_status write_out(const char *path, const char *text, ms_diag *d)
@@ -153,8 +158,12 @@ int cli_import(int argc, char **argv)
     int rc = parse_args(argc, argv, &a);
     if (rc != 0)
         return rc < 0 ? CLI_OK : rc;
-    ms_import_options opt = {.format = a.format, .device = a.device, .env = a.env,
-                             .n_env = a.n_env, .sets = a.sets, .n_sets = a.n_sets};
+    ms_import_options opt = {.format = a.format,
+                             .device = a.device,
+                             .env = a.env,
+                             .n_env = a.n_env,
+                             .sets = a.sets,
+                             .n_sets = a.n_sets};
     ms_import *im = NULL;
     ms_diag d = {0};
     ms_status st = ms_import_read(a.file, &opt, &im, &d);

@@ -179,19 +179,19 @@ MS_API ms_status ms_scenario_key(size_t i, char *buf, size_t n);
  * could not be expressed listed.  ms_scenario_load reads these formats too
  * (with its overrides as --set), so memsim run takes them directly. */
 typedef enum ms_import_format {
-    MS_IMPORT_AUTO = 0,    /* from the file's name and first bytes */
-    MS_IMPORT_SCENARIO,    /* a scenario file (Lua): nothing to import */
-    MS_IMPORT_MEGATRON,    /* a Megatron-LM / MindSpeed-LLM script or command line */
-    MS_IMPORT_YAML,        /* a MindFormers or NeMo YAML (told apart by its keys) */
-    MS_IMPORT_HF,          /* a Hugging Face config.json */
+    MS_IMPORT_AUTO = 0, /* from the file's name and first bytes */
+    MS_IMPORT_SCENARIO, /* a scenario file (Lua): nothing to import */
+    MS_IMPORT_MEGATRON, /* a Megatron-LM / MindSpeed-LLM script or command line */
+    MS_IMPORT_YAML,     /* a MindFormers or NeMo YAML (told apart by its keys) */
+    MS_IMPORT_HF,       /* a Hugging Face config.json */
 } ms_import_format;
 
 typedef struct ms_import_options {
     ms_import_format format;
-    const char *device;                 /* NULL: the framework's usual device */
-    const char *const *env;             /* NAME=VALUE: a script's starting environment */
+    const char *device;     /* NULL: the framework's usual device */
+    const char *const *env; /* NAME=VALUE: a script's starting environment */
     size_t n_env;
-    const char *const *sets;            /* KEY=VALUE: scenario fields, cited as --set */
+    const char *const *sets; /* KEY=VALUE: scenario fields, cited as --set */
     size_t n_sets;
 } ms_import_options;
 

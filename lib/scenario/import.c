@@ -34,8 +34,10 @@ static ms_status read_all(const char *path, char **text, size_t *len, ms_diag *d
     fclose(f);
     if (bad || n > IMPORT_MAX_BYTES) {
         free(buf);
-        return ms_diag_set(d, bad ? MS_EIO : MS_ERANGE, bad ? "%s: cannot read" :
-                           "%s: larger than 16 MiB: not a training script or config", path);
+        return ms_diag_set(d, bad ? MS_EIO : MS_ERANGE,
+                           bad ? "%s: cannot read"
+                               : "%s: larger than 16 MiB: not a training script or config",
+                           path);
     }
     buf[n] = '\0';
     if (strlen(buf) != n) {
@@ -69,7 +71,7 @@ static ms_import_format sniff(const char *t)
     if (strstr(t, ".py") != NULL)
         return MS_IMPORT_MEGATRON;
     return strstr(t, ":\n") != NULL || strstr(t, ": ") != NULL ? MS_IMPORT_YAML
-                                                                : MS_IMPORT_SCENARIO;
+                                                               : MS_IMPORT_SCENARIO;
 }
 
 static ms_import_format by_name(const char *path)
@@ -77,9 +79,9 @@ static ms_import_format by_name(const char *path)
     static const struct {
         const char *suffix;
         ms_import_format fmt;
-    } names[] = {{".lua", MS_IMPORT_SCENARIO}, {".sh", MS_IMPORT_MEGATRON},
+    } names[] = {{".lua", MS_IMPORT_SCENARIO},  {".sh", MS_IMPORT_MEGATRON},
                  {".bash", MS_IMPORT_MEGATRON}, {".yaml", MS_IMPORT_YAML},
-                 {".yml", MS_IMPORT_YAML},     {".json", MS_IMPORT_HF}};
+                 {".yml", MS_IMPORT_YAML},      {".json", MS_IMPORT_HF}};
     for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
         if (has_suffix(path, names[i].suffix))
             return names[i].fmt;
@@ -104,8 +106,7 @@ ms_status ms_import_detect(const char *path, ms_import_format *fmt, ms_diag *d)
 
 /* ---- the readers ----------------------------------------------------------- */
 
-static ms_status read_tree_format(const imp_source *src, imp_doc *doc, ms_import *im,
-                                  ms_diag *d)
+static ms_status read_tree_format(const imp_source *src, imp_doc *doc, ms_diag *d)
 {
     imp_node *root = NULL;
     ms_status st = imp_tree_parse(src, &root, d);
@@ -115,13 +116,13 @@ static ms_status read_tree_format(const imp_source *src, imp_doc *doc, ms_import
     bool nemo = imp_tree_get(root, "trainer") != NULL && model != NULL &&
                 imp_tree_get(model, "num_layers") != NULL;
     if (src->opt->format == MS_IMPORT_HF || has_suffix(src->path, ".json")) {
-        snprintf(im->kind, sizeof im->kind, "a Hugging Face model config");
+        snprintf(src->kind, src->kind_size, "a Hugging Face model config");
         st = imp_read_hf(src, root, doc, d);
     } else if (nemo) {
-        snprintf(im->kind, sizeof im->kind, "a NeMo training configuration");
+        snprintf(src->kind, src->kind_size, "a NeMo training configuration");
         st = imp_read_nemo(src, root, doc, d);
     } else {
-        snprintf(im->kind, sizeof im->kind, "a MindFormers configuration");
+        snprintf(src->kind, src->kind_size, "a MindFormers configuration");
         st = imp_read_mindformers(src, root, doc, d);
     }
     imp_tree_free(root);
@@ -134,8 +135,10 @@ static ms_status apply_set(imp_doc *doc, const char *kv, ms_diag *d)
     const char *eq = strchr(kv, '=');
     char key[128], cite[700];
     if (eq == NULL || eq == kv || (size_t)(eq - kv) >= sizeof key)
-        return ms_diag_set(d, MS_EINVAL, "override '%s': expected KEY=VALUE, e.g. "
-                           "model.seq_length=8192", kv);
+        return ms_diag_set(d, MS_EINVAL,
+                           "override '%s': expected KEY=VALUE, e.g. "
+                           "model.seq_length=8192",
+                           kv);
     snprintf(key, sizeof key, "%.*s", (int)(eq - kv), kv);
     int id = scn_table_find(scn_schema(), key);
     if (id < 0)
@@ -188,7 +191,7 @@ static ms_status common_fields(const imp_source *src, imp_doc *doc, ms_diag *d)
 static ms_status render(ms_import *im, ms_diag *d)
 {
     imp_header(im->doc, "Each field cites the argument or key it came from; what could not be "
-               "expressed is listed at the end.");
+                        "expressed is listed at the end.");
     ms_status st = imp_render(im->doc, &im->scenario, d);
     if (st == MS_OK)
         st = imp_render_notes(im->doc, IMP_NOT_MODELLED, "", &im->not_modelled, d);
@@ -200,7 +203,13 @@ static ms_status render(ms_import *im, ms_diag *d)
 static ms_status import_text(const char *path, const char *text, size_t len,
                              const ms_import_options *opt, ms_import *im, ms_diag *d)
 {
-    imp_source src = {path, strrchr(path, '/') ? strrchr(path, '/') + 1 : path, text, len, opt};
+    imp_source src = {path,
+                      strrchr(path, '/') ? strrchr(path, '/') + 1 : path,
+                      text,
+                      len,
+                      opt,
+                      im->kind,
+                      sizeof im->kind};
     ms_import_format fmt = opt->format != MS_IMPORT_AUTO ? opt->format : by_name(path);
     if (fmt == MS_IMPORT_AUTO)
         fmt = sniff(text);
@@ -208,13 +217,14 @@ static ms_status import_text(const char *path, const char *text, size_t len,
     ms_status st = apply_sets(&src, im->doc, d);
     if (st != MS_OK) {
     } else if (fmt == MS_IMPORT_SCENARIO) {
-        st = ms_diag_set(d, MS_EINVAL, "%s: a scenario file already (memsim run takes it as it "
-                         "is)", path);
+        st = ms_diag_set(d, MS_EINVAL,
+                         "%s: a scenario file already (memsim run takes it as it "
+                         "is)",
+                         path);
     } else if (fmt == MS_IMPORT_MEGATRON) {
-        snprintf(im->kind, sizeof im->kind, "a Megatron-LM training script");
         st = imp_read_megatron(&src, im->doc, d);
     } else {
-        st = read_tree_format(&src, im->doc, im, d);
+        st = read_tree_format(&src, im->doc, d);
     }
     if (st == MS_OK)
         st = common_fields(&src, im->doc, d);
@@ -227,8 +237,8 @@ ms_status ms_import_read(const char *path, const ms_import_options *opt, ms_impo
     static const ms_import_options none = {0};
     if (out != NULL)
         *out = NULL;
-    if (path == NULL || out == NULL || (opt && ((opt->n_env && !opt->env) ||
-                                                (opt->n_sets && !opt->sets))))
+    if (path == NULL || out == NULL ||
+        (opt && ((opt->n_env && !opt->env) || (opt->n_sets && !opt->sets))))
         return ms_diag_set(d, MS_EINVAL, "ms_import_read: NULL argument");
     ms_import *im = calloc(1, sizeof *im);
     char *text = NULL;
@@ -281,8 +291,8 @@ ms_status ms_import_free(ms_import *im)
 
 /* ---- for ms_scenario_load ------------------------------------------------------ */
 
-ms_status scn_import_text(const char *path, const char *const *sets, size_t n_sets,
-                          ms_import **im, ms_diag *d)
+ms_status scn_import_text(const char *path, const char *const *sets, size_t n_sets, ms_import **im,
+                          ms_diag *d)
 {
     ms_import_format fmt;
     *im = NULL;
@@ -309,8 +319,8 @@ void scn_import_explain(const ms_import *im, ms_diag *d)
         if (cite == NULL || at >= sizeof add ||
             (strstr(d->msg, quoted) == NULL && strstr(d->msg, before) == NULL))
             continue;
-        at += (size_t)snprintf(add + at, sizeof add - at, "%s%s from %s", at ? "; " : "", path,
-                               cite);
+        at +=
+            (size_t)snprintf(add + at, sizeof add - at, "%s%s from %s", at ? "; " : "", path, cite);
     }
     if (at > 0 && strlen(d->msg) + at + 4 < sizeof d->msg)
         snprintf(d->msg + strlen(d->msg), sizeof d->msg - strlen(d->msg), " (%s)", add);

@@ -56,8 +56,8 @@ ms_status imp_doc_status(const imp_doc *doc, ms_diag *d);
 /* The scenario file's text (malloc'd), fields in the schema's order. */
 ms_status imp_render(const imp_doc *doc, char **text, ms_diag *d);
 /* The notes of one kind, one per line, each prefixed (malloc'd; "" if none). */
-ms_status imp_render_notes(const imp_doc *doc, imp_note_kind kind, const char *prefix,
-                           char **text, ms_diag *d);
+ms_status imp_render_notes(const imp_doc *doc, imp_note_kind kind, const char *prefix, char **text,
+                           ms_diag *d);
 size_t imp_note_count(const imp_doc *doc, imp_note_kind kind);
 
 /* A citation: "what (file:line)" written into buf. */
@@ -67,11 +67,13 @@ const char *imp_cite(char *buf, size_t size, const char *file, int line, const c
 /* ---- what every reader gets ---------------------------------------------- */
 
 typedef struct imp_source {
-    const char *path;   /* as given */
-    const char *base;   /* the file's name without folders */
-    const char *text;   /* its bytes, NUL-terminated */
+    const char *path; /* as given */
+    const char *base; /* the file's name without folders */
+    const char *text; /* its bytes, NUL-terminated */
     size_t len;
     const ms_import_options *opt;
+    char *kind; /* what the file was read as ("a NeMo training configuration") */
+    size_t kind_size;
 } imp_source;
 
 /* ---- import_megatron.c: Megatron-LM's arguments ------------------------- */
@@ -103,8 +105,8 @@ ms_status imp_megatron_status(const imp_megatron *mg, ms_diag *d);
 /* One word of the command, after the script's expansions and splitting. */
 typedef struct imp_word {
     char *text;
-    int line;       /* where its first character was written */
-    bool unknown;   /* holds a $(...) or `...` memsim did not run */
+    int line;     /* where its first character was written */
+    bool unknown; /* holds a $(...) or `...` memsim did not run */
 } imp_word;
 
 /* The environment variables a scenario has a field for, as the script had
@@ -133,11 +135,11 @@ typedef enum imp_node_type { IMP_SCALAR = 0, IMP_MAP, IMP_SEQ } imp_node_type;
 
 typedef struct imp_node {
     imp_node_type type;
-    char *text;              /* IMP_SCALAR: the scalar as written */
-    bool quoted;             /* a quoted scalar: a string, never a number */
-    int line;                /* 1-based */
-    size_t n;                /* IMP_MAP: pairs; IMP_SEQ: items */
-    char **keys;             /* IMP_MAP */
+    char *text;  /* IMP_SCALAR: the scalar as written */
+    bool quoted; /* a quoted scalar: a string, never a number */
+    int line;    /* 1-based */
+    size_t n;    /* IMP_MAP: pairs; IMP_SEQ: items */
+    char **keys; /* IMP_MAP */
     struct imp_node *items;
 } imp_node;
 

@@ -99,8 +99,8 @@ void imp_set(imp_doc *doc, const char *path, const char *lua, const char *cite)
     }
     char *l = strdup(lua), *c = one_line(cite ? cite : "");
     imp_field *f = find(doc, id);
-    if (l == NULL || c == NULL || (f == NULL && !MS_GROW(doc->fields, doc->n_fields,
-                                                         doc->cap_fields, 16))) {
+    if (l == NULL || c == NULL ||
+        (f == NULL && !MS_GROW(doc->fields, doc->n_fields, doc->cap_fields, 16))) {
         free(l);
         free(c);
         fail(doc, MS_ENOMEM, "out of memory");
@@ -362,8 +362,8 @@ ms_status imp_render(const imp_doc *doc, char **text, ms_diag *d)
     return finish_text(f, text, &buf, d);
 }
 
-ms_status imp_render_notes(const imp_doc *doc, imp_note_kind kind, const char *prefix,
-                           char **text, ms_diag *d)
+ms_status imp_render_notes(const imp_doc *doc, imp_note_kind kind, const char *prefix, char **text,
+                           ms_diag *d)
 {
     char *buf = NULL;
     size_t len = 0;

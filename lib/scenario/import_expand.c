@@ -326,7 +326,7 @@ static long long arith_sum(arith *a)
 typedef struct xp {
     sh_env *e;
     sh_text *out;
-    bool dq;  /* inside double quotes */
+    bool dq; /* inside double quotes */
     int line;
     bool ok;
 } xp;
@@ -376,8 +376,7 @@ static bool var_null(const sh_var *v)
 }
 
 /* ${NAME op word}: op one of - = + ? with or without ':'. */
-static void put_param_op(xp *x, const char *name, const char *idx, const char *op,
-                         const char *word)
+static void put_param_op(xp *x, const char *name, const char *idx, const char *op, const char *word)
 {
     const sh_var *v = sh_get(x->e, name);
     bool colon = op[0] == ':';
@@ -425,9 +424,11 @@ static void put_param(xp *x, const char *s)
     const sh_var *v = sh_get(x->e, name);
     if (length) {
         char num[32];
-        snprintf(num, sizeof num, "%zu", v == NULL ? 0 : idx[0] == '@' || idx[0] == '*'
-                                                            ? v->n
-                                                            : v->n ? v->items[0].n : 0);
+        snprintf(num, sizeof num, "%zu",
+                 v == NULL                        ? 0
+                 : idx[0] == '@' || idx[0] == '*' ? v->n
+                 : v->n                           ? v->items[0].n
+                                                  : 0);
         x->ok = x->ok && put_str(x->out, num, x->line, 0);
     } else if (*p == '\0') {
         put_items(x, v, idx[0] ? idx : NULL);

@@ -75,8 +75,7 @@ static void shape(hf_ctx *c)
     int_key(c, which(c, "hidden_size", "n_embd"), "model.hidden_size");
     int_key(c, which(c, "num_attention_heads", "n_head"), "model.num_attention_heads");
     int_key(c, "num_key_value_heads", "model.num_query_groups");
-    int_key(c, which(c, "max_position_embeddings", "n_positions"),
-            "model.max_position_embeddings");
+    int_key(c, which(c, "max_position_embeddings", "n_positions"), "model.max_position_embeddings");
     int64_t h = 0, f;
     if (int_of(c, which(c, "intermediate_size", "n_inner"), &f))
         int_key(c, which(c, "intermediate_size", "n_inner"), "model.ffn_hidden_size");
@@ -106,14 +105,15 @@ static void kinds(hf_ctx *c)
     imp_set_bool(c->doc, "model.untie_embeddings_and_output_weights", !tied,
                  imp_tree_get(c->root, "tie_word_embeddings")
                      ? cite_key(c, cite, sizeof cite, "tie_word_embeddings")
-                     : c->gpt2 ? "tie_word_embeddings absent: GPT2Config ties them"
-                               : "tie_word_embeddings absent: LlamaConfig does not tie them");
+                 : c->gpt2 ? "tie_word_embeddings absent: GPT2Config ties them"
+                           : "tie_word_embeddings absent: LlamaConfig does not tie them");
     bool bias = c->gpt2 || (bool_of(c, "attention_bias", false) && bool_of(c, "mlp_bias", false));
     imp_set_bool(c->doc, "model.disable_bias_linear", !bias,
                  c->gpt2 ? "GPT-2's linear layers have biases"
                          : "attention_bias and mlp_bias (false when absent)");
     if (!c->gpt2 && bias != (bool_of(c, "attention_bias", false) || bool_of(c, "mlp_bias", false)))
-        imp_note(c->doc, IMP_NOT_MODELLED, "attention_bias / mlp_bias: biases on some linear "
+        imp_note(c->doc, IMP_NOT_MODELLED,
+                 "attention_bias / mlp_bias: biases on some linear "
                  "layers only");
     const imp_node *t = imp_tree_get(c->root, "model_type");
     if (t != NULL && t->type == IMP_SCALAR && strncmp(t->text, "qwen2", 5) == 0)
@@ -145,7 +145,8 @@ static void training_defaults(hf_ctx *c)
     char cite[CITE];
     snprintf(cite, sizeof cite, why, "model.seq_length");
     imp_set_int(c->doc, "model.seq_length", maxpos < 4096 ? maxpos : 4096, cite);
-    imp_set_bool(c->doc, "model.use_flash_attn", true, "not in config.json: memsim import's "
+    imp_set_bool(c->doc, "model.use_flash_attn", true,
+                 "not in config.json: memsim import's "
                  "default, flash attention");
     snprintf(cite, sizeof cite, why, "parallel.world_size");
     imp_set_int(c->doc, "parallel.world_size", 8, cite);
@@ -161,18 +162,49 @@ static void training_defaults(hf_ctx *c)
                 "not in config.json (memsim import --device NAME for another)");
 }
 
-static const char *const known[] = {
-    "model_type", "num_hidden_layers", "n_layer", "hidden_size", "n_embd", "num_attention_heads",
-    "n_head", "num_key_value_heads", "max_position_embeddings", "n_positions",
-    "intermediate_size", "n_inner", "vocab_size", "rms_norm_eps", "layer_norm_epsilon",
-    "hidden_act", "activation_function", "tie_word_embeddings", "attention_bias", "mlp_bias",
-    "attention_dropout", "num_local_experts", "num_experts", "num_experts_per_tok",
-    "moe_intermediate_size", NULL};
-static const char *const quiet[] = {
-    "_name_or_path", "architectures", "bos_token_id", "eos_token_id", "pad_token_id",
-    "initializer_range", "pretraining_tp", "rope_theta", "rope_scaling", "use_cache",
-    "transformers_version", "output_router_logits", "router_jitter_noise", "max_window_layers",
-    "use_sliding_window", "torch_dtype", NULL};
+static const char *const known[] = {"model_type",
+                                    "num_hidden_layers",
+                                    "n_layer",
+                                    "hidden_size",
+                                    "n_embd",
+                                    "num_attention_heads",
+                                    "n_head",
+                                    "num_key_value_heads",
+                                    "max_position_embeddings",
+                                    "n_positions",
+                                    "intermediate_size",
+                                    "n_inner",
+                                    "vocab_size",
+                                    "rms_norm_eps",
+                                    "layer_norm_epsilon",
+                                    "hidden_act",
+                                    "activation_function",
+                                    "tie_word_embeddings",
+                                    "attention_bias",
+                                    "mlp_bias",
+                                    "attention_dropout",
+                                    "num_local_experts",
+                                    "num_experts",
+                                    "num_experts_per_tok",
+                                    "moe_intermediate_size",
+                                    NULL};
+static const char *const quiet[] = {"_name_or_path",
+                                    "architectures",
+                                    "bos_token_id",
+                                    "eos_token_id",
+                                    "pad_token_id",
+                                    "initializer_range",
+                                    "pretraining_tp",
+                                    "rope_theta",
+                                    "rope_scaling",
+                                    "use_cache",
+                                    "transformers_version",
+                                    "output_router_logits",
+                                    "router_jitter_noise",
+                                    "max_window_layers",
+                                    "use_sliding_window",
+                                    "torch_dtype",
+                                    NULL};
 
 static bool listed(const char *const *l, const char *s)
 {
@@ -193,34 +225,44 @@ static void leftovers(hf_ctx *c)
             continue;
         cite_key(c, cite, sizeof cite, k);
         if (strcmp(k, "torch_dtype") == 0)
-            imp_note(c->doc, IMP_NO_EFFECT, "%s: the checkpoint's storage dtype; the scenario "
-                     "trains in model.dtype (bf16 unless --set)", cite);
+            imp_note(c->doc, IMP_NO_EFFECT,
+                     "%s: the checkpoint's storage dtype; the scenario "
+                     "trains in model.dtype (bf16 unless --set)",
+                     cite);
         else if (strcmp(k, "sliding_window") == 0 && bool_of(c, "use_sliding_window", true))
-            imp_note(c->doc, IMP_NOT_MODELLED, "%s: sliding-window attention (memsim attends "
-                     "the whole sequence)", cite);
+            imp_note(c->doc, IMP_NOT_MODELLED,
+                     "%s: sliding-window attention (memsim attends "
+                     "the whole sequence)",
+                     cite);
         else if (strcmp(k, "router_aux_loss_coef") == 0)
             imp_note(c->doc, IMP_NOT_MODELLED, "%s: the router's auxiliary loss", cite);
         else if (strcmp(k, "head_dim") == 0)
             imp_note(c->doc, IMP_NOT_MODELLED, "%s: memsim's head size is hidden / heads", cite);
         else
-            imp_note(c->doc, listed(quiet, k) || strcmp(k, "sliding_window") == 0
-                                 ? IMP_NO_EFFECT : IMP_NOT_MODELLED,
-                     "%s%s", cite, listed(quiet, k) || strcmp(k, "sliding_window") == 0
-                                       ? "" : ": not a key memsim import knows");
+            imp_note(c->doc,
+                     listed(quiet, k) || strcmp(k, "sliding_window") == 0 ? IMP_NO_EFFECT
+                                                                          : IMP_NOT_MODELLED,
+                     "%s%s", cite,
+                     listed(quiet, k) || strcmp(k, "sliding_window") == 0
+                         ? ""
+                         : ": not a key memsim import knows");
     }
 }
 
 ms_status imp_read_hf(const imp_source *src, const imp_node *root, imp_doc *doc, ms_diag *d)
 {
     const imp_node *t = imp_tree_get(root, "model_type");
-    hf_ctx c = {src, root, doc, d, MS_OK, t != NULL && t->type == IMP_SCALAR &&
-                                              strcmp(t->text, "gpt2") == 0};
+    hf_ctx c = {src, root,  doc,
+                d,   MS_OK, t != NULL && t->type == IMP_SCALAR && strcmp(t->text, "gpt2") == 0};
     if (imp_tree_get(root, which(&c, "num_hidden_layers", "n_layer")) == NULL)
-        return ms_diag_set(d, MS_EINVAL, "%s: expected a Hugging Face model config "
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s: expected a Hugging Face model config "
                            "(num_hidden_layers, hidden_size, num_attention_heads, vocab_size)",
                            src->path);
-    imp_header(doc, "%s: a Hugging Face model config; the training settings are memsim "
-               "import's defaults, each said below.", src->base);
+    imp_header(doc,
+               "%s: a Hugging Face model config; the training settings are memsim "
+               "import's defaults, each said below.",
+               src->base);
     shape(&c);
     kinds(&c);
     experts(&c);

@@ -28,7 +28,7 @@ struct imp_megatron {
     char err[MS_DIAG_MAX];
     /* What a later argument or the end needs. */
     char tokenizer[64], tokenizer_cite[CITE];
-    char bpe_cite[CITE];          /* --vocab-file/--merge-file: GPT-2 BPE */
+    char bpe_cite[CITE]; /* --vocab-file/--merge-file: GPT-2 BPE */
     char backend[32], backend_cite[CITE];
     bool impl_local;
     char impl_cite[CITE];
@@ -45,12 +45,12 @@ struct imp_megatron {
 };
 
 typedef enum arg_kind {
-    A_FIELD = 0,  /* the scenario field `what` */
-    A_FN,         /* a handler */
-    A_POLICY,     /* a MindSpeed feature memsim has the policy `what` for */
-    A_NO_EFFECT,  /* `what`: why it has no effect on memory or time */
-    A_NOT,        /* `what`: what memsim does not model */
-    A_UNFUSED,    /* `what`: a setting of attention without flash attention */
+    A_FIELD = 0, /* the scenario field `what` */
+    A_FN,        /* a handler */
+    A_POLICY,    /* a MindSpeed feature memsim has the policy `what` for */
+    A_NO_EFFECT, /* `what`: why it has no effect on memory or time */
+    A_NOT,       /* `what`: what memsim does not model */
+    A_UNFUSED,   /* `what`: a setting of attention without flash attention */
 } arg_kind;
 
 typedef void (*arg_fn)(imp_megatron *mg, const char *value, const char *cite);
@@ -146,8 +146,10 @@ static void fn_impl(imp_megatron *mg, const char *v, const char *cite)
 {
     mg->impl_local = v != NULL && strcmp(v, "local") == 0;
     keep(mg->impl_cite, sizeof mg->impl_cite, cite);
-    imp_note(mg->doc, IMP_NOT_MODELLED, "%s: the implementation's kernel fusions (memsim costs "
-             "each op of its model on its own)", cite);
+    imp_note(mg->doc, IMP_NOT_MODELLED,
+             "%s: the implementation's kernel fusions (memsim costs "
+             "each op of its model on its own)",
+             cite);
 }
 
 static void fn_groups(imp_megatron *mg, const char *v, const char *cite)
@@ -236,34 +238,44 @@ static const arg_rule rules[] = {
     {"swap_attention", A_POLICY, "swap_attention", NULL},
     {"smart_swap", A_POLICY, "smart_swap", NULL},
     {"adaptive_memory_optimization", A_POLICY, "adaptive_memory", NULL},
-    {"step_batch_size_schedule", A_NOT, "a batch-size ramp-up: the scenario runs the final "
-     "global batch size", NULL},
-    {"rampup_batch_size", A_NOT, "a batch-size ramp-up: the scenario runs the final global "
-     "batch size", NULL},
-    {"no_gradient_accumulation_fusion", A_NOT, "weight grads into a temporary, then added to "
-     "the main grad (memsim accumulates in the GEMM)", NULL},
+    {"step_batch_size_schedule", A_NOT,
+     "a batch-size ramp-up: the scenario runs the final "
+     "global batch size",
+     NULL},
+    {"rampup_batch_size", A_NOT,
+     "a batch-size ramp-up: the scenario runs the final global "
+     "batch size",
+     NULL},
+    {"no_gradient_accumulation_fusion", A_NOT,
+     "weight grads into a temporary, then added to "
+     "the main grad (memsim accumulates in the GEMM)",
+     NULL},
     {"use_fused_swiglu", A_NOT, "SwiGLU as one kernel (memsim: SiLU and the product)", NULL},
     {"use_mc2", A_NOT, "MC2, the matmul fused with its TP collective", NULL},
-    {"no_masked_softmax_fusion", A_UNFUSED, "the softmax kernels of attention without flash "
-     "attention", NULL},
-    {"attention_softmax_in_fp32", A_UNFUSED, "the softmax dtype of attention without flash "
-     "attention", NULL},
+    {"no_masked_softmax_fusion", A_UNFUSED,
+     "the softmax kernels of attention without flash "
+     "attention",
+     NULL},
+    {"attention_softmax_in_fp32", A_UNFUSED,
+     "the softmax dtype of attention without flash "
+     "attention",
+     NULL},
     {"cross_entropy_loss_fusion", A_NOT, "the fused cross entropy's kernels and memory", NULL},
     {"empty_unused_memory_level", A_NOT, "torch.cuda.empty_cache() calls in each step", NULL},
     {"fp8_param_gather", A_NOT, "FP8 parameter all-gathers", NULL},
-    {"fp8_amax_*", A_NOT, "Transformer Engine's amax history (a few small kernels a step)",
-     NULL},
+    {"fp8_amax_*", A_NOT, "Transformer Engine's amax history (a few small kernels a step)", NULL},
     {"moe_grouped_gemm", A_NOT, "the experts' grouped GEMM", NULL},
     {"moe_token_dispatcher_type", A_NOT, "the MoE token dispatcher", NULL},
     {"moe_router_load_balancing_type", A_NOT, "the router's load balancing", NULL},
     {"moe_aux_loss_coeff", A_NOT, "the router's auxiliary loss", NULL},
     {"reuse_fp32_param", A_NOT, "MindSpeed's reuse of fp32 parameter memory", NULL},
-    {"recompute_activation_function*", A_NOT, "MindSpeed's recompute of the MLP activation",
-     NULL},
+    {"recompute_activation_function*", A_NOT, "MindSpeed's recompute of the MLP activation", NULL},
     {"qk_layernorm", A_NOT, "norms of the queries and keys", NULL},
     {"use_fused_rmsnorm", A_NO_EFFECT, "memsim costs a norm as one kernel", NULL},
-    {"use_fused_rotary_pos_emb", A_NO_EFFECT, "memsim costs the rotary embedding as one "
-     "kernel", NULL},
+    {"use_fused_rotary_pos_emb", A_NO_EFFECT,
+     "memsim costs the rotary embedding as one "
+     "kernel",
+     NULL},
     {"apply_layernorm_1p", A_NO_EFFECT, "a norm's weight offset", NULL},
     {"use_mcore_models", A_NO_EFFECT, "memsim's gpt model is Megatron-core's", NULL},
     {"rotary_*", A_NO_EFFECT, "rotary embedding's frequencies", NULL},
@@ -343,12 +355,8 @@ static void apply_rule(imp_megatron *mg, const arg_rule *r, const char *value, c
 {
     bool b;
     switch (r->kind) {
-    case A_FIELD:
-        set_field(mg, r->what, value, cite);
-        return;
-    case A_FN:
-        r->fn(mg, value, cite);
-        return;
+    case A_FIELD: set_field(mg, r->what, value, cite); return;
+    case A_FN: r->fn(mg, value, cite); return;
     case A_POLICY:
         if (parse_bool(value, &b) && b)
             imp_set_str(mg->doc, "policy", r->what, cite);
@@ -412,16 +420,17 @@ ms_status imp_megatron_status(const imp_megatron *mg, ms_diag *d)
 
 /* ---- what Megatron derives ---------------------------------------------------------- */
 
-#define DEFAULT(path, setter, value, why)                                                     \
-    do {                                                                                       \
-        if (imp_get(mg->doc, path) == NULL)                                                    \
-            setter(mg->doc, path, value, why);                                                 \
+#define DEFAULT(path, setter, value, why)                                                          \
+    do {                                                                                           \
+        if (imp_get(mg->doc, path) == NULL)                                                        \
+            setter(mg->doc, path, value, why);                                                     \
     } while (0)
 
 /* Megatron's own defaults for what the arguments left out (arguments.py). */
 static void megatron_defaults(imp_megatron *mg)
 {
-    DEFAULT("model.arch", imp_set_str, "gpt", "Megatron-core's GPTModel (fused QKV; Megatron-core "
+    DEFAULT("model.arch", imp_set_str, "gpt",
+            "Megatron-core's GPTModel (fused QKV; Megatron-core "
             "op names)");
     DEFAULT("model.normalization", imp_set_str, "LayerNorm", "Megatron's default --normalization");
     DEFAULT("model.swiglu", imp_set_bool, false, "Megatron's default (no --swiglu)");
@@ -469,8 +478,10 @@ static void attention_shape(imp_megatron *mg)
     if (mg->groups[0] && gqa)
         set_field(mg, "model.num_query_groups", mg->groups, mg->groups_cite);
     else if (mg->groups[0])
-        imp_note(mg->doc, IMP_NO_EFFECT, "%s: without --group-query-attention Megatron does not "
-                 "use it", mg->groups_cite);
+        imp_note(mg->doc, IMP_NO_EFFECT,
+                 "%s: without --group-query-attention Megatron does not "
+                 "use it",
+                 mg->groups_cite);
     if (!mg->kv[0])
         return;
     if (imp_get_int(mg->doc, "model.hidden_size", &h) &&
@@ -495,7 +506,8 @@ static void attention_kernel(imp_megatron *mg)
     } else if (mg->impl_local) {
         imp_set_bool(mg->doc, "model.use_flash_attn", false, mg->impl_cite);
     } else if (mg->flavour != IMP_NEMO) {
-        imp_set_bool(mg->doc, "model.use_flash_attn", true, "Megatron-core's default: "
+        imp_set_bool(mg->doc, "model.use_flash_attn", true,
+                     "Megatron-core's default: "
                      "--transformer-impl transformer_engine, --attention-backend auto");
     }
 }
@@ -545,7 +557,8 @@ static void world(imp_megatron *mg)
     if (mg->world > 0)
         imp_set_int(mg->doc, "parallel.world_size", mg->world, mg->world_cite);
     else
-        imp_note(mg->doc, IMP_NOT_MODELLED, "the number of devices was not found: the scenario "
+        imp_note(mg->doc, IMP_NOT_MODELLED,
+                 "the number of devices was not found: the scenario "
                  "has no data parallelism (world size = TP x PP x CP)");
 }
 
@@ -587,8 +600,7 @@ void imp_megatron_finish(imp_megatron *mg)
         const char *pos = imp_get(mg->doc, "model.position_embedding_type");
         bool learned = pos != NULL && strstr(pos, "learned") != NULL;
         imp_note(mg->doc, learned ? IMP_NOT_MODELLED : IMP_NO_EFFECT, "%s: %s", mg->nopos_cite,
-                 learned ? "a model without position embeddings"
-                         : "rope has no position table");
+                 learned ? "a model without position embeddings" : "rope has no position table");
     }
     vocabulary(mg);
 }
@@ -654,8 +666,7 @@ static const imp_word *value_word(const imp_command *c, const imp_word *w)
 /* torchrun / torch.distributed.launch / deepspeed: devices per node x nodes. */
 static void launcher(imp_megatron *mg, const imp_source *src, const imp_command *c, size_t k)
 {
-    static const char *const procs[] = {"--nproc_per_node", "--nproc-per-node", "--num_gpus",
-                                        NULL};
+    static const char *const procs[] = {"--nproc_per_node", "--nproc-per-node", "--num_gpus", NULL};
     static const char *const nodes[] = {"--nnodes", "--num_nodes", NULL};
     const imp_word *pw = NULL, *nw = NULL;
     const char *p = option(c, 1, k, procs, &pw), *n = option(c, 1, k, nodes, &nw);
@@ -663,14 +674,17 @@ static void launcher(imp_megatron *mg, const imp_source *src, const imp_command 
     long long per = p ? strtoll(p, &e1, 10) : 1, count = n ? strtoll(n, &e2, 10) : 1;
     if ((p && (*p == '\0' || *e1 != '\0')) || (n && (*n == '\0' || *e2 != '\0')) || per < 1 ||
         count < 1) {
-        imp_note(mg->doc, IMP_NOT_MODELLED, "line %d: the launcher's device count (%s x %s) is "
-                 "not a number", c->line, p ? p : "1", n ? n : "1");
+        imp_note(mg->doc, IMP_NOT_MODELLED,
+                 "line %d: the launcher's device count (%s x %s) is "
+                 "not a number",
+                 c->line, p ? p : "1", n ? n : "1");
         return;
     }
-    snprintf(a, sizeof a, "%s", p ? arg_cite(cite, sizeof cite, src, pw, p, value_word(c, pw))
-                                  : "1 process a node (the launcher's default)");
-    snprintf(b, sizeof b, "%s", n ? arg_cite(cite, sizeof cite, src, nw, n, value_word(c, nw))
-                                  : "1 node");
+    snprintf(a, sizeof a, "%s",
+             p ? arg_cite(cite, sizeof cite, src, pw, p, value_word(c, pw))
+               : "1 process a node (the launcher's default)");
+    snprintf(b, sizeof b, "%s",
+             n ? arg_cite(cite, sizeof cite, src, nw, n, value_word(c, nw)) : "1 node");
     char whole[CITE + 8];
     snprintf(whole, sizeof whole, "%s x %s", a, b);
     imp_megatron_world(mg, per * count, whole);
@@ -702,8 +716,10 @@ static void arguments(imp_megatron *mg, const imp_source *src, const imp_command
         shown.text = opt;
         arg_cite(cite, sizeof cite, src, &shown, value, vw);
         if (w->unknown || (vw && vw->unknown))
-            imp_note(mg->doc, IMP_NOT_MODELLED, "%s: its value comes from a command memsim "
-                     "import does not run", cite);
+            imp_note(mg->doc, IMP_NOT_MODELLED,
+                     "%s: its value comes from a command memsim "
+                     "import does not run",
+                     cite);
         else
             imp_megatron_arg(mg, name, value, cite);
     }
@@ -718,16 +734,15 @@ static size_t script_word(const imp_command *c)
     return c->n;
 }
 
-static void environment(imp_doc *doc, const imp_source *src, const imp_command *c,
-                        imp_flavour fl)
+static void environment(imp_doc *doc, const imp_source *src, const imp_command *c, imp_flavour fl)
 {
     char cite[CITE];
     int conf = fl == IMP_MINDSPEED ? IMP_ENV_NPU_ALLOC : IMP_ENV_CUDA_ALLOC;
     const imp_word *w = &c->env[conf];
     if (w->text != NULL)
-        imp_set_str(doc, "allocator.conf", w->text,
-                    imp_cite(cite, sizeof cite, src->base, w->line, "%s=%s",
-                             imp_env_names[conf], w->text));
+        imp_set_str(
+            doc, "allocator.conf", w->text,
+            imp_cite(cite, sizeof cite, src->base, w->line, "%s=%s", imp_env_names[conf], w->text));
     w = &c->env[IMP_ENV_AVOID_RS];
     if (w->text != NULL)
         imp_set_bool(doc, "allocator.avoid_record_streams", strcmp(w->text, "0") != 0,
@@ -742,9 +757,9 @@ ms_status imp_read_megatron(const imp_source *src, imp_doc *doc, ms_diag *d)
     if (st != MS_OK)
         return st;
     imp_flavour fl = flavour_of(src);
-    imp_header(doc, "%s: a %s training script; its command is at line %d.", src->base,
-               fl == IMP_MINDSPEED ? "MindSpeed-LLM (Megatron-LM on Ascend)" : "Megatron-LM",
-               c.line);
+    const char *who = fl == IMP_MINDSPEED ? "MindSpeed-LLM" : "Megatron-LM";
+    snprintf(src->kind, src->kind_size, "a %s training script", who);
+    imp_header(doc, "%s: a %s training script; its command is at line %d.", src->base, who, c.line);
     imp_megatron *mg = imp_megatron_new(doc, fl);
     if (mg == NULL) {
         imp_command_free(&c);

@@ -113,8 +113,10 @@ static void ffn_width(mf_ctx *c)
         mult = 1;
     int64_t f = (int64_t)(mult * (double)(2 * (4 * h) / 3));
     m = m > 0 ? m : 1;
-    snprintf(why, sizeof why, "MindFormers' LlamaFeedForward: 2/3 x 4 x hidden%s, rounded up "
-             "to %s", fm ? " x ffn_dim_multiplier" : "",
+    snprintf(why, sizeof why,
+             "MindFormers' LlamaFeedForward: 2/3 x 4 x hidden%s, rounded up "
+             "to %s",
+             fm ? " x ffn_dim_multiplier" : "",
              cite_of(c, cite, sizeof cite, "model.model_config.multiple_of"));
     imp_set_int(c->doc, "model.ffn_hidden_size", (f + m - 1) / m * m, why);
 }
@@ -139,8 +141,10 @@ static void dtype(mf_ctx *c)
     snprintf(why, sizeof why, "%s: the gradients' dtype",
              cite_of(c, cite, sizeof cite, "model.model_config.param_init_type"));
     imp_set_bool(c->doc, "parallel.grad_reduce_in_fp32", strcmp(p->text, "float32") == 0, why);
-    imp_note(c->doc, IMP_NOT_MODELLED, "%s: MindSpore's parameters (memsim keeps 16-bit weights "
-             "beside fp32 master weights and Adam moments)", cite);
+    imp_note(c->doc, IMP_NOT_MODELLED,
+             "%s: MindSpore's parameters (memsim keeps 16-bit weights "
+             "beside fp32 master weights and Adam moments)",
+             cite);
 }
 
 /* BaseTrainer: with pipeline stages micro_batch_num micro-batches (no
@@ -154,8 +158,8 @@ static void batch(mf_ctx *c, int64_t dp, int64_t pp)
     get_int(c, "parallel_config.micro_batch_num", &mbn);
     get_int(c, "runner_config.gradient_accumulation_steps", &gas);
     get_int(c, "micro_batch_interleave_num", &inter);
-    const char *nk = pp > 1 ? "parallel_config.micro_batch_num"
-                            : "runner_config.gradient_accumulation_steps";
+    const char *nk =
+        pp > 1 ? "parallel_config.micro_batch_num" : "runner_config.gradient_accumulation_steps";
     int64_t n = pp > 1 ? mbn : gas;
     imp_set_int(c->doc, "parallel.micro_batch_size", bs * inter,
                 cite_of(c, a, sizeof a, "runner_config.batch_size"));
@@ -164,12 +168,15 @@ static void batch(mf_ctx *c, int64_t dp, int64_t pp)
              pp > 1 ? " with pipeline stages" : "");
     imp_set_int(c->doc, "parallel.global_batch_size", bs * inter * dp * (n > 0 ? n : 1), why);
     if (inter > 1)
-        imp_note(c->doc, IMP_NOT_MODELLED, "%s: MindSpore's interleaved copies of a micro-batch "
-                 "(memsim runs it whole)", cite_of(c, a, sizeof a, "micro_batch_interleave_num"));
+        imp_note(c->doc, IMP_NOT_MODELLED,
+                 "%s: MindSpore's interleaved copies of a micro-batch "
+                 "(memsim runs it whole)",
+                 cite_of(c, a, sizeof a, "micro_batch_interleave_num"));
     if (pp > 1 ? gas > 1 : mbn > 1)
         imp_note(c->doc, IMP_NO_EFFECT, "%s: MindFormers does not use it %s",
-                 cite_of(c, a, sizeof a, pp > 1 ? "runner_config.gradient_accumulation_steps"
-                                                : "parallel_config.micro_batch_num"),
+                 cite_of(c, a, sizeof a,
+                         pp > 1 ? "runner_config.gradient_accumulation_steps"
+                                : "parallel_config.micro_batch_num"),
                  pp > 1 ? "with pipeline stages" : "without pipeline stages");
 }
 
@@ -189,10 +196,13 @@ static void parallel(mf_ctx *c)
     bool_key(c, "parallel.enable_parallel_optimizer", "parallel.use_distributed_optimizer");
     int_key(c, "model.model_config.pp_interleave_num", "parallel.pp_interleave_num");
     tree_key(c, "model.model_config.offset", "parallel.offset");
-    snprintf(cite, sizeof cite, "data_parallel x model_parallel x pipeline_stage x "
-             "context_parallel (parallel_config, %s:%d)", c->src->base,
-             imp_tree_get(c->root, "parallel_config") ? imp_tree_get(c->root, "parallel_config")->line
-                                                      : 0);
+    snprintf(cite, sizeof cite,
+             "data_parallel x model_parallel x pipeline_stage x "
+             "context_parallel (parallel_config, %s:%d)",
+             c->src->base,
+             imp_tree_get(c->root, "parallel_config")
+                 ? imp_tree_get(c->root, "parallel_config")->line
+                 : 0);
     imp_set_int(c->doc, "parallel.world_size", dp * tp * pp * cp, cite);
     batch(c, dp, pp);
 }
@@ -224,7 +234,8 @@ static void memory(mf_ctx *c)
     const imp_node *n = imp_tree_get(c->root, "context.max_device_memory");
     imp_set_str(c->doc, "allocator.flavour", "mindspore",
                 "MindSpore's memory pool (a MindFormers job)");
-    imp_set_str(c->doc, "device", "ascend-910b", "not in the file: MindFormers trains on Ascend "
+    imp_set_str(c->doc, "device", "ascend-910b",
+                "not in the file: MindFormers trains on Ascend "
                 "NPUs (memsim import --device NAME for another)");
     if (n == NULL || n->type != IMP_SCALAR)
         return;
@@ -244,44 +255,105 @@ static void memory(mf_ctx *c)
 
 /* ---- what is not expressed ------------------------------------------------------ */
 
-static const char *const used[] = {
-    "model.model_config.num_layers", "model.model_config.hidden_size",
-    "model.model_config.num_heads", "model.model_config.n_kv_heads",
-    "model.model_config.seq_length", "model.model_config.use_flash_attention",
-    "model.model_config.vocab_size", "model.model_config.intermediate_size",
-    "model.model_config.multiple_of", "model.model_config.ffn_dim_multiplier",
-    "model.model_config.compute_dtype", "model.model_config.param_init_type",
-    "model.model_config.type", "model.model_config.offset", "model.model_config.pp_interleave_num",
-    "parallel_config.data_parallel", "parallel_config.model_parallel",
-    "parallel_config.pipeline_stage", "parallel_config.context_parallel",
-    "parallel_config.expert_parallel", "parallel_config.use_seq_parallel",
-    "parallel_config.micro_batch_num", "parallel.enable_parallel_optimizer",
-    "runner_config.batch_size", "runner_config.gradient_accumulation_steps",
-    "micro_batch_interleave_num", "context.max_device_memory", "recompute_config",
-    "swap_config", NULL};
+static const char *const used[] = {"model.model_config.num_layers",
+                                   "model.model_config.hidden_size",
+                                   "model.model_config.num_heads",
+                                   "model.model_config.n_kv_heads",
+                                   "model.model_config.seq_length",
+                                   "model.model_config.use_flash_attention",
+                                   "model.model_config.vocab_size",
+                                   "model.model_config.intermediate_size",
+                                   "model.model_config.multiple_of",
+                                   "model.model_config.ffn_dim_multiplier",
+                                   "model.model_config.compute_dtype",
+                                   "model.model_config.param_init_type",
+                                   "model.model_config.type",
+                                   "model.model_config.offset",
+                                   "model.model_config.pp_interleave_num",
+                                   "parallel_config.data_parallel",
+                                   "parallel_config.model_parallel",
+                                   "parallel_config.pipeline_stage",
+                                   "parallel_config.context_parallel",
+                                   "parallel_config.expert_parallel",
+                                   "parallel_config.use_seq_parallel",
+                                   "parallel_config.micro_batch_num",
+                                   "parallel.enable_parallel_optimizer",
+                                   "runner_config.batch_size",
+                                   "runner_config.gradient_accumulation_steps",
+                                   "micro_batch_interleave_num",
+                                   "context.max_device_memory",
+                                   "recompute_config",
+                                   "swap_config",
+                                   NULL};
 
 /* Keys that say nothing about memory or time: data, checkpoints, logs, the
  * optimizer's hyperparameters, inference settings. */
-static const char *const quiet[] = {
-    "seed", "output_dir", "load_checkpoint", "src_strategy_path_or_dir", "auto_trans_ckpt",
-    "only_save_strategy", "resume_training", "run_mode", "trainer", "lr_schedule",
-    "train_dataset", "train_dataset_task", "do_eval", "eval_dataset", "eval_dataset_task",
-    "callbacks", "processor", "metric", "auto_tune", "filepath_prefix", "autotune_per_step",
-    "profile", "profile_start_step", "profile_stop_step", "init_start_profile",
-    "profile_communication", "profile_memory", "layer_scale", "layer_decay", "lr_scale_factor",
-    "remote_save_url", "use_parallel", "runner_wrapper", "runner_config.epochs",
-    "runner_config.sink_mode", "runner_config.sink_size", "context.mode", "context.device_target",
-    "context.max_call_depth", "context.save_graphs", "context.save_graphs_path",
-    "context.device_id", "model.arch", "model.model_config.batch_size",
-    "model.model_config.rms_norm_eps", "model.model_config.bos_token_id",
-    "model.model_config.eos_token_id", "model.model_config.pad_token_id",
-    "model.model_config.ignore_token_id", "model.model_config.use_past",
-    "model.model_config.scaling_factor", "model.model_config.extend_method",
-    "model.model_config.checkpoint_name_or_path", "model.model_config.repetition_penalty",
-    "model.model_config.max_decode_length", "model.model_config.top_k", "model.model_config.top_p",
-    "model.model_config.do_sample", "parallel.parallel_mode", "parallel.gradients_mean",
-    "parallel.full_batch", "parallel.search_mode", "parallel.strategy_ckpt_save_file",
-    "parallel.parallel_optimizer_config", "parallel_config.gradient_aggregation_group", NULL};
+static const char *const quiet[] = {"seed",
+                                    "output_dir",
+                                    "load_checkpoint",
+                                    "src_strategy_path_or_dir",
+                                    "auto_trans_ckpt",
+                                    "only_save_strategy",
+                                    "resume_training",
+                                    "run_mode",
+                                    "trainer",
+                                    "lr_schedule",
+                                    "train_dataset",
+                                    "train_dataset_task",
+                                    "do_eval",
+                                    "eval_dataset",
+                                    "eval_dataset_task",
+                                    "callbacks",
+                                    "processor",
+                                    "metric",
+                                    "auto_tune",
+                                    "filepath_prefix",
+                                    "autotune_per_step",
+                                    "profile",
+                                    "profile_start_step",
+                                    "profile_stop_step",
+                                    "init_start_profile",
+                                    "profile_communication",
+                                    "profile_memory",
+                                    "layer_scale",
+                                    "layer_decay",
+                                    "lr_scale_factor",
+                                    "remote_save_url",
+                                    "use_parallel",
+                                    "runner_wrapper",
+                                    "runner_config.epochs",
+                                    "runner_config.sink_mode",
+                                    "runner_config.sink_size",
+                                    "context.mode",
+                                    "context.device_target",
+                                    "context.max_call_depth",
+                                    "context.save_graphs",
+                                    "context.save_graphs_path",
+                                    "context.device_id",
+                                    "model.arch",
+                                    "model.model_config.batch_size",
+                                    "model.model_config.rms_norm_eps",
+                                    "model.model_config.bos_token_id",
+                                    "model.model_config.eos_token_id",
+                                    "model.model_config.pad_token_id",
+                                    "model.model_config.ignore_token_id",
+                                    "model.model_config.use_past",
+                                    "model.model_config.scaling_factor",
+                                    "model.model_config.extend_method",
+                                    "model.model_config.checkpoint_name_or_path",
+                                    "model.model_config.repetition_penalty",
+                                    "model.model_config.max_decode_length",
+                                    "model.model_config.top_k",
+                                    "model.model_config.top_p",
+                                    "model.model_config.do_sample",
+                                    "parallel.parallel_mode",
+                                    "parallel.gradients_mean",
+                                    "parallel.full_batch",
+                                    "parallel.search_mode",
+                                    "parallel.strategy_ckpt_save_file",
+                                    "parallel.parallel_optimizer_config",
+                                    "parallel_config.gradient_aggregation_group",
+                                    NULL};
 
 /* Keys memsim cannot say, with why. */
 static const char *const unmodelled[][2] = {
@@ -342,7 +414,9 @@ static void leftovers(mf_ctx *c, const imp_node *n, const char *prefix, int dept
         }
         imp_note(c->doc, q ? IMP_NO_EFFECT : IMP_NOT_MODELLED, "%s%s%s",
                  cite_of(c, cite, sizeof cite, path), q ? "" : ": ",
-                 q ? "" : why ? why : "not a key memsim import knows");
+                 q     ? ""
+                 : why ? why
+                       : "not a key memsim import knows");
     }
 }
 
@@ -359,7 +433,8 @@ ms_status imp_read_mindformers(const imp_source *src, const imp_node *root, imp_
     if (c.st == MS_OK)
         leftovers(&c, root, "", 0);
     if (c.st == MS_OK && imp_get(doc, "model.num_layers") == NULL)
-        return ms_diag_set(d, MS_EINVAL, "%s: expected model.model_config with num_layers, "
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s: expected model.model_config with num_layers, "
                            "hidden_size, num_heads and seq_length (a MindFormers model)",
                            src->path);
     return c.st;

@@ -29,9 +29,9 @@ static const char *cite_of(const nemo_ctx *c, char *buf, size_t size, const char
 
 static bool is_null(const imp_node *n)
 {
-    return n == NULL || (n->type == IMP_SCALAR && !n->quoted &&
-                         (strcasecmp(n->text, "null") == 0 || n->text[0] == '\0' ||
-                          strcmp(n->text, "~") == 0));
+    return n == NULL ||
+           (n->type == IMP_SCALAR && !n->quoted &&
+            (strcasecmp(n->text, "null") == 0 || n->text[0] == '\0' || strcmp(n->text, "~") == 0));
 }
 
 /* NeMo's names for Megatron's arguments, and the values they take. */
@@ -55,22 +55,61 @@ static const struct {
 };
 
 /* NeMo's own keys: kernel fusions and bookkeeping. */
-static const char *const fusions[] = {
-    "apply_rope_fusion", "grad_div_ar_fusion", "gradient_accumulation_fusion", "bias_activation_fusion",
-    "bias_dropout_add_fusion", "masked_softmax_fusion", "persist_layer_norm", NULL};
-static const char *const quiet[] = {
-    "mcore_gpt", "use_scaled_init_method", "apply_query_key_layer_scaling", "layernorm_epsilon",
-    "do_layer_norm_weight_decay", "pre_process", "post_process", "headscale",
-    "transformer_block_type", "openai_gelu", "normalize_attention_scores", "rotary_percentage",
-    "attention_type", "native_amp_init_scale", "native_amp_growth_interval", "hysteresis",
-    "fp32_residual_connection", "fp16_lm_cross_entropy", "grad_allreduce_chunk_size_mb", "seed",
-    "resume_from_checkpoint", "use_cpu_initialization", "onnx_safe", "apex_transformer_log_level",
-    "gradient_as_bucket_view", "sync_batch_comm", "transformer_engine", "fp8_margin",
-    "fp8_interval", "fp8_amax_history_len", "fp8_amax_compute_algo", "use_emha", "data",
-    "megatron_amp_O2", "ffn_dropout", "rampup_batch_size", "init_method_std", "nsys_profile",
-    "num_micro_batches_with_partial_activation_checkpoints",
-    "activations_checkpoint_layers_per_pipeline", "fp8", "fp8_e4m3", "fp8_hybrid", "optim",
-    "tokenizer", "deterministic_mode", NULL};
+static const char *const fusions[] = {"apply_rope_fusion",
+                                      "grad_div_ar_fusion",
+                                      "gradient_accumulation_fusion",
+                                      "bias_activation_fusion",
+                                      "bias_dropout_add_fusion",
+                                      "masked_softmax_fusion",
+                                      "persist_layer_norm",
+                                      NULL};
+static const char *const quiet[] = {"mcore_gpt",
+                                    "use_scaled_init_method",
+                                    "apply_query_key_layer_scaling",
+                                    "layernorm_epsilon",
+                                    "do_layer_norm_weight_decay",
+                                    "pre_process",
+                                    "post_process",
+                                    "headscale",
+                                    "transformer_block_type",
+                                    "openai_gelu",
+                                    "normalize_attention_scores",
+                                    "rotary_percentage",
+                                    "attention_type",
+                                    "native_amp_init_scale",
+                                    "native_amp_growth_interval",
+                                    "hysteresis",
+                                    "fp32_residual_connection",
+                                    "fp16_lm_cross_entropy",
+                                    "grad_allreduce_chunk_size_mb",
+                                    "seed",
+                                    "resume_from_checkpoint",
+                                    "use_cpu_initialization",
+                                    "onnx_safe",
+                                    "apex_transformer_log_level",
+                                    "gradient_as_bucket_view",
+                                    "sync_batch_comm",
+                                    "transformer_engine",
+                                    "fp8_margin",
+                                    "fp8_interval",
+                                    "fp8_amax_history_len",
+                                    "fp8_amax_compute_algo",
+                                    "use_emha",
+                                    "data",
+                                    "megatron_amp_O2",
+                                    "ffn_dropout",
+                                    "rampup_batch_size",
+                                    "init_method_std",
+                                    "nsys_profile",
+                                    "num_micro_batches_with_partial_activation_checkpoints",
+                                    "activations_checkpoint_layers_per_pipeline",
+                                    "fp8",
+                                    "fp8_e4m3",
+                                    "fp8_hybrid",
+                                    "optim",
+                                    "tokenizer",
+                                    "deterministic_mode",
+                                    NULL};
 
 static bool listed(const char *const *l, const char *s)
 {
@@ -125,8 +164,8 @@ static void quiet_notes(nemo_ctx *c, const imp_node *model)
         if (listed(quiet, model->keys[i]) && !is_null(&model->items[i]) &&
             strcmp(model->keys[i], "optim") != 0 && strcmp(model->keys[i], "tokenizer") != 0) {
             snprintf(path, sizeof path, "model.%s", model->keys[i]);
-            imp_note(c->doc, IMP_NO_EFFECT, "%s", cite_of(c, cite, sizeof cite, path,
-                                                         &model->items[i]));
+            imp_note(c->doc, IMP_NO_EFFECT, "%s",
+                     cite_of(c, cite, sizeof cite, path, &model->items[i]));
         }
 }
 
@@ -164,8 +203,8 @@ static void settings(nemo_ctx *c)
     if ((n = get(c, "model.optim.overlap_param_sync", cite, sizeof cite)) != NULL)
         imp_megatron_arg(c->mg, "overlap_param_gather", n->text, cite);
     if ((n = get(c, "model.optim.grad_sync_dtype", cite, sizeof cite)) != NULL)
-        imp_megatron_arg(c->mg, "grad_reduce_in_bf16", strcmp(n->text, "bf16") == 0 ? "true"
-                                                                                  : "false", cite);
+        imp_megatron_arg(c->mg, "grad_reduce_in_bf16",
+                         strcmp(n->text, "bf16") == 0 ? "true" : "false", cite);
     const imp_node *lib = get(c, "model.tokenizer.library", cite, sizeof cite);
     const imp_node *type = imp_tree_get(c->root, "model.tokenizer.type");
     if (lib != NULL && strcmp(lib->text, "megatron") == 0 && !is_null(type))
@@ -190,8 +229,7 @@ ms_status imp_read_nemo(const imp_source *src, const imp_node *root, imp_doc *do
 {
     const imp_node *model = imp_tree_get(root, "model");
     if (model == NULL || model->type != IMP_MAP)
-        return ms_diag_set(d, MS_EINVAL, "%s: expected a model section (a NeMo config)",
-                           src->path);
+        return ms_diag_set(d, MS_EINVAL, "%s: expected a model section (a NeMo config)", src->path);
     imp_megatron *mg = imp_megatron_new(doc, IMP_NEMO);
     if (mg == NULL)
         return ms_diag_set(d, MS_ENOMEM, "%s: out of memory", src->path);

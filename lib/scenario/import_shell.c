@@ -238,8 +238,8 @@ static bool read_command(sh_run *r, raw_cmd *c)
 }
 
 /* Count the words of c that open and close a block. */
-static int block_balance(const sh_run *r, const raw_cmd *c, size_t from,
-                         const char *const *open, const char *close)
+static int block_balance(const sh_run *r, const raw_cmd *c, size_t from, const char *const *open,
+                         const char *close)
 {
     int depth = 0;
     for (size_t i = from; i < c->n; i++) {
@@ -253,8 +253,7 @@ static int block_balance(const sh_run *r, const raw_cmd *c, size_t from,
 /* Skip the commands up to the `close` that ends a block (a loop's body up
  * to done, a case up to esac, a function's braces), counting nested ones;
  * depth is how many are open already. */
-static bool skip_block(sh_run *r, raw_cmd *c, const char *const *open, const char *close,
-                       int depth)
+static bool skip_block(sh_run *r, raw_cmd *c, const char *const *open, const char *close, int depth)
 {
     bool opened = depth > 0;
     while ((depth > 0 || !opened) && r->pos < r->len) {
@@ -436,8 +435,7 @@ static size_t assignment(const sh_run *r, const raw_word *w, bool *append)
 }
 
 /* The elements of an array literal's inside, each expanded and split. */
-static bool array_items(sh_run *r, const char *s, size_t len, int line, sh_text **items,
-                        size_t *n)
+static bool array_items(sh_run *r, const char *s, size_t len, int line, sh_text **items, size_t *n)
 {
     sh_run sub = {.s = s, .len = len, .line = line}; /* read only: the variables are r's */
     raw_cmd c = {0};
@@ -480,7 +478,8 @@ static bool assign(sh_run *r, const raw_word *w)
         free(items);
     } else if (ok) {
         sh_text t = {0};
-        ok = sh_expand(&r->env, v, vlen, w->line, &t) && sh_set(&r->env, name, &t, 1, false, append);
+        ok =
+            sh_expand(&r->env, v, vlen, w->line, &t) && sh_set(&r->env, name, &t, 1, false, append);
     }
     free(name);
     return ok;
@@ -502,10 +501,10 @@ static bool ends_with(const char *s, const char *tail)
  * named like a training entry point, or a bare list of --arguments. */
 static bool is_training(const sh_text *f, size_t n)
 {
-    static const char *const launchers[] = {"torchrun", "python", "python3", "deepspeed",
-                                            "accelerate", NULL};
-    static const char *const entries[] = {"pretrain", "train", "posttrain", "finetune", "sft",
-                                          NULL};
+    static const char *const launchers[] = {"torchrun",  "python",     "python3",
+                                            "deepspeed", "accelerate", NULL};
+    static const char *const entries[] = {"pretrain", "train", "posttrain",
+                                          "finetune", "sft",   NULL};
     if (n > 0 && strncmp(f[0].s, "--", 2) == 0)
         return true;
     for (size_t k = 0; k < n; k++) {
@@ -618,9 +617,10 @@ static void cond_part(sh_run *r, const raw_word *w, size_t n, sh_op term)
     int v = fr->parent ? eval_condition(r, w, n) : T_FALSE;
     if (v == T_UNKNOWN && fr->parent)
         note_line(r, w[0].line, "a condition memsim cannot decide, taken as false", w, n);
-    fr->cond = fr->cond < 0 ? v : fr->joined == OP_AND ? and3(fr->cond, v)
-                                : fr->joined == OP_OR  ? or3(fr->cond, v)
-                                                       : v;
+    fr->cond = fr->cond < 0           ? v
+               : fr->joined == OP_AND ? and3(fr->cond, v)
+               : fr->joined == OP_OR  ? or3(fr->cond, v)
+                                      : v;
     fr->joined = term;
 }
 
@@ -637,8 +637,8 @@ static bool flow(sh_run *r, raw_cmd *c, size_t from, bool *ok)
             return true;
         }
         bool parent = active(r);
-        r->frames[r->depth++] = (sh_frame){.parent = parent, .in_cond = true, .cond = -1,
-                                           .line = w->line};
+        r->frames[r->depth++] =
+            (sh_frame){.parent = parent, .in_cond = true, .cond = -1, .line = w->line};
     } else if (top && raw_is(r, w, "then")) {
         top->in_cond = false;
         top->active = top->parent && !top->taken && top->cond == T_TRUE;
@@ -773,7 +773,8 @@ ms_status imp_shell_command(const imp_source *src, imp_doc *doc, imp_command *ou
         return ms_diag_set(d, MS_ENOMEM, "%s: out of memory reading the script", src->path);
     }
     if (!r.have)
-        return ms_diag_set(d, MS_EINVAL, "%s: no training command found: expected a line that "
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s: no training command found: expected a line that "
                            "runs a training script (torchrun ... pretrain_gpt.py --num-layers "
                            "...) or a list of Megatron arguments (--num-layers 32 ...)",
                            src->path);

@@ -47,7 +47,7 @@ typedef struct sh_env {
     size_t n, cap;
     const char *file; /* the script's base name, for notes */
     imp_doc *doc;
-    bool failed;      /* out of memory */
+    bool failed; /* out of memory */
 } sh_env;
 
 /* ---- import_expand.c ---------------------------------------------------- */

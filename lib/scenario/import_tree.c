@@ -34,8 +34,7 @@ static ms_status copy_scalar(tree_ctx *t, yaml_node_t *y, imp_node *out)
     if (out->text == NULL)
         return ms_diag_set(t->d, MS_ENOMEM, "%s: out of memory", t->file);
     if (strlen(out->text) != y->data.scalar.length)
-        return ms_diag_set(t->d, MS_EINVAL, "%s:%d: a value holds a NUL byte", t->file,
-                           out->line);
+        return ms_diag_set(t->d, MS_EINVAL, "%s:%d: a value holds a NUL byte", t->file, out->line);
     return MS_OK;
 }
 
@@ -51,8 +50,8 @@ static ms_status copy_map(tree_ctx *t, yaml_node_t *y, imp_node *out, int depth)
         yaml_node_pair_t *p = &y->data.mapping.pairs.start[i];
         yaml_node_t *k = yaml_document_get_node(t->doc, p->key);
         if (k == NULL || k->type != YAML_SCALAR_NODE)
-            return ms_diag_set(t->d, MS_EINVAL, "%s:%d: expected a key (a name), got a %s",
-                               t->file, k ? (int)k->start_mark.line + 1 : out->line,
+            return ms_diag_set(t->d, MS_EINVAL, "%s:%d: expected a key (a name), got a %s", t->file,
+                               k ? (int)k->start_mark.line + 1 : out->line,
                                k && k->type == YAML_MAPPING_NODE ? "mapping" : "list");
         out->keys[i] = strndup((const char *)k->data.scalar.value, k->data.scalar.length);
         if (out->keys[i] == NULL)
@@ -89,9 +88,10 @@ static ms_status copy_node(tree_ctx *t, yaml_node_t *y, imp_node *out, int depth
         return ms_diag_set(t->d, MS_EINVAL, "%s: a broken YAML document", t->file);
     out->line = (int)y->start_mark.line + 1;
     if (depth > TREE_DEPTH || t->budget == 0)
-        return ms_diag_set(t->d, MS_ERANGE, "%s:%d: nested deeper than %d or more than %d "
-                           "values (aliases counted each time they are used)", t->file,
-                           out->line, TREE_DEPTH, TREE_NODES);
+        return ms_diag_set(t->d, MS_ERANGE,
+                           "%s:%d: nested deeper than %d or more than %d "
+                           "values (aliases counted each time they are used)",
+                           t->file, out->line, TREE_DEPTH, TREE_NODES);
     t->budget--;
     if (y->type == YAML_SCALAR_NODE)
         return copy_scalar(t, y, out);
@@ -147,9 +147,13 @@ ms_status imp_tree_parse(const imp_source *src, imp_node **root, ms_diag *d)
     if (n == NULL)
         st = ms_diag_set(d, MS_ENOMEM, "%s: out of memory", src->path);
     else if (top == NULL || top->type != YAML_MAPPING_NODE)
-        st = ms_diag_set(d, MS_EINVAL, "%s: expected a mapping of keys at the top (a config), "
-                         "got %s", src->path, top == NULL ? "an empty file" : "a single value "
-                         "or a list");
+        st = ms_diag_set(d, MS_EINVAL,
+                         "%s: expected a mapping of keys at the top (a config), "
+                         "got %s",
+                         src->path,
+                         top == NULL ? "an empty file"
+                                     : "a single value "
+                                       "or a list");
     else
         st = copy_node(&t, top, n, 0);
     yaml_document_delete(&doc);

@@ -220,8 +220,12 @@ ms_status ms_scenario_load(const char *path, const char *const *overrides, size_
         st = scn_import_text(path, overrides, n_overrides, &im, d);
     if (st == MS_OK) {
         snprintf(sc->path, sizeof sc->path, "%s", path);
-        sc_read_ctx c = {.file = path, .text = ms_import_scenario(im), .overrides = overrides,
-                         .n_overrides = n_overrides, .vals = vals, .d = d};
+        sc_read_ctx c = {.file = path,
+                         .text = ms_import_scenario(im),
+                         .overrides = overrides,
+                         .n_overrides = n_overrides,
+                         .vals = vals,
+                         .d = d};
         st = run_file(sb, &c);
     }
     if (sb != NULL)

@@ -22,9 +22,10 @@ static const char *key(int id, char *buf, size_t size)
 static ms_status disagree(int a, int b, const char *file, ms_diag *d)
 {
     char p[96], q[96];
-    return ms_diag_set(d, MS_EINVAL, "%s: %s and %s disagree (one setting, in memsim's and "
-                       "Megatron's words): give one of them", file, key(a, p, sizeof p),
-                       key(b, q, sizeof q));
+    return ms_diag_set(d, MS_EINVAL,
+                       "%s: %s and %s disagree (one setting, in memsim's and "
+                       "Megatron's words): give one of them",
+                       file, key(a, p, sizeof p), key(b, q, sizeof q));
 }
 
 /* v[alias] (negated when neg) means v[canon]. */
@@ -60,8 +61,10 @@ static ms_status precision(st_value *v, const char *file, ms_diag *d)
         return MS_OK;
     bool bf = v[SC_BF16].set && v[SC_BF16].b, fp = v[SC_FP16].set && v[SC_FP16].b;
     if (bf && fp)
-        return ms_diag_set(d, MS_EINVAL, "%s: model.bf16 and model.fp16 are both true (Megatron "
-                           "takes at most one of --bf16 and --fp16)", file);
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s: model.bf16 and model.fp16 are both true (Megatron "
+                           "takes at most one of --bf16 and --fp16)",
+                           file);
     const char *want = bf ? "bf16" : fp ? "fp16" : "fp32";
     if (v[SC_DTYPE].set && strcmp(v[SC_DTYPE].s, want) != 0)
         return disagree(SC_DTYPE, bf || !fp ? SC_BF16 : SC_FP16, file, d);
@@ -88,10 +91,11 @@ static ms_status query_groups(st_value *v, const char *file, ms_diag *d)
         return MS_OK;
     }
     if (v[SC_GROUPS].set && v[SC_HEADS].set && v[SC_GROUPS].i != v[SC_HEADS].i)
-        return ms_diag_set(d, MS_EINVAL, "%s: model.num_query_groups (%" PRId64 ") needs "
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s: model.num_query_groups (%" PRId64 ") needs "
                            "model.group_query_attention = true: without --group-query-attention "
-                           "Megatron gives every head its own key and value", file,
-                           v[SC_GROUPS].i);
+                           "Megatron gives every head its own key and value",
+                           file, v[SC_GROUPS].i);
     return MS_OK;
 }
 
@@ -109,11 +113,15 @@ static ms_status in_range(const st_value *v, int id, int64_t hi, const char *fil
 static ms_status vocabulary(st_value *v, const char *file, ms_diag *d)
 {
     if (v[SC_VOCAB_RAW].set && v[SC_VOCAB].set)
-        return ms_diag_set(d, MS_EINVAL, "%s: give one of model.vocab_size (padded as Megatron "
-                           "pads it) and model.padded_vocab_size", file);
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s: give one of model.vocab_size (padded as Megatron "
+                           "pads it) and model.padded_vocab_size",
+                           file);
     if (v[SC_VOCAB_DIV].set && !v[SC_VOCAB_RAW].set)
-        return ms_diag_set(d, MS_EINVAL, "%s: model.make_vocab_size_divisible_by needs "
-                           "model.vocab_size (model.padded_vocab_size is padded already)", file);
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s: model.make_vocab_size_divisible_by needs "
+                           "model.vocab_size (model.padded_vocab_size is padded already)",
+                           file);
     if (!v[SC_VOCAB_RAW].set)
         return MS_OK;
     int64_t div = v[SC_VOCAB_DIV].set ? v[SC_VOCAB_DIV].i : MEGATRON_VOCAB_DIVISOR;
@@ -135,16 +143,19 @@ static ms_status vocabulary(st_value *v, const char *file, ms_diag *d)
 static ms_status shapes(const st_value *v, const char *file, ms_diag *d)
 {
     if (v[SC_MAXPOS].set && v[SC_SEQ].set && v[SC_MAXPOS].i < v[SC_SEQ].i)
-        return ms_diag_set(d, MS_EINVAL, "%s: model.max_position_embeddings (%" PRId64 ") must "
-                           "be >= model.seq_length (%" PRId64 "), as Megatron checks", file,
-                           v[SC_MAXPOS].i, v[SC_SEQ].i);
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s: model.max_position_embeddings (%" PRId64 ") must "
+                           "be >= model.seq_length (%" PRId64 "), as Megatron checks",
+                           file, v[SC_MAXPOS].i, v[SC_SEQ].i);
     if (!v[SC_KV_CHANNELS].set)
         return MS_OK;
     int64_t h = v[SC_HIDDEN].i, a = v[SC_HEADS].i;
     if (!v[SC_HIDDEN].set || !v[SC_HEADS].set || a < 1 || v[SC_KV_CHANNELS].i * a != h)
-        return ms_diag_set(d, MS_EINVAL, "%s: model.kv_channels (%" PRId64 ") must be "
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s: model.kv_channels (%" PRId64 ") must be "
                            "model.hidden_size / model.num_attention_heads: memsim models "
-                           "Megatron's default head size only", file, v[SC_KV_CHANNELS].i);
+                           "Megatron's default head size only",
+                           file, v[SC_KV_CHANNELS].i);
     return MS_OK;
 }
 

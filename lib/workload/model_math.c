@@ -48,8 +48,8 @@ void wl_count(const ms_model_config *m, wm_counts *c)
     c->word = (uint64_t)m->padded_vocab_size * h;
     /* Megatron's table has --max-position-embeddings rows, whatever the
      * sequence length a run uses. */
-    uint64_t rows = (uint64_t)(m->max_position_embeddings > 0 ? m->max_position_embeddings
-                                                               : m->seq_length);
+    uint64_t rows =
+        (uint64_t)(m->max_position_embeddings > 0 ? m->max_position_embeddings : m->seq_length);
     c->pos = m->position_embedding_type == MS_POS_LEARNED_ABSOLUTE ? rows * h : 0;
     c->head = m->untie_embeddings ? c->word : 0;
 }

@@ -13,9 +13,10 @@
 #include "memsim/scenario.h"
 
 static char dir[] = "/tmp/memsim-test-import-XXXXXX";
-static const char *const written[] = {"a.sh", "b.sh", "c.sh", "d.sh", "e.sh", "f.sh", "g.sh",
-                                      "h.sh", "i.sh", "j.sh", "k.sh", "args.txt", "bomb.yaml",
-                                      "tab.json", "x.json", "y.yaml", "gpt2.json", "mf.yaml"};
+static const char *const written[] = {"a.sh",   "b.sh",      "c.sh",      "d.sh",     "e.sh",
+                                      "f.sh",   "g.sh",      "h.sh",      "i.sh",     "j.sh",
+                                      "k.sh",   "args.txt",  "bomb.yaml", "tab.json", "x.json",
+                                      "y.yaml", "gpt2.json", "mf.yaml"};
 
 /* Each test writes its files into dir, under one of the names above. */
 static const char *write_file(const char *name, const char *text)
@@ -52,28 +53,30 @@ static ms_import *import_ok(const char *name, const char *text, const ms_import_
     return im;
 }
 
-#define HAS(text, part) \
+#define HAS(text, part)                                                                            \
     ck_assert_msg(strstr((text), (part)) != NULL, "lacks \"%s\" in:\n%s", (part), (text))
-#define LACKS(text, part) \
+#define LACKS(text, part)                                                                          \
     ck_assert_msg(strstr((text), (part)) == NULL, "has \"%s\" in:\n%s", (part), (text))
 
 /* The arguments a model needs, for scripts that test something else. */
-#define MODEL "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 " \
-              "--vocab-size 1000"
+#define MODEL                                                                                      \
+    "--num-layers 2 --hidden-size 64 --num-attention-heads 4 --seq-length 128 "                    \
+    "--vocab-size 1000"
 
 START_TEST(defaults_and_assignments)
 {
-    ms_import *im = import_ok("a.sh",
-                              "#!/bin/bash\n"
-                              "NL=${NUM_LAYERS:-6}\n"          /* unset: the default */
-                              "H=${HIDDEN:=256}\n"             /* assigns HIDDEN too */
-                              "HEADS=8\n"
-                              "HEADS=${HEADS:-2}\n"            /* set: kept */
-                              "SP=${HEADS:+--sequence-parallel}\n"
-                              "torchrun pretrain_gpt.py --num-layers $NL --hidden-size ${HIDDEN} \\\n"
-                              "  --num-attention-heads \"$HEADS\" $SP --seq-length 128 \\\n"
-                              "  --vocab-size 1000 --tensor-model-parallel-size 2\n",
-                              NULL);
+    ms_import *im =
+        import_ok("a.sh",
+                  "#!/bin/bash\n"
+                  "NL=${NUM_LAYERS:-6}\n" /* unset: the default */
+                  "H=${HIDDEN:=256}\n"    /* assigns HIDDEN too */
+                  "HEADS=8\n"
+                  "HEADS=${HEADS:-2}\n" /* set: kept */
+                  "SP=${HEADS:+--sequence-parallel}\n"
+                  "torchrun pretrain_gpt.py --num-layers $NL --hidden-size ${HIDDEN} \\\n"
+                  "  --num-attention-heads \"$HEADS\" $SP --seq-length 128 \\\n"
+                  "  --vocab-size 1000 --tensor-model-parallel-size 2\n",
+                  NULL);
     const char *s = ms_import_scenario(im);
     HAS(s, "num_layers = 6,  -- --num-layers 6 (a.sh:7; the value from line 2)");
     HAS(s, "hidden_size = 256,  -- --hidden-size 256 (a.sh:7; the value from line 3)");
@@ -114,17 +117,18 @@ END_TEST
 
 START_TEST(if_elif_else)
 {
-    ms_import *im = import_ok("c.sh",
-                              "MODE=large\nN=3\n"
-                              "if [ \"$MODE\" = small ]; then\n  L=2\n"
-                              "elif [[ $N -gt 2 && \"$MODE\" != tiny ]]; then\n  L=12\n"
-                              "else\n  L=24\nfi\n"
-                              "if [ -z \"$UNSET\" ] || false; then TP=2; else TP=4; fi\n"
-                              "if [ -f /some/file ]; then PP=2; else PP=1; fi\n"
-                              "torchrun pretrain_gpt.py --num-layers $L --hidden-size 64 "
-                              "--num-attention-heads 4 --seq-length 128 --vocab-size 1000 "
-                              "--tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP\n",
-                              NULL);
+    ms_import *im =
+        import_ok("c.sh",
+                  "MODE=large\nN=3\n"
+                  "if [ \"$MODE\" = small ]; then\n  L=2\n"
+                  "elif [[ $N -gt 2 && \"$MODE\" != tiny ]]; then\n  L=12\n"
+                  "else\n  L=24\nfi\n"
+                  "if [ -z \"$UNSET\" ] || false; then TP=2; else TP=4; fi\n"
+                  "if [ -f /some/file ]; then PP=2; else PP=1; fi\n"
+                  "torchrun pretrain_gpt.py --num-layers $L --hidden-size 64 "
+                  "--num-attention-heads 4 --seq-length 128 --vocab-size 1000 "
+                  "--tensor-model-parallel-size $TP --pipeline-model-parallel-size $PP\n",
+                  NULL);
     const char *s = ms_import_scenario(im);
     HAS(s, "num_layers = 12,  -- --num-layers 12 (c.sh:12; the value from line 6)");
     HAS(s, "tensor_model_parallel_size = 2,");
@@ -206,11 +210,11 @@ START_TEST(script_errors)
     ms_diag d;
     ck_assert_ptr_null(import_as("f.sh", "echo no training here\n", NULL, &d));
     HAS(d.msg, "f.sh: no training command found");
-    ck_assert_ptr_null(import_as("g.sh", "torchrun pretrain_gpt.py --num-layers 2 --seq-length\n",
-                                 NULL, &d));
+    ck_assert_ptr_null(
+        import_as("g.sh", "torchrun pretrain_gpt.py --num-layers 2 --seq-length\n", NULL, &d));
     HAS(d.msg, "--seq-length (g.sh:1): expected a value after it");
-    ck_assert_ptr_null(import_as("h.sh", "torchrun pretrain_gpt.py --sequence-parallel 4\n", NULL,
-                                 &d));
+    ck_assert_ptr_null(
+        import_as("h.sh", "torchrun pretrain_gpt.py --sequence-parallel 4\n", NULL, &d));
     HAS(d.msg, "--sequence-parallel 4 (h.sh:1): expected no value, or true or false");
     ck_assert_ptr_null(import_as("i.sh", "torchrun pretrain_gpt.py --num-layers 2\n", NULL, &d));
     HAS(d.msg, "the vocabulary size is not given");
@@ -241,11 +245,12 @@ START_TEST(yaml_and_json_readers)
     ck_assert_ptr_null(import_as("y.yaml", "seed: 1\n", NULL, &d));
     HAS(d.msg, "y.yaml: expected model.model_config with num_layers");
     /* A GPT-2 config: n_* names, tied embeddings, biases, learned positions. */
-    ms_import *im = import_ok("gpt2.json",
-                              "{\"model_type\": \"gpt2\", \"n_layer\": 12, \"n_embd\": 768, "
-                              "\"n_head\": 12, \"n_positions\": 1024, \"vocab_size\": 50257, "
-                              "\"activation_function\": \"gelu_new\", \"layer_norm_epsilon\": 1e-5}\n",
-                              NULL);
+    ms_import *im =
+        import_ok("gpt2.json",
+                  "{\"model_type\": \"gpt2\", \"n_layer\": 12, \"n_embd\": 768, "
+                  "\"n_head\": 12, \"n_positions\": 1024, \"vocab_size\": 50257, "
+                  "\"activation_function\": \"gelu_new\", \"layer_norm_epsilon\": 1e-5}\n",
+                  NULL);
     const char *s = ms_import_scenario(im);
     HAS(s, "arch = \"gpt\",");
     HAS(s, "ffn_hidden_size = 3072,  -- n_inner absent: GPT-2's 4 x n_embd");
@@ -278,8 +283,9 @@ START_TEST(mindformers_pipeline)
     HAS(s, "recompute = { 1, 0 },");
     HAS(s, "ffn_hidden_size = 256,");
     HAS(s, "dtype = \"bf16\",");
-    HAS(ms_import_not_modelled(im), "recompute_config.select_recompute_exclude: false (mf.yaml:11): "
-                                    "a setting memsim does not take");
+    HAS(ms_import_not_modelled(im),
+        "recompute_config.select_recompute_exclude: false (mf.yaml:11): "
+        "a setting memsim does not take");
     HAS(ms_import_no_effect(im), "runner_config.gradient_accumulation_steps: 3 (mf.yaml:8): "
                                  "MindFormers does not use it with pipeline stages");
     ms_import_free(im);
@@ -290,8 +296,9 @@ END_TEST
  * error about an imported field names where the field came from. */
 START_TEST(scenario_load_imports)
 {
-    const char *path = write_file("k.sh", "torchrun --nproc_per_node 4 pretrain_gpt.py " MODEL
-                                          " --num-attention-heads 8 --tensor-model-parallel-size 8\n");
+    const char *path =
+        write_file("k.sh", "torchrun --nproc_per_node 4 pretrain_gpt.py " MODEL
+                           " --num-attention-heads 8 --tensor-model-parallel-size 8\n");
     const ms_scenario *sc = NULL;
     ms_diag d = {0};
     ck_assert_int_ne(ms_scenario_load(path, NULL, 0, &sc, &d), MS_OK);

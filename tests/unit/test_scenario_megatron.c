@@ -49,8 +49,8 @@ static void load_bad(const char *const *ov, size_t n, const char *text)
 }
 
 /* The overrides as an array literal and its length. */
-#define OVERRIDES(...)                                                                   \
-    (const char *const[]){"steps=1", __VA_ARGS__},                                       \
+#define OVERRIDES(...)                                                                             \
+    (const char *const[]){"steps=1", __VA_ARGS__},                                                 \
         sizeof((const char *const[]){"steps=1", __VA_ARGS__}) / sizeof(const char *)
 #define LOAD_OK(...) load_ok(OVERRIDES(__VA_ARGS__))
 #define LOAD_BAD(text, ...) load_bad(OVERRIDES(__VA_ARGS__), text)
@@ -140,8 +140,7 @@ END_TEST
  * to one group; without it every head keeps its own K and V. */
 START_TEST(group_query_attention)
 {
-    const ms_scenario *sc =
-        LOAD_OK("model.group_query_attention=true", "model.num_query_groups=8");
+    const ms_scenario *sc = LOAD_OK("model.group_query_attention=true", "model.num_query_groups=8");
     ck_assert_int_eq(sc->model.num_query_groups, 8);
     ms_scenario_free(sc);
     sc = LOAD_OK("model.group_query_attention=true", "parallel.tensor_model_parallel_size=1");
@@ -178,8 +177,8 @@ END_TEST
 
 START_TEST(fp8_format_and_kv_channels)
 {
-    const ms_scenario *sc = LOAD_OK("model.kv_channels=64", "model.fp8_format=hybrid",
-                                    "device=h100-80gb");
+    const ms_scenario *sc =
+        LOAD_OK("model.kv_channels=64", "model.fp8_format=hybrid", "device=h100-80gb");
     ck_assert_int_eq(sc->model.fp8, MS_FP8_HYBRID);
     ms_scenario_free(sc);
     LOAD_BAD("model.kv_channels (128) must be model.hidden_size / model.num_attention_heads",
