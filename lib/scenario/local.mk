@@ -9,10 +9,11 @@ lib_scenario_libms_scenario_la_SOURCES = \
 	lib/scenario/scenario_load.h lib/scenario/scenario_layout.c lib/scenario/scenario_pattern.c \
 	lib/scenario/scenario_recompute.c lib/scenario/scenario_swap.c lib/scenario/memory_config.h \
 	lib/scenario/scenario_settings.c lib/scenario/scenario_megatron.c \
-	lib/scenario/import.h lib/scenario/import.c lib/scenario/import_doc.c \
-	lib/scenario/import_shell.h lib/scenario/import_shell.c lib/scenario/import_expand.c \
-	lib/scenario/import_megatron.c lib/scenario/import_nemo.c lib/scenario/import_tree.c \
-	lib/scenario/import_mindformers.c lib/scenario/import_hf.c
+	lib/scenario/import/import.h lib/scenario/import/import.c lib/scenario/import/import_doc.c \
+	lib/scenario/import/import_shell.h lib/scenario/import/import_shell.c \
+	lib/scenario/import/import_expand.c lib/scenario/import/import_megatron.c \
+	lib/scenario/import/import_nemo.c lib/scenario/import/import_tree.c \
+	lib/scenario/import/import_mindformers.c lib/scenario/import/import_hf.c
 # memsim import reads YAML and JSON through libyaml.
 lib_scenario_libms_scenario_la_LIBADD = $(YAML_LIBS)
 MS_PARTS += lib/scenario/libms_scenario.la

@@ -47,7 +47,7 @@ ms_status scn_apply_overrides(lua_State *L, int idx, const char *const *override
  * before validation. */
 ms_status scn_megatron_resolve(st_value *vals, const char *file, ms_diag *d);
 
-/* A file that is not a scenario, imported (import.c) with the overrides as
+/* A file that is not a scenario, imported (import/import.c) with the overrides as
  * --set; *im stays NULL for a scenario file. */
 ms_status scn_import_text(const char *path, const char *const *sets, size_t n_sets,
                           ms_import **im, ms_diag *d);

@@ -12,7 +12,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "scenario_load.h"
+#include "lib/scenario/scenario_load.h"
 
 /* Scripts and configs are small; a larger file is not one. */
 #define IMPORT_MAX_BYTES (16u << 20)

@@ -1,6 +1,6 @@
 /* memsim import: a training script, a MindFormers or NeMo YAML or a Hugging
  * Face config.json into a scenario file whose fields cite their sources
- * (lib/scenario/import.c); and the line memsim run prints when it is given
+ * (lib/scenario/import/import.c); and the line memsim run prints when it is given
  * one of those files directly (cli/commands.h). */
 #include <errno.h>
 #include <getopt.h>
@@ -8,7 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "commands.h"
+#include "cli/commands.h"
 #include "memsim/scenario.h"
 
 static void usage(FILE *out)

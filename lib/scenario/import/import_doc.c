@@ -12,7 +12,7 @@
 #include <string.h>
 
 #include "lib/base/growable.h"
-#include "scenario_load.h"
+#include "lib/scenario/scenario_load.h"
 
 /* Citations and notes are one line each: long ones are cut. */
 #define LINE_MAX_CHARS 400

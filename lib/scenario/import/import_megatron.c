@@ -17,7 +17,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "scenario_load.h"
+#include "lib/scenario/scenario_load.h"
 
 #define CITE 480
 
