@@ -60,6 +60,9 @@ ms_status imp_render_notes(const imp_doc *doc, imp_note_kind kind, const char *p
                            ms_diag *d);
 size_t imp_note_count(const imp_doc *doc, imp_note_kind kind);
 
+/* Whether s is one of the NULL-terminated list. */
+bool imp_listed(const char *const *list, const char *s);
+
 /* A citation: "what (file:line)" written into buf. */
 const char *imp_cite(char *buf, size_t size, const char *file, int line, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));

@@ -253,6 +253,14 @@ ms_status imp_doc_status(const imp_doc *doc, ms_diag *d)
     return ms_diag_set(d, doc->st, "import: %s", doc->why);
 }
 
+bool imp_listed(const char *const *list, const char *s)
+{
+    for (; *list; list++)
+        if (strcmp(*list, s) == 0)
+            return true;
+    return false;
+}
+
 const char *imp_cite(char *buf, size_t size, const char *file, int line, const char *fmt, ...)
 {
     va_list ap;

@@ -206,13 +206,6 @@ static const char *const quiet[] = {"_name_or_path",
                                     "torch_dtype",
                                     NULL};
 
-static bool listed(const char *const *l, const char *s)
-{
-    for (; *l; l++)
-        if (strcmp(*l, s) == 0)
-            return true;
-    return false;
-}
 
 static void leftovers(hf_ctx *c)
 {
@@ -221,7 +214,7 @@ static void leftovers(hf_ctx *c)
         const char *k = c->root->keys[i];
         const imp_node *v = &c->root->items[i];
         bool null = v->type == IMP_SCALAR && !v->quoted && strcmp(v->text, "null") == 0;
-        if (listed(known, k) || (null && strcmp(k, "sliding_window") == 0))
+        if (imp_listed(known, k) || (null && strcmp(k, "sliding_window") == 0))
             continue;
         cite_key(c, cite, sizeof cite, k);
         if (strcmp(k, "torch_dtype") == 0)
@@ -240,10 +233,10 @@ static void leftovers(hf_ctx *c)
             imp_note(c->doc, IMP_NOT_MODELLED, "%s: memsim's head size is hidden / heads", cite);
         else
             imp_note(c->doc,
-                     listed(quiet, k) || strcmp(k, "sliding_window") == 0 ? IMP_NO_EFFECT
+                     imp_listed(quiet, k) || strcmp(k, "sliding_window") == 0 ? IMP_NO_EFFECT
                                                                           : IMP_NOT_MODELLED,
                      "%s%s", cite,
-                     listed(quiet, k) || strcmp(k, "sliding_window") == 0
+                     imp_listed(quiet, k) || strcmp(k, "sliding_window") == 0
                          ? ""
                          : ": not a key memsim import knows");
     }

@@ -146,10 +146,10 @@ static void fn_impl(imp_megatron *mg, const char *v, const char *cite)
 {
     mg->impl_local = v != NULL && strcmp(v, "local") == 0;
     keep(mg->impl_cite, sizeof mg->impl_cite, cite);
-    imp_note(mg->doc, IMP_NOT_MODELLED,
-             "%s: the implementation's kernel fusions (memsim costs "
-             "each op of its model on its own)",
-             cite);
+    imp_note(
+        mg->doc, IMP_NOT_MODELLED,
+        "%s: the implementation's kernel fusions (memsim costs each op of its model on its own)",
+        cite);
 }
 
 static void fn_groups(imp_megatron *mg, const char *v, const char *cite)
@@ -239,27 +239,18 @@ static const arg_rule rules[] = {
     {"smart_swap", A_POLICY, "smart_swap", NULL},
     {"adaptive_memory_optimization", A_POLICY, "adaptive_memory", NULL},
     {"step_batch_size_schedule", A_NOT,
-     "a batch-size ramp-up: the scenario runs the final "
-     "global batch size",
-     NULL},
+     "a batch-size ramp-up: the scenario runs the final global batch size", NULL},
     {"rampup_batch_size", A_NOT,
-     "a batch-size ramp-up: the scenario runs the final global "
-     "batch size",
-     NULL},
+     "a batch-size ramp-up: the scenario runs the final global batch size", NULL},
     {"no_gradient_accumulation_fusion", A_NOT,
-     "weight grads into a temporary, then added to "
-     "the main grad (memsim accumulates in the GEMM)",
+     "weight grads into a temporary, then added to the main grad (memsim accumulates in the GEMM)",
      NULL},
     {"use_fused_swiglu", A_NOT, "SwiGLU as one kernel (memsim: SiLU and the product)", NULL},
     {"use_mc2", A_NOT, "MC2, the matmul fused with its TP collective", NULL},
     {"no_masked_softmax_fusion", A_UNFUSED,
-     "the softmax kernels of attention without flash "
-     "attention",
-     NULL},
+     "the softmax kernels of attention without flash attention", NULL},
     {"attention_softmax_in_fp32", A_UNFUSED,
-     "the softmax dtype of attention without flash "
-     "attention",
-     NULL},
+     "the softmax dtype of attention without flash attention", NULL},
     {"cross_entropy_loss_fusion", A_NOT, "the fused cross entropy's kernels and memory", NULL},
     {"empty_unused_memory_level", A_NOT, "torch.cuda.empty_cache() calls in each step", NULL},
     {"fp8_param_gather", A_NOT, "FP8 parameter all-gathers", NULL},
@@ -272,9 +263,7 @@ static const arg_rule rules[] = {
     {"recompute_activation_function*", A_NOT, "MindSpeed's recompute of the MLP activation", NULL},
     {"qk_layernorm", A_NOT, "norms of the queries and keys", NULL},
     {"use_fused_rmsnorm", A_NO_EFFECT, "memsim costs a norm as one kernel", NULL},
-    {"use_fused_rotary_pos_emb", A_NO_EFFECT,
-     "memsim costs the rotary embedding as one "
-     "kernel",
+    {"use_fused_rotary_pos_emb", A_NO_EFFECT, "memsim costs the rotary embedding as one kernel",
      NULL},
     {"apply_layernorm_1p", A_NO_EFFECT, "a norm's weight offset", NULL},
     {"use_mcore_models", A_NO_EFFECT, "memsim's gpt model is Megatron-core's", NULL},
@@ -430,8 +419,7 @@ ms_status imp_megatron_status(const imp_megatron *mg, ms_diag *d)
 static void megatron_defaults(imp_megatron *mg)
 {
     DEFAULT("model.arch", imp_set_str, "gpt",
-            "Megatron-core's GPTModel (fused QKV; Megatron-core "
-            "op names)");
+            "Megatron-core's GPTModel (fused QKV; Megatron-core op names)");
     DEFAULT("model.normalization", imp_set_str, "LayerNorm", "Megatron's default --normalization");
     DEFAULT("model.swiglu", imp_set_bool, false, "Megatron's default (no --swiglu)");
     DEFAULT("model.position_embedding_type", imp_set_str, "learned_absolute",
@@ -479,9 +467,7 @@ static void attention_shape(imp_megatron *mg)
         set_field(mg, "model.num_query_groups", mg->groups, mg->groups_cite);
     else if (mg->groups[0])
         imp_note(mg->doc, IMP_NO_EFFECT,
-                 "%s: without --group-query-attention Megatron does not "
-                 "use it",
-                 mg->groups_cite);
+                 "%s: without --group-query-attention Megatron does not use it", mg->groups_cite);
     if (!mg->kv[0])
         return;
     if (imp_get_int(mg->doc, "model.hidden_size", &h) &&
@@ -507,8 +493,8 @@ static void attention_kernel(imp_megatron *mg)
         imp_set_bool(mg->doc, "model.use_flash_attn", false, mg->impl_cite);
     } else if (mg->flavour != IMP_NEMO) {
         imp_set_bool(mg->doc, "model.use_flash_attn", true,
-                     "Megatron-core's default: "
-                     "--transformer-impl transformer_engine, --attention-backend auto");
+                     "Megatron-core's default: --transformer-impl transformer_engine, "
+                     "--attention-backend auto");
     }
 }
 
@@ -558,8 +544,8 @@ static void world(imp_megatron *mg)
         imp_set_int(mg->doc, "parallel.world_size", mg->world, mg->world_cite);
     else
         imp_note(mg->doc, IMP_NOT_MODELLED,
-                 "the number of devices was not found: the scenario "
-                 "has no data parallelism (world size = TP x PP x CP)");
+                 "the number of devices was not found: the scenario has no data parallelism (world "
+                 "size = TP x PP x CP)");
 }
 
 /* Megatron turns sequence parallelism off without tensor parallelism. */
@@ -675,9 +661,8 @@ static void launcher(imp_megatron *mg, const imp_source *src, const imp_command 
     if ((p && (*p == '\0' || *e1 != '\0')) || (n && (*n == '\0' || *e2 != '\0')) || per < 1 ||
         count < 1) {
         imp_note(mg->doc, IMP_NOT_MODELLED,
-                 "line %d: the launcher's device count (%s x %s) is "
-                 "not a number",
-                 c->line, p ? p : "1", n ? n : "1");
+                 "line %d: the launcher's device count (%s x %s) is not a number", c->line,
+                 p ? p : "1", n ? n : "1");
         return;
     }
     snprintf(a, sizeof a, "%s",
@@ -717,9 +702,7 @@ static void arguments(imp_megatron *mg, const imp_source *src, const imp_command
         arg_cite(cite, sizeof cite, src, &shown, value, vw);
         if (w->unknown || (vw && vw->unknown))
             imp_note(mg->doc, IMP_NOT_MODELLED,
-                     "%s: its value comes from a command memsim "
-                     "import does not run",
-                     cite);
+                     "%s: its value comes from a command memsim import does not run", cite);
         else
             imp_megatron_arg(mg, name, value, cite);
     }
@@ -771,10 +754,10 @@ ms_status imp_read_megatron(const imp_source *src, imp_doc *doc, ms_diag *d)
     arguments(mg, src, &c, k < c.n ? k + 1 : 0);
     environment(doc, src, &c, fl);
     imp_set_str(doc, "device", fl == IMP_MINDSPEED ? "ascend-910b" : "h100-80gb",
-                fl == IMP_MINDSPEED ? "not in the script: MindSpeed-LLM trains on Ascend NPUs "
-                                      "(memsim import --device NAME for another)"
-                                    : "not in the script (memsim import --device NAME for "
-                                      "another)");
+                fl == IMP_MINDSPEED
+                    ? "not in the script: MindSpeed-LLM trains on Ascend NPUs (memsim import "
+                      "--device NAME for another)"
+                    : "not in the script (memsim import --device NAME for another)");
     imp_megatron_finish(mg);
     st = imp_megatron_status(mg, d);
     imp_megatron_free(mg);

@@ -388,14 +388,6 @@ static const char *unmodelled_why(const char *path)
     return NULL;
 }
 
-static bool listed(const char *const *list, const char *path)
-{
-    for (; *list; list++)
-        if (strcmp(*list, path) == 0)
-            return true;
-    return false;
-}
-
 /* Every leaf key (a section's keys one level down for the sections memsim
  * reads) neither used nor quiet is a note. */
 static void leftovers(mf_ctx *c, const imp_node *n, const char *prefix, int depth)
@@ -404,10 +396,10 @@ static void leftovers(mf_ctx *c, const imp_node *n, const char *prefix, int dept
     for (size_t i = 0; n->type == IMP_MAP && i < n->n; i++) {
         snprintf(path, sizeof path, "%s%s%s", prefix, prefix[0] ? "." : "", n->keys[i]);
         const imp_node *v = &n->items[i];
-        if (listed(used, path))
+        if (imp_listed(used, path))
             continue;
         const char *why = unmodelled_why(path);
-        bool q = listed(quiet, path) || moot(c, path);
+        bool q = imp_listed(quiet, path) || moot(c, path);
         if (v->type == IMP_MAP && depth < 2 && !q && why == NULL) {
             leftovers(c, v, path, depth + 1);
             continue;

@@ -111,27 +111,20 @@ static const char *const quiet[] = {"mcore_gpt",
                                     "deterministic_mode",
                                     NULL};
 
-static bool listed(const char *const *l, const char *s)
-{
-    for (; *l; l++)
-        if (strcmp(*l, s) == 0)
-            return true;
-    return false;
-}
 
 static void model_key(nemo_ctx *c, const char *key, const imp_node *v)
 {
     char path[160], cite[CITE];
     snprintf(path, sizeof path, "model.%s", key);
     cite_of(c, cite, sizeof cite, path, v);
-    if (is_null(v) || listed(quiet, key))
+    if (is_null(v) || imp_listed(quiet, key))
         return; /* null: not given; quiet ones are noted by the caller */
     if (strncmp(key, "activations_checkpoint_", 23) == 0 && strcmp(key + 23, "granularity") != 0 &&
         is_null(imp_tree_get(c->root, "model.activations_checkpoint_granularity"))) {
         imp_note(c->doc, IMP_NO_EFFECT, "%s: no activations_checkpoint_granularity", cite);
         return;
     }
-    if (listed(fusions, key)) {
+    if (imp_listed(fusions, key)) {
         imp_note(c->doc, IMP_NOT_MODELLED, "%s: a kernel fusion", cite);
         return;
     }
@@ -161,7 +154,7 @@ static void quiet_notes(nemo_ctx *c, const imp_node *model)
 {
     char path[160], cite[CITE];
     for (size_t i = 0; i < model->n; i++)
-        if (listed(quiet, model->keys[i]) && !is_null(&model->items[i]) &&
+        if (imp_listed(quiet, model->keys[i]) && !is_null(&model->items[i]) &&
             strcmp(model->keys[i], "optim") != 0 && strcmp(model->keys[i], "tokenizer") != 0) {
             snprintf(path, sizeof path, "model.%s", model->keys[i]);
             imp_note(c->doc, IMP_NO_EFFECT, "%s",
