@@ -399,39 +399,49 @@ static void put_param_op(xp *x, const char *name, const char *idx, const char *o
 }
 
 /* ${...}: s is what is between the braces. */
-static void put_param(xp *x, const char *s)
+/* The NAME and [INDEX] a ${...} starts with; the rest, or NULL when it is
+ * not one memsim reads. */
+static const char *param_name(const char *p, char *name, size_t nsize, char *idx, size_t isize)
 {
-    char name[128], idx[64] = "";
-    bool length = s[0] == '#' && s[1] != '\0';
-    const char *p = s + length;
     size_t n = 0;
-    while ((isalnum((unsigned char)p[n]) || p[n] == '_') && n + 1 < sizeof name)
+    while ((isalnum((unsigned char)p[n]) || p[n] == '_') && n + 1 < nsize)
         n++;
     memcpy(name, p, n);
     name[n] = '\0';
     p += n;
-    if (*p == '[') {
-        const char *close = strchr(p, ']');
-        size_t m = close ? (size_t)(close - p - 1) : 0;
-        if (close == NULL || m >= sizeof idx) {
-            put_unknown(x, s, strlen(s));
-            return;
-        }
-        memcpy(idx, p + 1, m);
-        idx[m] = '\0';
-        p = close + 1;
-    }
-    const sh_var *v = sh_get(x->e, name);
-    if (length) {
-        char num[32];
-        snprintf(num, sizeof num, "%zu",
-                 v == NULL                        ? 0
-                 : idx[0] == '@' || idx[0] == '*' ? v->n
-                 : v->n                           ? v->items[0].n
-                                                  : 0);
-        x->ok = x->ok && put_str(x->out, num, x->line, 0);
+    idx[0] = '\0';
+    if (*p != '[')
+        return p;
+    const char *close = strchr(p, ']');
+    size_t m = close ? (size_t)(close - p - 1) : 0;
+    if (close == NULL || m >= isize)
+        return NULL;
+    memcpy(idx, p + 1, m);
+    idx[m] = '\0';
+    return close + 1;
+}
+
+/* ${#NAME}, ${#NAME[@]}: a length. */
+static void put_length(xp *x, const sh_var *v, const char *idx)
+{
+    char num[32];
+    bool all = idx[0] == '@' || idx[0] == '*';
+    snprintf(num, sizeof num, "%zu", v == NULL ? 0 : all ? v->n : v->n ? v->items[0].n : 0);
+    x->ok = x->ok && put_str(x->out, num, x->line, 0);
+}
+
+/* ${...}: s is what is between the braces. */
+static void put_param(xp *x, const char *s)
+{
+    char name[128], idx[64];
+    bool length = s[0] == '#' && s[1] != '\0';
+    const char *p = param_name(s + length, name, sizeof name, idx, sizeof idx);
+    if (p == NULL) {
+        put_unknown(x, s, strlen(s));
+    } else if (length) {
+        put_length(x, sh_get(x->e, name), idx);
     } else if (*p == '\0') {
-        put_items(x, v, idx[0] ? idx : NULL);
+        put_items(x, sh_get(x->e, name), idx[0] ? idx : NULL);
     } else if (strchr("-=+?", p[*p == ':']) != NULL && (*p != ':' || p[1] != '\0')) {
         char op[3] = {p[0], p[0] == ':' ? p[1] : '\0', '\0'};
         put_param_op(x, name, idx[0] ? idx : NULL, op, p + strlen(op));
@@ -459,27 +469,33 @@ static size_t put_arith(xp *x, const char *s, size_t i, size_t end)
     return end;
 }
 
+/* $( ), $(( )), ${ } at s[i]: the index after the group. */
+static size_t put_group(xp *x, const char *s, size_t len, size_t i)
+{
+    int lines = 0;
+    char c = s[i + 1];
+    size_t end = skip_group(s, len, i + 1, c, c == '(' ? ')' : '}', &lines);
+    if (c == '(' && i + 2 < len && s[i + 2] == '(') {
+        put_arith(x, s, i, end);
+    } else if (c == '(') {
+        put_unknown(x, s + i, end - i);
+    } else {
+        char *body = strndup(s + i + 2, end > i + 3 ? end - i - 3 : 0);
+        x->ok = x->ok && body != NULL;
+        if (x->ok)
+            put_param(x, body);
+        free(body);
+    }
+    x->line += lines;
+    return end;
+}
+
 /* s[i] is '$'; returns the index after what it expands. */
 static size_t put_dollar(xp *x, const char *s, size_t len, size_t i)
 {
-    int lines = 0;
     char c = i + 1 < len ? s[i + 1] : '\0';
-    if (c == '(' || c == '{') {
-        size_t end = skip_group(s, len, i + 1, c, c == '(' ? ')' : '}', &lines);
-        if (c == '(' && i + 2 < len && s[i + 2] == '(')
-            put_arith(x, s, i, end);
-        else if (c == '(')
-            put_unknown(x, s + i, end - i);
-        else {
-            char *body = strndup(s + i + 2, end > i + 3 ? end - i - 3 : 0);
-            x->ok = x->ok && body != NULL;
-            if (x->ok)
-                put_param(x, body);
-            free(body);
-        }
-        x->line += lines;
-        return end;
-    }
+    if (c == '(' || c == '{')
+        return put_group(x, s, len, i);
     size_t n = 0;
     while (i + 1 + n < len && (isalnum((unsigned char)s[i + 1 + n]) || s[i + 1 + n] == '_') &&
            !(n == 0 && isdigit((unsigned char)s[i + 1])))

@@ -87,6 +87,8 @@ static void shape(hf_ctx *c)
                 "(--make-vocab-size-divisible-by 1, as MindSpeed-LLM's llama2 scripts)");
 }
 
+static void weights(hf_ctx *c);
+
 static void kinds(hf_ctx *c)
 {
     char cite[CITE];
@@ -99,19 +101,30 @@ static void kinds(hf_ctx *c)
                  cite_key(c, cite, sizeof cite, which(c, "hidden_act", "activation_function")));
     imp_set_str(c->doc, "model.position_embedding_type", c->gpt2 ? "learned_absolute" : "rope",
                 c->gpt2 ? "GPT-2's learned positions" : "rotary positions (rope_theta)");
-    /* LlamaConfig and its kin default to untied embeddings, GPT2Config to
-     * tied ones. */
+    double drop = 0;
+    if (imp_scalar_num(imp_tree_get(c->root, "attention_dropout"), &drop))
+        imp_set_num(c->doc, "model.attention_dropout", drop,
+                    cite_key(c, cite, sizeof cite, "attention_dropout"));
+    weights(c);
+}
+
+/* Tied embeddings and biases: LlamaConfig and its kin default to untied
+ * embeddings and no biases, GPT2Config to tied ones and biases. */
+static void weights(hf_ctx *c)
+{
+    char cite[CITE];
     bool tied = bool_of(c, "tie_word_embeddings", c->gpt2);
     imp_set_bool(c->doc, "model.untie_embeddings_and_output_weights", !tied,
                  imp_tree_get(c->root, "tie_word_embeddings")
                      ? cite_key(c, cite, sizeof cite, "tie_word_embeddings")
                  : c->gpt2 ? "tie_word_embeddings absent: GPT2Config ties them"
                            : "tie_word_embeddings absent: LlamaConfig does not tie them");
-    bool bias = c->gpt2 || (bool_of(c, "attention_bias", false) && bool_of(c, "mlp_bias", false));
+    bool attn = bool_of(c, "attention_bias", false), mlp = bool_of(c, "mlp_bias", false);
+    bool bias = c->gpt2 || (attn && mlp);
     imp_set_bool(c->doc, "model.disable_bias_linear", !bias,
                  c->gpt2 ? "GPT-2's linear layers have biases"
                          : "attention_bias and mlp_bias (false when absent)");
-    if (!c->gpt2 && bias != (bool_of(c, "attention_bias", false) || bool_of(c, "mlp_bias", false)))
+    if (!c->gpt2 && bias != (attn || mlp))
         imp_note(c->doc, IMP_NOT_MODELLED,
                  "attention_bias / mlp_bias: biases on some linear "
                  "layers only");
@@ -119,10 +132,6 @@ static void kinds(hf_ctx *c)
     if (t != NULL && t->type == IMP_SCALAR && strncmp(t->text, "qwen2", 5) == 0)
         imp_note(c->doc, IMP_NOT_MODELLED, "%s: Qwen2's biases on Q, K and V",
                  cite_key(c, cite, sizeof cite, "model_type"));
-    double drop = 0;
-    if (imp_scalar_num(imp_tree_get(c->root, "attention_dropout"), &drop))
-        imp_set_num(c->doc, "model.attention_dropout", drop,
-                    cite_key(c, cite, sizeof cite, "attention_dropout"));
 }
 
 static void experts(hf_ctx *c)
@@ -206,7 +215,6 @@ static const char *const quiet[] = {"_name_or_path",
                                     "torch_dtype",
                                     NULL};
 
-
 static void leftovers(hf_ctx *c)
 {
     char cite[CITE];
@@ -234,7 +242,7 @@ static void leftovers(hf_ctx *c)
         else
             imp_note(c->doc,
                      imp_listed(quiet, k) || strcmp(k, "sliding_window") == 0 ? IMP_NO_EFFECT
-                                                                          : IMP_NOT_MODELLED,
+                                                                              : IMP_NOT_MODELLED,
                      "%s%s", cite,
                      imp_listed(quiet, k) || strcmp(k, "sliding_window") == 0
                          ? ""

@@ -111,40 +111,52 @@ static const char *const quiet[] = {"mcore_gpt",
                                     "deterministic_mode",
                                     NULL};
 
+/* A key NeMo spells its own way, to Megatron's argument; false if none. */
+static bool renamed(nemo_ctx *c, const char *key, const char *value, const char *cite)
+{
+    for (size_t i = 0; i < sizeof renames / sizeof renames[0]; i++) {
+        if (strcmp(renames[i].nemo, key) != 0)
+            continue;
+        if (renames[i].value_from == NULL || strcasecmp(renames[i].value_from, value) == 0) {
+            imp_megatron_arg(c->mg, renames[i].megatron,
+                             renames[i].value_from ? renames[i].value_to : value, cite);
+            return true;
+        }
+    }
+    return false;
+}
+
+/* What model.KEY cannot say: why, or NULL when it goes to the reader. */
+static const char *unsaid(const nemo_ctx *c, const char *key, const imp_node *v,
+                          imp_note_kind *kind)
+{
+    *kind = IMP_NOT_MODELLED;
+    if (strncmp(key, "activations_checkpoint_", 23) == 0 && strcmp(key + 23, "granularity") != 0 &&
+        is_null(imp_tree_get(c->root, "model.activations_checkpoint_granularity"))) {
+        *kind = IMP_NO_EFFECT;
+        return "no activations_checkpoint_granularity";
+    }
+    if (imp_listed(fusions, key))
+        return "a kernel fusion";
+    if (v->type != IMP_SCALAR)
+        return "not a key memsim import knows";
+    return NULL;
+}
 
 static void model_key(nemo_ctx *c, const char *key, const imp_node *v)
 {
     char path[160], cite[CITE];
+    imp_note_kind kind;
     snprintf(path, sizeof path, "model.%s", key);
     cite_of(c, cite, sizeof cite, path, v);
     if (is_null(v) || imp_listed(quiet, key))
         return; /* null: not given; quiet ones are noted by the caller */
-    if (strncmp(key, "activations_checkpoint_", 23) == 0 && strcmp(key + 23, "granularity") != 0 &&
-        is_null(imp_tree_get(c->root, "model.activations_checkpoint_granularity"))) {
-        imp_note(c->doc, IMP_NO_EFFECT, "%s: no activations_checkpoint_granularity", cite);
+    const char *why = unsaid(c, key, v, &kind);
+    if (why != NULL)
+        imp_note(c->doc, kind, "%s: %s", cite, why);
+    else if (renamed(c, key, v->text, cite))
         return;
-    }
-    if (imp_listed(fusions, key)) {
-        imp_note(c->doc, IMP_NOT_MODELLED, "%s: a kernel fusion", cite);
-        return;
-    }
-    if (v->type != IMP_SCALAR) {
-        imp_note(c->doc, IMP_NOT_MODELLED, "%s: not a key memsim import knows", cite);
-        return;
-    }
-    for (size_t i = 0; i < sizeof renames / sizeof renames[0]; i++) {
-        if (strcmp(renames[i].nemo, key) != 0)
-            continue;
-        if (renames[i].value_from == NULL) {
-            imp_megatron_arg(c->mg, renames[i].megatron, v->text, cite);
-            return;
-        }
-        if (strcasecmp(renames[i].value_from, v->text) == 0) {
-            imp_megatron_arg(c->mg, renames[i].megatron, renames[i].value_to, cite);
-            return;
-        }
-    }
-    if (strcmp(key, "activation") == 0 || strcmp(key, "bias") == 0)
+    else if (strcmp(key, "activation") == 0 || strcmp(key, "bias") == 0)
         imp_note(c->doc, IMP_NOT_MODELLED, "%s: a value memsim does not model", cite);
     else
         imp_megatron_arg(c->mg, key, v->text, cite);

@@ -127,6 +127,27 @@ static ms_status parse_error(const imp_source *src, const yaml_parser_t *p, ms_d
                        p->context ? " " : "", p->context ? p->context : "");
 }
 
+/* The loaded document's top mapping into a new tree. */
+static ms_status copy_document(const imp_source *src, yaml_document_t *doc, imp_node **root,
+                               ms_diag *d)
+{
+    yaml_node_t *top = yaml_document_get_root_node(doc);
+    if (top == NULL || top->type != YAML_MAPPING_NODE)
+        return ms_diag_set(d, MS_EINVAL,
+                           "%s: expected a mapping of keys at the top (a config), "
+                           "got %s",
+                           src->path, top == NULL ? "an empty file" : "a single value or a list");
+    imp_node *n = calloc(1, sizeof *n);
+    tree_ctx t = {doc, src->path, TREE_NODES, d};
+    ms_status st = n == NULL ? ms_diag_set(d, MS_ENOMEM, "%s: out of memory", src->path)
+                             : copy_node(&t, top, n, 0);
+    if (st != MS_OK)
+        imp_tree_free(n);
+    else
+        *root = n;
+    return st;
+}
+
 ms_status imp_tree_parse(const imp_source *src, imp_node **root, ms_diag *d)
 {
     yaml_parser_t parser;
@@ -135,33 +156,14 @@ ms_status imp_tree_parse(const imp_source *src, imp_node **root, ms_diag *d)
     if (!yaml_parser_initialize(&parser))
         return ms_diag_set(d, MS_ENOMEM, "%s: out of memory", src->path);
     yaml_parser_set_input_string(&parser, (const unsigned char *)src->text, src->len);
-    ms_status st = MS_OK;
+    ms_status st;
     if (!yaml_parser_load(&parser, &doc)) {
         st = parse_error(src, &parser, d);
-        yaml_parser_delete(&parser);
-        return st;
+    } else {
+        st = copy_document(src, &doc, root, d);
+        yaml_document_delete(&doc);
     }
-    yaml_node_t *top = yaml_document_get_root_node(&doc);
-    imp_node *n = calloc(1, sizeof *n);
-    tree_ctx t = {&doc, src->path, TREE_NODES, d};
-    if (n == NULL)
-        st = ms_diag_set(d, MS_ENOMEM, "%s: out of memory", src->path);
-    else if (top == NULL || top->type != YAML_MAPPING_NODE)
-        st = ms_diag_set(d, MS_EINVAL,
-                         "%s: expected a mapping of keys at the top (a config), "
-                         "got %s",
-                         src->path,
-                         top == NULL ? "an empty file"
-                                     : "a single value "
-                                       "or a list");
-    else
-        st = copy_node(&t, top, n, 0);
-    yaml_document_delete(&doc);
     yaml_parser_delete(&parser);
-    if (st != MS_OK)
-        imp_tree_free(n);
-    else
-        *root = n;
     return st;
 }
 
