@@ -29,6 +29,11 @@ int cli_calibrate(int argc, char **argv); /* cli/calibrate.c */
 int cli_validate(int argc, char **argv);  /* cli/validate.c */
 int cli_profile_torch(int argc, char **argv); /* cli/profile_torch.c */
 int cli_reproduce(int argc, char **argv);     /* cli/reproduce.c */
+int cli_import(int argc, char **argv);        /* cli/import/import.c */
+
+/* memsim run given a script or config (cli/import/import.c): what memsim does not
+ * model of it, on stderr; nothing for a scenario file. */
+void cli_import_note(const char *path, const char *const *sets, size_t n_sets);
 
 /* ---- cli/suggest.c: what ships, and "did you mean" -------------------- */
 

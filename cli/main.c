@@ -19,6 +19,7 @@ static void usage(FILE *out)
             "       memsim validate TABLE.csv... [--fit PARAMS] [--out FILE]\n"
             "       memsim profile-torch PROFILE.csv --policy P [--out FILE]\n"
             "       memsim reproduce [--out DIR] [--doc FILE] [--quick] [--quiet]\n"
+            "       memsim import SCRIPT.sh|CONFIG.yaml|config.json [--out FILE] [--set K=V]...\n"
             "       memsim --help | --version\n"
             "\n"
             "run      simulate training steps of a scenario file (scenarios/*.lua) under a\n"
@@ -33,6 +34,8 @@ static void usage(FILE *out)
             "profile-torch  a policy's plan on a step measured in PyTorch (docs/torch.md)\n"
             "reproduce  every seed configuration with a published figure, into\n"
             "         results/reference/*.csv and the seed comparison table\n"
+            "import   a Megatron-LM/MindSpeed script, a MindFormers or NeMo YAML or a\n"
+            "         Hugging Face config.json into a scenario citing each field's source\n"
             "\n"
             "memsim COMMAND --help shows each command's options and examples; man memsim\n"
             "has them all.\n"
@@ -50,7 +53,7 @@ int main(int argc, char **argv)
         {"run", cli_run},       {"compare", cli_compare}, {"sweep", cli_sweep},
         {"replay", cli_replay}, {"list", cli_list},       {"calibrate", cli_calibrate},
         {"validate", cli_validate}, {"profile-torch", cli_profile_torch},
-        {"reproduce", cli_reproduce},
+        {"reproduce", cli_reproduce}, {"import", cli_import},
     };
     if (argc < 2) {
         usage(stderr);

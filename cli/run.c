@@ -470,6 +470,8 @@ int cli_run(int argc, char **argv)
     if (rc != 0)
         return rc < 0 ? CLI_OK : rc;
     int n = a.n_policies ? a.n_policies : 1;
+    if (!a.quiet) /* a script or config given directly: what it leaves out */
+        cli_import_note(a.scenario, a.sets, (size_t)a.n_sets);
     run_state rs = {0};
     cli_outcome last = {0};
     ms_diag d = {0};

@@ -74,6 +74,17 @@ check_PROGRAMS += tests/unit/test_scenario tests/unit/test_workload tests/unit/t
 tests_unit_test_scenario_SOURCES = tests/unit/test_scenario.c
 tests_unit_test_scenario_CFLAGS = $(TEST_CFLAGS)
 tests_unit_test_scenario_LDADD = lib/scenario/libms_scenario.la lib/base/libms_base.la $(TEST_LIBS)
+# Megatron-LM's argument names in a scenario (issue 38).
+check_PROGRAMS += tests/unit/test_scenario_megatron
+tests_unit_test_scenario_megatron_SOURCES = tests/unit/test_scenario_megatron.c
+tests_unit_test_scenario_megatron_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_scenario_megatron_LDADD = lib/workload/libms_workload.la lib/scenario/libms_scenario.la \
+	lib/base/libms_base.la $(TEST_LIBS)
+# memsim import's readers (issue 38); tests/import.sh runs real scripts and configs.
+check_PROGRAMS += tests/unit/test_import
+tests_unit_test_import_SOURCES = tests/unit/test_import.c
+tests_unit_test_import_CFLAGS = $(TEST_CFLAGS)
+tests_unit_test_import_LDADD = lib/scenario/libms_scenario.la lib/base/libms_base.la $(TEST_LIBS)
 WORKLOAD_TEST_LIBS = lib/workload/libms_workload.la lib/scenario/libms_scenario.la \
 	lib/base/libms_base.la $(TEST_LIBS)
 tests_unit_test_workload_SOURCES = tests/unit/test_workload.c
@@ -238,6 +249,10 @@ check-optimal-70b: memsim$(EXEEXT)
 # Detail over report.max_bytes, and a run's progress on stderr (issue 13).
 TESTS += tests/report_limit.sh
 EXTRA_DIST += tests/report_limit.sh
+# memsim import on real public training scripts and configs, each run beside
+# the same job written by hand (issue 38).
+TESTS += tests/import.sh
+EXTRA_DIST += tests/import.sh
 # Every example command of README.md, docs/, bench/README.md, --help and the
 # man page runs (fewer steps; tests/docs_examples.sh says what it changes).
 TESTS += tests/docs_examples.sh

@@ -72,6 +72,9 @@ typedef struct ms_model_config {
     int moe_router_topk;       /* --moe-router-topk */
     int moe_ffn_hidden_size;   /* --moe-ffn-hidden-size (0: ffn_hidden_size) */
     double moe_capacity_factor;/* --moe-expert-capacity-factor (0: no dropping, top-k x tokens) */
+    /* --max-position-embeddings: the rows of the learned absolute position
+     * table (no effect with rope); 0 (a config built by hand): seq_length. */
+    int max_position_embeddings;
 } ms_model_config;
 
 typedef struct ms_parallel_config {
@@ -167,6 +170,49 @@ MS_API ms_status ms_scenario_free(const ms_scenario *sc);
  * "model.seq_length", ...): key i of ms_scenario_key_count() into buf. */
 MS_API size_t ms_scenario_key_count(void);
 MS_API ms_status ms_scenario_key(size_t i, char *buf, size_t n);
+
+/* ---- formats users already have (docs/scenario-format.md, "Importing") ----
+ *
+ * A Megatron-LM or MindSpeed-LLM training script or command line, a
+ * MindFormers or NeMo YAML, a Hugging Face config.json, read into a scenario
+ * file whose every field cites the argument or key it came from, with what
+ * could not be expressed listed.  ms_scenario_load reads these formats too
+ * (with its overrides as --set), so memsim run takes them directly. */
+typedef enum ms_import_format {
+    MS_IMPORT_AUTO = 0, /* from the file's name and first bytes */
+    MS_IMPORT_SCENARIO, /* a scenario file (Lua): nothing to import */
+    MS_IMPORT_MEGATRON, /* a Megatron-LM / MindSpeed-LLM script or command line */
+    MS_IMPORT_YAML,     /* a MindFormers or NeMo YAML (told apart by its keys) */
+    MS_IMPORT_HF,       /* a Hugging Face config.json */
+} ms_import_format;
+
+typedef struct ms_import_options {
+    ms_import_format format;
+    const char *device;     /* NULL: the framework's usual device */
+    const char *const *env; /* NAME=VALUE: a script's starting environment */
+    size_t n_env;
+    const char *const *sets; /* KEY=VALUE: scenario fields, cited as --set */
+    size_t n_sets;
+} ms_import_options;
+
+typedef struct ms_import ms_import;
+
+/* The format of the file at path: by its name (.lua, .sh, .yaml/.yml,
+ * .json), else by its first bytes. */
+MS_API ms_status ms_import_detect(const char *path, ms_import_format *fmt, ms_diag *d);
+/* Read path into a scenario.  Errors name the file, the line or key, and
+ * what was expected. */
+MS_API ms_status ms_import_read(const char *path, const ms_import_options *opt, ms_import **out,
+                                ms_diag *d);
+/* The scenario file's text (Lua), comments citing each field's source. */
+MS_API const char *ms_import_scenario(const ms_import *im);
+/* What was not expressed, a line each ("" when nothing): what memsim does
+ * not model, and what has no effect on memory or step time. */
+MS_API const char *ms_import_not_modelled(const ms_import *im);
+MS_API const char *ms_import_no_effect(const ms_import *im);
+/* "a Megatron-LM training script", "a MindFormers configuration", ... */
+MS_API const char *ms_import_kind(const ms_import *im);
+MS_API ms_status ms_import_free(ms_import *im);
 
 /* Load one device file into spec. */
 MS_API ms_status ms_device_load(const char *path, ms_device_spec *spec, ms_diag *d);

@@ -427,6 +427,23 @@ ms_status base_sandbox_pcall(ms_sandbox *sb, int nargs, int nresults, ms_diag *d
     return run_protected(sb, nargs, nresults, d);
 }
 
+ms_status base_sandbox_dostring(ms_sandbox *sb, const char *name, const char *text, size_t len,
+                                int nresults, ms_diag *d)
+{
+    if (sb == NULL || name == NULL || text == NULL)
+        return MS_EINVAL;
+    if (sb->depth == 0) {
+        start_budget(sb);
+        snprintf(sb->where, sizeof sb->where, "%s", name);
+    }
+    char chunk[4200];
+    snprintf(chunk, sizeof chunk, "@%s", name); /* messages say "name:line:" */
+    int rc = luaL_loadbufferx(sb->L, text, len, chunk, "t");
+    if (rc != LUA_OK)
+        return error_status(sb, rc, d);
+    return run_protected(sb, 0, nresults, d);
+}
+
 ms_status base_sandbox_dofile(ms_sandbox *sb, const char *path, int nresults, ms_diag *d)
 {
     if (sb == NULL || path == NULL)

@@ -34,6 +34,9 @@ ms_status base_sandbox_set_require_dir(ms_sandbox *sb, const char *dir);
  * MS_ENOENT (cannot open), MS_EPARSE (syntax), MS_ESCRIPT (runtime error),
  * MS_ELIMIT (instruction budget or heap cap). */
 ms_status base_sandbox_dofile(ms_sandbox *sb, const char *path, int nresults, ms_diag *d);
+/* The same for a text chunk held in memory; errors name it `name`. */
+ms_status base_sandbox_dostring(ms_sandbox *sb, const char *name, const char *text, size_t len,
+                                int nresults, ms_diag *d);
 /* Call the function below nargs arguments on the stack, under a fresh
  * instruction budget; on error nothing is left on the stack. */
 ms_status base_sandbox_pcall(ms_sandbox *sb, int nargs, int nresults, ms_diag *d);

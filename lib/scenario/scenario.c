@@ -45,6 +45,16 @@ static const st_field fields[SC_COUNT] = {
     [SC_MOE_FFN] = {"model", "moe_ffn_hidden_size", ST_INT},
     [SC_MOE_CAP] = {"model", "moe_expert_capacity_factor", ST_NUM},
     [SC_MOE_CAP_ALIAS] = {"model", "moe_capacity_factor", ST_NUM},
+    [SC_VOCAB_RAW] = {"model", "vocab_size", ST_INT},
+    [SC_VOCAB_DIV] = {"model", "make_vocab_size_divisible_by", ST_INT},
+    [SC_MAXPOS] = {"model", "max_position_embeddings", ST_INT},
+    [SC_UNTIE_M] = {"model", "untie_embeddings_and_output_weights", ST_BOOL},
+    [SC_BF16] = {"model", "bf16", ST_BOOL},
+    [SC_FP16] = {"model", "fp16", ST_BOOL},
+    [SC_FP8_FORMAT] = {"model", "fp8_format", ST_STR},
+    [SC_NOBIAS] = {"model", "disable_bias_linear", ST_BOOL},
+    [SC_GQA] = {"model", "group_query_attention", ST_BOOL},
+    [SC_KV_CHANNELS] = {"model", "kv_channels", ST_INT},
     [SC_M_GRAN] = {"model", "recompute_granularity", ST_STR},
     [SC_M_METHOD] = {"model", "recompute_method", ST_STR},
     [SC_M_NLAYERS] = {"model", "recompute_num_layers", ST_INT},
@@ -59,6 +69,8 @@ static const st_field fields[SC_COUNT] = {
     [SC_P2P_SYNC] = {"parallel", "batch_p2p_sync", ST_BOOL},
     [SC_P2P_SPLIT] = {"parallel", "scatter_gather_tensors_in_pipeline", ST_BOOL},
     [SC_GRAD_FP32] = {"parallel", "grad_reduce_in_fp32", ST_BOOL},
+    [SC_ACC_FP32] = {"parallel", "accumulate_allreduce_grads_in_fp32", ST_BOOL},
+    [SC_GRAD_BF16] = {"parallel", "grad_reduce_in_bf16", ST_BOOL},
     [SC_PARAM_GATHER] = {"parallel", "overlap_param_gather", ST_BOOL},
     [SC_TP_OVERLAP] = {"parallel", "tp_comm_overlap", ST_BOOL},
     [SC_MBS] = {"parallel", "micro_batch_size", ST_INT},
@@ -124,6 +136,7 @@ void scn_base_name(const char *path, char *out, size_t size)
 /* What the protected reader works on. */
 typedef struct sc_read_ctx {
     const char *file;
+    const char *text; /* an imported file's scenario; NULL: run the file */
     const char *const *overrides;
     size_t n_overrides;
     st_value *vals;
@@ -146,7 +159,8 @@ static ms_status run_file(ms_sandbox *sb, sc_read_ctx *c)
 {
     lua_State *L;
     base_sandbox_state(sb, &L);
-    ms_status st = base_sandbox_dofile(sb, c->file, 1, c->d);
+    ms_status st = c->text ? base_sandbox_dostring(sb, c->file, c->text, strlen(c->text), 1, c->d)
+                           : base_sandbox_dofile(sb, c->file, 1, c->d);
     if (st != MS_OK)
         return st; /* the message is "file:line: ..." or "cannot open file" */
     if (lua_type(L, -1) != LUA_TTABLE) {
@@ -201,18 +215,31 @@ ms_status ms_scenario_load(const char *path, const char *const *overrides, size_
         ms_diag_set(d, st, "out of memory loading %s", path);
     if (st == MS_OK && strlen(path) >= sizeof sc->path)
         st = ms_diag_set(d, MS_ERANGE, "scenario path too long (%zu bytes)", strlen(path));
+    ms_import *im = NULL; /* a script or config rather than a scenario */
+    if (st == MS_OK)
+        st = scn_import_text(path, overrides, n_overrides, &im, d);
     if (st == MS_OK) {
         snprintf(sc->path, sizeof sc->path, "%s", path);
-        sc_read_ctx c = {.file = path, .overrides = overrides, .n_overrides = n_overrides,
-                         .vals = vals, .d = d};
+        sc_read_ctx c = {.file = path,
+                         .text = ms_import_scenario(im),
+                         .overrides = overrides,
+                         .n_overrides = n_overrides,
+                         .vals = vals,
+                         .d = d};
         st = run_file(sb, &c);
     }
     if (sb != NULL)
         base_sandbox_destroy(sb);
     if (st == MS_OK)
+        st = scn_megatron_resolve(vals, path, d);
+    if (st == MS_OK)
         st = scn_validate(vals, path, sc, d);
     if (st == MS_OK)
         st = load_device(sc, d);
+    if (st != MS_OK)
+        scn_import_explain(im, d);
+    if (im != NULL)
+        ms_import_free(im);
     scn_table_values_release(vals, SC_COUNT);
     free(vals);
     if (st != MS_OK) {

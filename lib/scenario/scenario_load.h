@@ -20,9 +20,11 @@ enum sc_field {
     SC_ARCH, SC_LAYERS, SC_HIDDEN, SC_FFN, SC_HEADS, SC_GROUPS, SC_SEQ, SC_VOCAB, SC_NORM,
     SC_SWIGLU, SC_UNTIE, SC_FLASH, SC_HDROP, SC_ADROP, SC_DTYPE, SC_FP8, SC_BIAS, SC_POS,
     SC_EXPERTS, SC_TOPK, SC_MOE_FFN, SC_MOE_CAP, SC_MOE_CAP_ALIAS,
+    SC_VOCAB_RAW, SC_VOCAB_DIV, SC_MAXPOS, SC_UNTIE_M, SC_BF16, SC_FP16, SC_FP8_FORMAT,
+    SC_NOBIAS, SC_GQA, SC_KV_CHANNELS,
     SC_M_GRAN, SC_M_METHOD, SC_M_NLAYERS,
     SC_WORLD, SC_TP, SC_PP, SC_VPP, SC_CP, SC_SP, SC_DISTOPT, SC_OVERLAP_GRAD, SC_P2P_SYNC,
-    SC_P2P_SPLIT, SC_GRAD_FP32, SC_PARAM_GATHER, SC_TP_OVERLAP,
+    SC_P2P_SPLIT, SC_GRAD_FP32, SC_ACC_FP32, SC_GRAD_BF16, SC_PARAM_GATHER, SC_TP_OVERLAP,
     SC_MBS, SC_GBS,
     SC_EP,
     SC_INTERLEAVE, SC_OFFSET,
@@ -39,6 +41,18 @@ const st_schema *scn_schema(void);
 /* Apply overrides to the scenario table at idx (inside a protected call). */
 ms_status scn_apply_overrides(lua_State *L, int idx, const char *const *overrides, size_t n,
                               const st_schema *schema, const char *file, ms_diag *d);
+
+/* Megatron-LM's argument names for settings a scenario also has under
+ * memsim's own (scenario_megatron.c): resolved into the fields they mean,
+ * before validation. */
+ms_status scn_megatron_resolve(st_value *vals, const char *file, ms_diag *d);
+
+/* A file that is not a scenario, imported (import/import.c) with the overrides as
+ * --set; *im stays NULL for a scenario file. */
+ms_status scn_import_text(const char *path, const char *const *sets, size_t n_sets,
+                          ms_import **im, ms_diag *d);
+/* Add to an error about an imported field the argument it came from. */
+void scn_import_explain(const ms_import *im, ms_diag *d);
 
 /* Defaults and constraints: vals -> sc (all but the device). */
 ms_status scn_validate(const st_value *vals, const char *file, ms_scenario *sc, ms_diag *d);

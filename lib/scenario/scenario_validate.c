@@ -124,7 +124,9 @@ static ms_status model_sizes(const vctx *c, ms_model_config *m)
         (st = int_field(c, SC_FFN, default_ffn(llama, m->swiglu, m->hidden_size), 1, 1 << 24,
                         &m->ffn_hidden_size)) != MS_OK ||
         (st = int_field(c, SC_SEQ, REQUIRED, 1, 1 << 24, &m->seq_length)) != MS_OK ||
-        (st = int_field(c, SC_VOCAB, REQUIRED, 1, 1 << 26, &m->padded_vocab_size)) != MS_OK)
+        (st = int_field(c, SC_VOCAB, REQUIRED, 1, 1 << 26, &m->padded_vocab_size)) != MS_OK ||
+        (st = int_field(c, SC_MAXPOS, m->seq_length, 1, 1 << 24,
+                        &m->max_position_embeddings)) != MS_OK)
         return st;
     if ((st = divides(c, SC_HIDDEN, m->hidden_size, SC_HEADS, m->num_attention_heads, NULL)) !=
         MS_OK)

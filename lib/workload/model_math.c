@@ -46,8 +46,11 @@ void wl_count(const ms_model_config *m, wm_counts *c)
         c->layer = c->layer_active = attn + c->fc1 + c->fc2;
     }
     c->word = (uint64_t)m->padded_vocab_size * h;
-    c->pos = m->position_embedding_type == MS_POS_LEARNED_ABSOLUTE
-                 ? (uint64_t)m->seq_length * h : 0;
+    /* Megatron's table has --max-position-embeddings rows, whatever the
+     * sequence length a run uses. */
+    uint64_t rows =
+        (uint64_t)(m->max_position_embeddings > 0 ? m->max_position_embeddings : m->seq_length);
+    c->pos = m->position_embedding_type == MS_POS_LEARNED_ABSOLUTE ? rows * h : 0;
     c->head = m->untie_embeddings ? c->word : 0;
 }
 
